@@ -1,0 +1,75 @@
+"""A read-only view of the backend fleet, as the decision core sees it.
+
+The gateway's scraper builds a new ``FleetSnapshot`` after each scrape; decisions read
+one snapshot and never do I/O. Every signal is optional: a backend that exports no such
+family, or was never scraped, has None there.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Health(str, enum.Enum):
+    HEALTHY = "healthy"
+    DEGRADED = "degraded"
+    DOWN = "down"
+
+
+@dataclass(frozen=True, slots=True)
+class BackendView:
+    """Live signals of one backend, derived from its own /metrics over a sliding window.
+
+    Units: seconds, tokens, fractions in [0, 1]. ``signal_age_s`` is the age of the newest
+    successful scrape; ``stale`` signals count as saturated (documented in the README).
+    """
+
+    name: str
+    models: frozenset[str]
+    health: Health = Health.HEALTHY
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None
+    preemptions_per_s: float | None = None
+    prompt_tokens_per_s: float | None = None
+    generation_tokens_per_s: float | None = None
+    queue_time_p50_s: float | None = None
+    queue_time_p90_s: float | None = None
+    ttft_p90_s: float | None = None
+    e2e_p90_s: float | None = None
+    engine_rejections_per_s: float | None = None
+    capacity_estimate: float | None = None
+    signal_age_s: float | None = None
+    stale: bool = False
+
+    @property
+    def available(self) -> bool:
+        return self.health is not Health.DOWN
+
+    def serves(self, model: str) -> bool:
+        return model in self.models
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSnapshot:
+    """All backends at one instant ``at`` (clock seconds)."""
+
+    at: float
+    backends: tuple[BackendView, ...] = ()
+
+    def get(self, name: str) -> BackendView | None:
+        for b in self.backends:
+            if b.name == name:
+                return b
+        return None
+
+    def serving(self, model: str) -> tuple[BackendView, ...]:
+        """Backends that are not down and serve ``model``."""
+        return tuple(b for b in self.backends if b.available and b.serves(model))
+
+    @property
+    def any_available(self) -> bool:
+        return any(b.available for b in self.backends)

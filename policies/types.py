@@ -1,0 +1,156 @@
+"""Values that cross the boundary between the gateway shell and the decision core.
+
+All of them are frozen: a decision, once made, is a fact to be recorded, not state.
+Enum values double as low-cardinality Prometheus label values.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+Clock = Callable[[], float]
+"""Monotonic seconds. The gateway passes ``time.monotonic``; the simulator a virtual clock."""
+
+
+class DecisionKind(str, enum.Enum):
+    ADMIT = "admit"
+    DELAY = "delay"
+    DEGRADE = "degrade"
+    REJECT = "reject"
+
+
+class Reason(str, enum.Enum):
+    """Why a decision was made. Small and closed on purpose: it is a metric label."""
+
+    CAPACITY_AVAILABLE = "capacity_available"
+    QUEUED_FOR_CAPACITY = "queued_for_capacity"
+    DEGRADED_UNDER_LOAD = "degraded_under_load"
+    QUEUE_FULL = "queue_full"
+    OVERLOADED = "overloaded"
+    DEADLINE_INFEASIBLE = "deadline_infeasible"
+    DEADLINE_EXPIRED = "deadline_expired"
+    TENANT_QUOTA = "tenant_quota_exceeded"
+    TENANT_CONCURRENCY = "tenant_concurrency_exceeded"
+    RETRY_BUDGET_EXHAUSTED = "retry_budget_exhausted"
+    CLASS_SHED = "class_shed"
+    NO_HEALTHY_BACKEND = "no_healthy_backend"
+
+
+class Outcome(str, enum.Enum):
+    """The one terminal outcome every request ends in."""
+
+    COMPLETED = "completed"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class FlowKey:
+    """tenant + workload class + model + deadline bucket (see ``deadline_bucket``)."""
+
+    tenant: str
+    workload_class: str
+    model: str
+    deadline_bucket: str
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.workload_class}/{self.model}/{self.deadline_bucket}"
+
+
+def deadline_bucket(deadline_s: float | None) -> str:
+    """Coarse, bounded bucket of a relative deadline, so flow keys stay low-cardinality."""
+    if deadline_s is None:
+        return "none"
+    for limit, name in ((1.0, "le1s"), (10.0, "le10s"), (60.0, "le60s"), (600.0, "le10m")):
+        if deadline_s <= limit:
+            return name
+    return "gt10m"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkEstimate:
+    """Token cost estimated before any backend work. ``total`` is what fair share charges."""
+
+    prompt_tokens: int
+    output_tokens: int
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Actual token usage reported by the backend at completion (may be partial)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """Everything the decision core may know about a request. Never the prompt itself.
+
+    Times are clock seconds (see ``Clock``); ``deadline`` is absolute, or None.
+    """
+
+    request_id: str
+    tenant: str
+    workload_class: str
+    model: str
+    estimate: WorkEstimate
+    arrival: float
+    deadline: float | None = None
+    priority: int = 0
+    weight: float = 1.0
+    max_tokens: int | None = None
+    is_retry: bool = False
+    session_id: str | None = None
+    prompt_hash: str = ""
+
+    @property
+    def flow(self) -> FlowKey:
+        rel = None if self.deadline is None else self.deadline - self.arrival
+        return FlowKey(self.tenant, self.workload_class, self.model, deadline_bucket(rel))
+
+
+@dataclass(frozen=True, slots=True)
+class Degradation:
+    """What a degrade decision changed. ``steps`` names the ladder steps applied."""
+
+    steps: tuple[str, ...] = ()
+    max_tokens: int | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The decision object: one per request, frozen, recorded and exposed in headers."""
+
+    decision: DecisionKind
+    reason: Reason
+    request_id: str
+    tenant: str
+    flow: FlowKey
+    estimate: WorkEstimate
+    policy: str
+    policy_version: str
+    reservation_tokens: int = 0
+    retry_after_s: float | None = None
+    queue_position: int | None = None
+    degradation: Degradation = field(default_factory=Degradation)
+    backend: str | None = None
+    shadowed: tuple[str, ...] = ()
+    """Gates in shadow mode that would have blocked this request."""
+
+    @property
+    def admitted(self) -> bool:
+        return self.decision in (DecisionKind.ADMIT, DecisionKind.DEGRADE)
