@@ -1,0 +1,375 @@
+"""A pure, clock-free model of one vLLM V1 engine core (continuous batching, one model, one card).
+
+No I/O, no asyncio, no clock: the caller passes ``now`` (seconds on any monotonic clock, real
+or virtual) and the engine says how long each step takes. The HTTP emulator drives it on the
+wall clock (scaled by ``--speed``); the discrete-event simulator drives it on a virtual clock.
+
+API::
+
+    engine = Engine(profile.engine)                  # EngineConfig from emulator.profile
+    engine.add("r1", prompt_tokens=700, output_tokens=354, now=t)   # raises EngineBusy / ValueError
+    while engine.has_work:
+        step = engine.step(now=t)                    # schedules a batch at t, returns StepResult
+        t += step.duration_s                         # its outputs are stamped at t + duration_s
+        step.tokens_emitted                          # {req_id: 1} for each sequence that sampled
+        step.ttft_s / step.finished / step.preempted
+    engine.abort("r1")                               # client gone: frees its slot and KV blocks
+
+Scheduling follows ``vllm/v1/core/sched/scheduler.py`` with the FCFS policy:
+
+1. Running requests first, in order. Each needs ``num_tokens - num_computed`` new tokens
+   (1 when decoding, the rest of the prompt when prefilling), capped by what is left of the
+   per-step budget ``max_num_batched_tokens`` (chunked prefill). When its KV blocks cannot be
+   allocated, the last running request is preempted (all blocks freed, progress lost, put at
+   the head of the waiting queue: recompute), until it fits or it preempted itself.
+2. Only if nothing was preempted: waiting requests in FCFS order while slots
+   (``max_num_seqs``), budget and KV blocks last. A waiting request that does not fit blocks
+   the ones behind it.
+3. A sequence whose computed tokens reach its length samples one token at the end of the step.
+   It finishes when it has ``output_tokens`` tokens.
+
+Timestamps follow vLLM's request stats: ``arrival`` (add), ``scheduled_at`` (first scheduled,
+not re-set by preemption), ``first_token_at`` and ``finished_at`` (end of the emitting step).
+Admission mirrors vLLM's front end: ``max_num_queued_reqs`` caps waiting + running and
+``max_num_queued_tokens`` caps prompt tokens of requests not yet past prefill; both raise
+``EngineBusy`` (vLLM answers HTTP 503 and counts ``vllm:admission_rejections_total``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from emulator.profile import EngineConfig
+
+FINISH_LENGTH = "length"
+FINISH_STOP = "stop"
+
+
+class EngineBusy(Exception):
+    """vLLM's admission rejection; ``reason`` is the ``admission_rejections_total`` label."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"engine busy: {reason}")
+        self.reason = reason
+
+
+@dataclass(slots=True, eq=False)
+class _Seq:
+    req_id: str
+    prompt_tokens: int
+    output_tokens: int
+    finish_reason: str
+    arrival: float
+    generated: int = 0
+    computed: int = 0
+    blocks: int = 0
+    preemptions: int = 0
+    scheduled_at: float | None = None
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+
+    @property
+    def num_tokens(self) -> int:
+        return self.prompt_tokens + self.generated
+
+    @property
+    def remaining(self) -> int:
+        return self.num_tokens - self.computed
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedRequest:
+    """One completed request and its timestamps (seconds on the caller's clock)."""
+
+    req_id: str
+    prompt_tokens: int
+    output_tokens: int
+    finish_reason: str
+    arrival: float
+    scheduled_at: float
+    first_token_at: float
+    finished_at: float
+    num_preemptions: int
+
+    @property
+    def queue_time_s(self) -> float:
+        return self.scheduled_at - self.arrival
+
+    @property
+    def prefill_time_s(self) -> float:
+        return self.first_token_at - self.scheduled_at
+
+    @property
+    def decode_time_s(self) -> float:
+        return self.finished_at - self.first_token_at
+
+    @property
+    def inference_time_s(self) -> float:
+        return self.finished_at - self.scheduled_at
+
+    @property
+    def ttft_s(self) -> float:
+        return self.first_token_at - self.arrival
+
+    @property
+    def e2e_s(self) -> float:
+        return self.finished_at - self.arrival
+
+    @property
+    def time_per_output_token_s(self) -> float:
+        """vLLM's definition: decode time over the tokens after the first (0 for one token)."""
+        return self.decode_time_s / (self.output_tokens - 1) if self.output_tokens > 1 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """What one engine step did. Its outputs are stamped at ``started_at + duration_s``."""
+
+    started_at: float
+    duration_s: float
+    prefill_tokens: int = 0
+    decode_seqs: int = 0
+    tokens_emitted: Mapping[str, int] = field(default_factory=dict)
+    ttft_s: Mapping[str, float] = field(default_factory=dict)
+    """Requests whose first token came in this step -> time to first token (s)."""
+    new_prompt_tokens: int = 0
+    """Prompt tokens of the requests whose prefill completed in this step (vLLM counts them so)."""
+    inter_token_latencies_s: tuple[float, ...] = ()
+    finished: tuple[FinishedRequest, ...] = ()
+    preempted: tuple[str, ...] = ()
+
+    @property
+    def ended_at(self) -> float:
+        return self.started_at + self.duration_s
+
+    @property
+    def scheduled_tokens(self) -> int:
+        return self.prefill_tokens + self.decode_seqs
+
+    @property
+    def first_tokens(self) -> tuple[str, ...]:
+        return tuple(self.ttft_s)
+
+
+class Engine:
+    """One vLLM engine core. Not thread-safe: one caller drives it."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self._waiting: deque[_Seq] = deque()
+        self._running: list[_Seq] = []
+        self._by_id: dict[str, _Seq] = {}
+        self._free_blocks = config.num_gpu_blocks
+        self.num_preemptions = 0
+
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def has_work(self) -> bool:
+        return bool(self._waiting or self._running)
+
+    @property
+    def num_running(self) -> int:
+        return len(self._running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def num_preempted_waiting(self) -> int:
+        """Waiting requests that were preempted (vLLM's ``waiting_by_reason{reason=preempted}``)."""
+        return sum(1 for s in self._waiting if s.preemptions > 0)
+
+    @property
+    def kv_cache_usage(self) -> float:
+        """Fraction of KV blocks in use, 0..1 (``vllm:kv_cache_usage_perc``)."""
+        return 1.0 - self._free_blocks / self.config.num_gpu_blocks
+
+    @property
+    def queued_prompt_tokens(self) -> int:
+        """Prompt tokens of requests not yet past prefill (``max_num_queued_tokens`` counts)."""
+        return sum(s.prompt_tokens for s in self._by_id.values() if s.first_token_at is None)
+
+    def __contains__(self, req_id: object) -> bool:
+        return req_id in self._by_id
+
+    # -- requests ----------------------------------------------------------------------------
+    def add(
+        self,
+        req_id: str,
+        prompt_tokens: int,
+        output_tokens: int,
+        now: float,
+        *,
+        finish_reason: str = FINISH_LENGTH,
+    ) -> None:
+        """Queue a request (FCFS). ``finish_reason``: ``length`` (max_tokens hit) or ``stop``.
+
+        Raises ``ValueError`` for an impossible request (vLLM's 400) and ``EngineBusy`` when an
+        admission cap is reached (vLLM's 503).
+        """
+        if req_id in self._by_id:
+            raise ValueError(f"duplicate request id {req_id!r}")
+        if prompt_tokens < 1 or output_tokens < 1:
+            raise ValueError("prompt_tokens and output_tokens must be >= 1")
+        if prompt_tokens + output_tokens > self.config.max_model_len:
+            raise ValueError(
+                f"{prompt_tokens} prompt + {output_tokens} output tokens exceed "
+                f"max_model_len {self.config.max_model_len}"
+            )
+        self._check_admission(prompt_tokens)
+        seq = _Seq(req_id, prompt_tokens, output_tokens, finish_reason, arrival=now)
+        self._by_id[req_id] = seq
+        self._waiting.append(seq)
+
+    def _check_admission(self, prompt_tokens: int) -> None:
+        cap_reqs = self.config.max_num_queued_reqs
+        if cap_reqs is not None and len(self._by_id) + 1 > cap_reqs:
+            raise EngineBusy("max_num_queued_reqs")
+        cap_tokens = self.config.max_num_queued_tokens
+        if cap_tokens is not None and self.queued_prompt_tokens >= cap_tokens:
+            raise EngineBusy("max_num_queued_tokens")
+
+    def abort(self, req_id: str) -> bool:
+        """Drop a request wherever it is; frees its slot and blocks. False if unknown/finished."""
+        seq = self._by_id.pop(req_id, None)
+        if seq is None:
+            return False
+        if seq in self._running:
+            self._running.remove(seq)
+        else:
+            self._waiting.remove(seq)
+        self._free(seq)
+        return True
+
+    # -- the step ----------------------------------------------------------------------------
+    def step(self, now: float) -> StepResult:
+        """Schedule one batch at ``now``, run it, and return what it produced."""
+        budget = self.config.max_num_batched_tokens
+        batch: list[tuple[_Seq, int]] = []
+        preempted: list[str] = []
+        budget = self._schedule_running(batch, preempted, budget)
+        if not preempted:
+            self._schedule_waiting(batch, budget, now)
+        if not batch:
+            return StepResult(started_at=now, duration_s=0.0, preempted=tuple(preempted))
+        decode = [s for s, n in batch if n == 1 and s.generated > 0 and s.remaining == 1]
+        prefill_tokens = sum(n for _, n in batch) - len(decode)
+        context = sum(s.computed for s, _ in batch)
+        duration = self.config.step_time.duration(prefill_tokens, len(decode), context)
+        return self._advance(batch, now, duration, prefill_tokens, len(decode), preempted)
+
+    def _schedule_running(
+        self, batch: list[tuple[_Seq, int]], preempted: list[str], budget: int
+    ) -> int:
+        i = 0
+        while i < len(self._running) and budget > 0:
+            seq = self._running[i]
+            n = min(seq.remaining, budget)
+            while not self._allocate(seq, seq.computed + n):
+                victim = self._running.pop()  # FCFS: the latest arrival goes first
+                self._preempt(victim)
+                preempted.append(victim.req_id)
+                if victim is seq:
+                    return budget
+            batch.append((seq, n))
+            budget -= n
+            i += 1
+        return budget
+
+    def _schedule_waiting(self, batch: list[tuple[_Seq, int]], budget: int, now: float) -> None:
+        while self._waiting and budget > 0 and len(self._running) < self.config.max_num_seqs:
+            seq = self._waiting[0]
+            n = min(seq.remaining, budget)
+            if not self._allocate(seq, seq.computed + n):
+                break
+            self._waiting.popleft()
+            self._running.append(seq)
+            if seq.scheduled_at is None:
+                seq.scheduled_at = now
+            batch.append((seq, n))
+            budget -= n
+
+    def _advance(
+        self,
+        batch: list[tuple[_Seq, int]],
+        now: float,
+        duration: float,
+        prefill_tokens: int,
+        decode_seqs: int,
+        preempted: list[str],
+    ) -> StepResult:
+        end = now + duration
+        emitted: dict[str, int] = {}
+        ttft: dict[str, float] = {}
+        itl: list[float] = []
+        finished: list[FinishedRequest] = []
+        new_prompt_tokens = 0
+        for seq, n in batch:
+            seq.computed += n
+            if seq.computed < seq.num_tokens:
+                continue  # a prefill chunk: no token yet
+            seq.generated += 1
+            emitted[seq.req_id] = 1
+            if seq.first_token_at is None:
+                seq.first_token_at = end
+                ttft[seq.req_id] = end - seq.arrival
+                new_prompt_tokens += seq.prompt_tokens
+            elif seq.last_token_at is not None:
+                itl.append(end - seq.last_token_at)
+            seq.last_token_at = end
+            if seq.generated >= seq.output_tokens:
+                finished.append(self._finish(seq, end))
+        return StepResult(
+            started_at=now,
+            duration_s=duration,
+            prefill_tokens=prefill_tokens,
+            decode_seqs=decode_seqs,
+            tokens_emitted=emitted,
+            ttft_s=ttft,
+            new_prompt_tokens=new_prompt_tokens,
+            inter_token_latencies_s=tuple(itl),
+            finished=tuple(finished),
+            preempted=tuple(preempted),
+        )
+
+    # -- blocks ------------------------------------------------------------------------------
+    def _allocate(self, seq: _Seq, tokens: int) -> bool:
+        need = math.ceil(tokens / self.config.block_size) - seq.blocks
+        if need > self._free_blocks:
+            return False
+        if need > 0:
+            self._free_blocks -= need
+            seq.blocks += need
+        return True
+
+    def _free(self, seq: _Seq) -> None:
+        self._free_blocks += seq.blocks
+        seq.blocks = 0
+
+    def _preempt(self, seq: _Seq) -> None:
+        self._free(seq)
+        seq.computed = 0
+        seq.preemptions += 1
+        self.num_preemptions += 1
+        self._waiting.appendleft(seq)
+
+    def _finish(self, seq: _Seq, end: float) -> FinishedRequest:
+        self._running.remove(seq)
+        del self._by_id[seq.req_id]
+        self._free(seq)
+        assert seq.scheduled_at is not None and seq.first_token_at is not None
+        return FinishedRequest(
+            req_id=seq.req_id,
+            prompt_tokens=seq.prompt_tokens,
+            output_tokens=seq.generated,
+            finish_reason=seq.finish_reason,
+            arrival=seq.arrival,
+            scheduled_at=seq.scheduled_at,
+            first_token_at=seq.first_token_at,
+            finished_at=end,
+            num_preemptions=seq.preemptions,
+        )
