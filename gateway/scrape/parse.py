@@ -1,0 +1,117 @@
+"""Prometheus text exposition → the raw series of the families we asked for.
+
+Two parsers with one output shape, so the choice between them is a measurement
+(``bench/scrape_parse.py``), not a belief:
+
+- ``parse_narrow``: a line scanner that looks only at the wanted sample names and parses
+  labels only for those lines. It is the one the scraper uses.
+- ``parse_reference``: ``prometheus_client.parser``, the well-kept parser, kept as the
+  oracle the narrow one is tested against.
+
+Neither raises on garbage: a line that does not parse is skipped and counted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from gateway.scrape.engines import EngineMetrics
+
+Labels = dict[str, str]
+Series = list[tuple[Labels, float]]
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+
+_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+\S+)?[ \t]*$")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(slots=True)
+class RawSeries:
+    """Sample name (with any ``_bucket``/``_sum``/``_count`` suffix) → its series."""
+
+    series: dict[str, Series] = field(default_factory=dict)
+    bad_lines: int = 0
+
+    def add(self, name: str, labels: Labels, value: float) -> None:
+        self.series.setdefault(name, []).append((labels, value))
+
+
+def wanted_names(engine: EngineMetrics) -> frozenset[str]:
+    """Every sample name that feeds a signal for ``engine``."""
+    names = set(engine.gauges()) | set(engine.counters())
+    for family in engine.histograms():
+        names.update(family + suffix for suffix in HISTOGRAM_SUFFIXES)
+    return frozenset(names)
+
+
+def parse_narrow(text: str, wanted: frozenset[str]) -> RawSeries:
+    """Extract only ``wanted`` samples; cost is one ``str.find`` per uninteresting line."""
+    out = RawSeries()
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        name = _sample_name(line)
+        if name not in wanted:
+            continue
+        parsed = _parse_line(line)
+        if parsed is None:
+            out.bad_lines += 1
+            continue
+        out.add(*parsed)
+    return out
+
+
+def _sample_name(line: str) -> str:
+    end = len(line)
+    for stop in ("{", " "):
+        i = line.find(stop, 0, end)
+        if i != -1:
+            end = i
+    return line[:end]
+
+
+def _parse_line(line: str) -> tuple[str, Labels, float] | None:
+    match = _LINE.match(line)
+    if match is None:
+        return None
+    name, label_text, value_text = match.groups()
+    try:
+        value = float(value_text)
+    except ValueError:
+        return None
+    labels = {k: _unescape(v) for k, v in _LABEL.findall(label_text or "")}
+    return name, labels, value
+
+
+def _unescape(value: str) -> str:
+    if "\\" not in value:
+        return value
+    return value.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
+
+
+def parse_reference(text: str, wanted: frozenset[str]) -> RawSeries:
+    """The same extraction through ``prometheus_client``; raises nothing on garbage."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = RawSeries()
+    try:
+        for family in text_string_to_metric_families(text):
+            _add_samples(out, family.samples, wanted)
+    except ValueError:
+        out.bad_lines += 1  # the reference parser gives up on the first bad line
+    return out
+
+
+def _add_samples(out: RawSeries, samples: Iterable[object], wanted: frozenset[str]) -> None:
+    for sample in samples:
+        name: str = sample.name  # type: ignore[attr-defined]
+        if name in wanted:
+            value = float(sample.value)  # type: ignore[attr-defined]
+            out.add(name, dict(sample.labels), value)  # type: ignore[attr-defined]
+
+
+def is_finite(value: float) -> bool:
+    return not (math.isnan(value) or math.isinf(value))
