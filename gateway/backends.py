@@ -1,0 +1,179 @@
+"""The backend pool: one pooled upstream client per backend, /health probes, fleet snapshots.
+
+Health is ours (probes and connect errors); load signals come from the metrics scraper
+(``SignalSource``) as a mapping of ``BackendView`` field names and are merged in as-is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Protocol
+
+import httpx
+
+from gateway.config import BackendConfig, HealthConfig
+from policies.fleet import BackendView, FleetSnapshot, Health
+from policies.types import Clock
+
+log = logging.getLogger("sluicegate.backends")
+_VIEW_FIELDS = frozenset(f.name for f in fields(BackendView)) - {"name", "models", "health"}
+
+
+class SignalSource(Protocol):
+    """Live load signals per backend, keyed by ``BackendView`` field names."""
+
+    def signals(self, backend: str, now: float) -> Mapping[str, object]: ...
+
+
+@dataclass
+class _BackendState:
+    config: BackendConfig
+    client: httpx.AsyncClient
+    health: Health = Health.HEALTHY
+    failures: int = 0
+    max_model_len: int | None = None
+
+
+class BackendPool:
+    """Owns the upstream clients. ``snapshot()`` is cheap enough to call per request."""
+
+    def __init__(
+        self,
+        backends: Sequence[BackendConfig],
+        *,
+        clock: Clock,
+        health: HealthConfig,
+        connect_timeout_s: float,
+        read_timeout_s: float,
+        transport: httpx.AsyncBaseTransport | None = None,
+        signals: SignalSource | None = None,
+    ) -> None:
+        self._clock = clock
+        self._health = health
+        self._signals = signals
+        timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
+        limits = httpx.Limits(max_connections=1024, max_keepalive_connections=256)
+        self._states = {
+            b.name: _BackendState(
+                b,
+                httpx.AsyncClient(
+                    base_url=b.url.rstrip("/"), timeout=timeout, limits=limits, transport=transport
+                ),
+                max_model_len=b.max_model_len,
+            )
+            for b in backends
+        }
+        self.on_change: list[asyncio.Event] = []
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._states)
+
+    def client(self, backend: str) -> httpx.AsyncClient:
+        return self._states[backend].client
+
+    def health(self, backend: str) -> Health:
+        return self._states[backend].health
+
+    def known_models(self) -> frozenset[str]:
+        return frozenset(m for s in self._states.values() for m in s.config.models)
+
+    def healthy_models(self) -> dict[str, int | None]:
+        """Model name → smallest known context limit, over backends that are not down."""
+        out: dict[str, int | None] = {}
+        for s in self._states.values():
+            if s.health is Health.DOWN:
+                continue
+            for model in s.config.models:
+                out[model] = _min_known(out.get(model), s.max_model_len)
+        return out
+
+    def model_limit(self, model: str) -> int | None:
+        """The smallest known ``max_model_len`` among backends serving ``model``."""
+        limit: int | None = None
+        for s in self._states.values():
+            if model in s.config.models:
+                limit = _min_known(limit, s.max_model_len)
+        return limit
+
+    def snapshot(self) -> FleetSnapshot:
+        now = self._clock()
+        return FleetSnapshot(now, tuple(self._view(s, now) for s in self._states.values()))
+
+    def _view(self, s: _BackendState, now: float) -> BackendView:
+        extra: dict[str, object] = {}
+        if self._signals is not None:
+            extra = {
+                k: v
+                for k, v in self._signals.signals(s.config.name, now).items()
+                if k in _VIEW_FIELDS
+            }
+        return BackendView(
+            name=s.config.name,
+            models=frozenset(s.config.models),
+            health=s.health,
+            max_num_seqs=s.config.max_num_seqs,
+            max_model_len=s.max_model_len,
+            **extra,  # type: ignore[arg-type]
+        )
+
+    def mark_failed(self, backend: str) -> None:
+        """A connect error: the backend is down until a probe says otherwise."""
+        s = self._states[backend]
+        s.failures = max(s.failures, self._health.failures_to_down)
+        self._set_health(s, Health.DOWN)
+
+    async def probe_all(self) -> None:
+        await asyncio.gather(*(self._probe(s) for s in self._states.values()))
+
+    async def run_probes(self) -> None:
+        while True:
+            await self.probe_all()
+            await asyncio.sleep(self._health.interval_s)
+
+    async def _probe(self, s: _BackendState) -> None:
+        try:
+            resp = await s.client.get("/health", timeout=self._health.timeout_s)
+            ok = resp.status_code == 200
+        except httpx.HTTPError:
+            ok = False
+        if ok:
+            s.failures = 0
+            if s.max_model_len is None:
+                s.max_model_len = await self._learn_model_len(s)
+            self._set_health(s, Health.HEALTHY)
+            return
+        s.failures += 1
+        if s.failures >= self._health.failures_to_down:
+            self._set_health(s, Health.DOWN)
+
+    async def _learn_model_len(self, s: _BackendState) -> int | None:
+        """vLLM lists ``max_model_len`` per model on /v1/models; take the smallest."""
+        try:
+            resp = await s.client.get("/v1/models", timeout=self._health.timeout_s)
+            data = resp.json().get("data", []) if resp.status_code == 200 else []
+            lens = [int(m["max_model_len"]) for m in data if m.get("max_model_len")]
+        except (httpx.HTTPError, ValueError, TypeError, KeyError, AttributeError):
+            return None
+        return min(lens) if lens else None
+
+    def _set_health(self, s: _BackendState, health: Health) -> None:
+        if s.health is not health:
+            log.warning("backend %s is now %s", s.config.name, health.value)
+            s.health = health
+            for event in self.on_change:
+                event.set()
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(s.client.aclose() for s in self._states.values()))
+
+
+def _min_known(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)

@@ -1,0 +1,103 @@
+"""One structured decision record (a JSON log line) per request.
+
+A record carries the prompt's sha256, never the prompt or the completion. Times are
+seconds; ``queue_wait_s`` is admission wait inside the gateway, ``ttft_s`` the time from
+arrival to the first byte relayed, ``latency_s`` arrival to the end of the response.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies.types import Decision, Outcome, Usage
+
+log = logging.getLogger("sluicegate.records")
+
+
+def prompt_sha256(payload: Any) -> str:
+    """A stable hash of the prompt part of a request (messages or prompt)."""
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class RequestRecord:
+    """Mutable while the request runs; emitted once, at its terminal outcome."""
+
+    request_id: str
+    tenant: str
+    workload_class: str
+    model: str
+    endpoint: str
+    stream: bool
+    prompt_sha256: str
+    arrival: float
+    decision: Decision | None = None
+    outcome: Outcome | None = None
+    status: int | None = None
+    backend: str | None = None
+    attempts: int = 0
+    queue_wait_s: float | None = None
+    ttft_s: float | None = None
+    latency_s: float | None = None
+    usage: Usage | None = None
+    is_retry: bool = False
+    deadline_met: bool | None = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        d = self.decision
+        est = d.estimate if d is not None else None
+        return {
+            "event": "request",
+            "request_id": self.request_id,
+            "tenant": self.tenant,
+            "class": self.workload_class,
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "stream": self.stream,
+            "prompt_sha256": self.prompt_sha256,
+            "decision": d.decision.value if d is not None else None,
+            "reason": d.reason.value if d is not None else None,
+            "policy": d.policy if d is not None else None,
+            "policy_version": d.policy_version if d is not None else None,
+            "flow": str(d.flow) if d is not None else None,
+            "degraded": list(d.degradation.steps) if d is not None else [],
+            "shadowed": list(d.shadowed) if d is not None else [],
+            "retry_after_s": d.retry_after_s if d is not None else None,
+            "est_prompt_tokens": est.prompt_tokens if est is not None else None,
+            "est_output_tokens": est.output_tokens if est is not None else None,
+            "prompt_tokens": self.usage.prompt_tokens if self.usage else None,
+            "completion_tokens": self.usage.completion_tokens if self.usage else None,
+            "outcome": self.outcome.value if self.outcome is not None else None,
+            "status": self.status,
+            "backend": self.backend,
+            "attempts": self.attempts,
+            "is_retry": self.is_retry,
+            "queue_wait_s": _round(self.queue_wait_s),
+            "ttft_s": _round(self.ttft_s),
+            "latency_s": _round(self.latency_s),
+            "deadline_met": self.deadline_met,
+            "error": self.error,
+            **self.extra,
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+class RecordSink:
+    """Writes records as JSON lines to the ``sluicegate.records`` logger (and keeps none)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+
+    def emit(self, record: RequestRecord) -> None:
+        if self.enabled and log.isEnabledFor(logging.INFO):
+            log.info(json.dumps(record.as_json(), separators=(",", ":")))
