@@ -82,8 +82,22 @@ def _parse_line(line: str) -> tuple[str, Labels, float] | None:
         value = float(value_text)
     except ValueError:
         return None
-    labels = {k: _unescape(v) for k, v in _LABEL.findall(label_text or "")}
-    return name, labels, value
+    return name, _parse_labels(label_text or ""), value
+
+
+def _parse_labels(text: str) -> Labels:
+    """``a="x",b="y"`` → dict. Without backslashes no value can hide a quote: split fast."""
+    if not text:
+        return {}
+    if "\\" in text:
+        return {k: _unescape(v) for k, v in _LABEL.findall(text)}
+    labels: Labels = {}
+    for part in text.rstrip(",").split('",'):
+        key, sep, value = part.partition('="')
+        if not sep:
+            return {k: v for k, v in _LABEL.findall(text)}  # odd spacing: slow path
+        labels[key.strip()] = value[:-1] if value.endswith('"') else value
+    return labels
 
 
 def _unescape(value: str) -> str:
