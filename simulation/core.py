@@ -1,0 +1,190 @@
+"""The discrete-event loop: closed-loop agents, one admission policy, one engine, one clock.
+
+Events sit on a heap ordered by (time, sequence). After every event the loop *pumps*:
+it polls the admission policy with a fresh fleet snapshot, hands dispatched turns to the
+engine, schedules retries for deferred ones, starts an engine step if the engine is idle,
+and arms a wake-up for the policy's ``next_wakeup``. The run stops admitting *new* turns
+at ``duration_s`` and then drains, so every turn ends (completed) before ``run`` returns.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from dataclasses import dataclass, field
+from enum import Enum
+
+from policies.fleet import FleetSnapshot
+from simulation.metrics import TurnRecord
+from simulation.ports import (
+    AdmissionPort,
+    Deferred,
+    Dispatched,
+    EnginePort,
+    EngineStep,
+    Queued,
+    Verdict,
+    VirtualClock,
+)
+from simulation.workload import AgentWorkload
+
+DRAIN_LIMIT_S = 3600.0
+"""A drain that takes longer than this means a turn is stuck: the run fails loudly."""
+
+
+class _Kind(Enum):
+    THINK_END = 0
+    RETRY = 1
+    STEP_END = 2
+    WAKEUP = 3
+
+
+@dataclass(order=True, slots=True)
+class _Event:
+    at: float
+    seq: int
+    kind: _Kind = field(compare=False)
+    agent: int = field(default=-1, compare=False)
+    step: EngineStep | None = field(default=None, compare=False)
+
+
+class StuckSimulation(RuntimeError):
+    """The drain did not finish: some turn never ended."""
+
+
+class Simulation:
+    """One run: ``n_agents`` agents against ``admission`` in front of ``engine``."""
+
+    def __init__(
+        self,
+        *,
+        n_agents: int,
+        workload: AgentWorkload,
+        admission: AdmissionPort,
+        engine: EnginePort,
+        clock: VirtualClock,
+        duration_s: float,
+        seed: int,
+    ) -> None:
+        self._workload, self._admission, self._engine = workload, admission, engine
+        self._clock, self._duration = clock, duration_s
+        self._rng = random.Random(seed)
+        self._heap: list[_Event] = []
+        self._seq = itertools.count()
+        self._open: dict[int, TurnRecord] = {}
+        self._by_request: dict[str, int] = {}
+        self._attempt_submit: dict[str, float] = {}
+        self._engine_busy = False
+        self._armed_wakeup: float | None = None
+        self.records: list[TurnRecord] = []
+        for agent in range(n_agents):
+            self._push(workload.think_s(self._rng), _Kind.THINK_END, agent=agent)
+
+    def run(self) -> list[TurnRecord]:
+        """Run to the end of the drain; returns every turn, all of them finished."""
+        while self._heap:
+            event = heapq.heappop(self._heap)
+            if event.at > self._duration + DRAIN_LIMIT_S:
+                raise StuckSimulation(f"{len(self._open)} turns still open at {event.at:.0f}s")
+            self._clock.now = max(self._clock.now, event.at)
+            self._handle(event)
+        if self._open:
+            raise StuckSimulation(f"{len(self._open)} turns never ended")
+        return self.records
+
+    def _push(
+        self, at: float, kind: _Kind, *, agent: int = -1, step: EngineStep | None = None
+    ) -> None:
+        heapq.heappush(self._heap, _Event(at, next(self._seq), kind, agent, step))
+
+    def _handle(self, event: _Event) -> None:
+        now = self._clock.now
+        if event.kind is _Kind.THINK_END:
+            if now < self._duration:
+                tokens = self._workload.output_tokens(self._rng)
+                self._open[event.agent] = TurnRecord(event.agent, tokens, first_submit=now)
+                self._submit(event.agent)
+        elif event.kind is _Kind.RETRY:
+            self._submit(event.agent)
+        elif event.kind is _Kind.STEP_END:
+            assert event.step is not None
+            self._engine_busy = False
+            self._finish_step(event.step)
+            if not event.step.changed:
+                self._kick_engine()  # a plain decode step: skip the policy pump
+                return
+        # WAKEUP: nothing to do beyond the pump that follows every event.
+        self._pump()
+
+    def _submit(self, agent: int) -> None:
+        record = self._open[agent]
+        now = self._clock.now
+        request_id = f"a{agent}-t{len(self.records)}-r{len(record.attempts)}"
+        record.attempts.append(now)
+        self._by_request[request_id] = agent
+        self._attempt_submit[request_id] = now
+        verdict = self._admission.submit(
+            request_id, self._workload.prompt_tokens, record.output_tokens, self._snapshot()
+        )
+        self._apply(verdict)
+
+    def _apply(self, verdict: Verdict) -> None:
+        rid = verdict.request_id
+        agent = self._by_request[rid]
+        record = self._open[agent]
+        if isinstance(verdict, Dispatched):
+            record.accepted_submit = self._attempt_submit.pop(rid)
+            self._engine.add(
+                rid, self._workload.prompt_tokens, record.output_tokens, self._clock.now
+            )
+        elif isinstance(verdict, Deferred):
+            record.deferrals.append(self._attempt_submit.pop(rid))
+            del self._by_request[rid]
+            backoff = self._workload.backoff.delay(
+                len(record.deferrals) - 1, verdict.retry_after_s, self._rng
+            )
+            self._push(self._clock.now + backoff, _Kind.RETRY, agent=agent)
+        else:
+            assert isinstance(verdict, Queued)
+
+    def _finish_step(self, step: EngineStep) -> None:
+        now = self._clock.now
+        for rid in step.first_token:
+            self._open[self._by_request[rid]].decode_start = now
+        for rid in step.finished:
+            agent = self._by_request.pop(rid)
+            record = self._open.pop(agent)
+            if record.decode_start is None:  # one-token turns start and end in one step
+                record.decode_start = now
+            record.finished = now
+            self.records.append(record)
+            self._admission.release(rid, record.output_tokens)
+            self._push(now + self._workload.think_s(self._rng), _Kind.THINK_END, agent=agent)
+
+    def _pump(self) -> None:
+        for verdict in self._admission.poll(self._snapshot()):
+            self._apply(verdict)
+        self._kick_engine()
+        self._arm_wakeup()
+
+    def _kick_engine(self) -> None:
+        if not self._engine_busy:
+            step = self._engine.step(self._clock.now)
+            if step is not None:
+                self._engine_busy = True
+                self._push(self._clock.now + step.duration_s, _Kind.STEP_END, step=step)
+
+    def _arm_wakeup(self) -> None:
+        wake = self._admission.next_wakeup()
+        now = self._clock.now
+        if wake is None or wake <= now:
+            return
+        if self._armed_wakeup is not None and now < self._armed_wakeup <= wake:
+            return
+        self._armed_wakeup = wake
+        self._push(wake, _Kind.WAKEUP)
+
+    def _snapshot(self) -> FleetSnapshot:
+        now = self._clock.now
+        return FleetSnapshot(at=now, backends=(self._engine.view(now),))

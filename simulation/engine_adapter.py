@@ -1,0 +1,104 @@
+"""The emulator's engine model (``emulator.engine.Engine``) behind the simulator's port.
+
+It also plays the gateway's scraper: ``view`` reports what vLLM's /metrics would show
+(running, waiting, KV usage, and queue/TTFT/e2e quantiles and token rates over a sliding
+window of finished requests), so signal-driven policies see what they would see live.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from emulator.engine import Engine, FinishedRequest
+from emulator.profile import Profile
+from policies.fleet import BackendView
+from simulation.metrics import percentile
+from simulation.ports import EngineStep
+
+SIGNAL_WINDOW_S = 30.0
+"""Sliding window for the histogram- and counter-derived signals, in seconds."""
+
+
+class EmulatedBackend:
+    """One emulated vLLM instance serving ``model`` with ``profile``'s engine."""
+
+    def __init__(self, profile: Profile, *, name: str = "sim-0", model: str = "sim-model") -> None:
+        self.profile = profile
+        self.engine = Engine(profile.engine)
+        self._name, self._models = name, frozenset({model})
+        self._recent: deque[FinishedRequest] = deque()
+        self._preemptions: deque[float] = deque()
+        self._signals: dict[str, float | None] = {}
+        self._signals_at = float("-inf")
+
+    def add(self, request_id: str, prompt_tokens: int, output_tokens: int, now: float) -> None:
+        self.engine.add(request_id, prompt_tokens, output_tokens, now)
+
+    def abort(self, request_id: str) -> None:
+        self.engine.abort(request_id)
+
+    def step(self, now: float) -> EngineStep | None:
+        if not self.engine.has_work:
+            return None
+        result = self.engine.step(now)
+        if result.duration_s <= 0.0 and not result.finished and not result.tokens_emitted:
+            return None  # blocked (e.g. no KV blocks): the next add/finish will retry
+        end = result.ended_at
+        for done in result.finished:
+            self._recent.append(done)
+        self._preemptions.extend(end for _ in result.preempted)
+        if result.finished or result.preempted:
+            self._signals_at = float("-inf")
+        return EngineStep(
+            duration_s=result.duration_s,
+            first_token=result.first_tokens,
+            finished=tuple(f.req_id for f in result.finished),
+            changed=bool(result.first_tokens or result.finished or result.preempted),
+        )
+
+    def view(self, now: float) -> BackendView:
+        if now - self._signals_at > 1.0:
+            self._signals = self._window_signals(now)
+            self._signals_at = now
+        cfg = self.profile.engine
+        return BackendView(
+            name=self._name,
+            models=self._models,
+            max_num_seqs=cfg.max_num_seqs,
+            max_model_len=cfg.max_model_len,
+            running=float(self.engine.num_running),
+            waiting=float(self.engine.num_waiting),
+            kv_cache_usage=self.engine.kv_cache_usage,
+            signal_age_s=0.0,
+            **self._signals,  # type: ignore[arg-type]
+        )
+
+    def _window_signals(self, now: float) -> dict[str, float | None]:
+        cutoff = now - SIGNAL_WINDOW_S
+        while self._recent and self._recent[0].finished_at < cutoff:
+            self._recent.popleft()
+        while self._preemptions and self._preemptions[0] < cutoff:
+            self._preemptions.popleft()
+        done = list(self._recent)
+        if not done:
+            return {"preemptions_per_s": len(self._preemptions) / SIGNAL_WINDOW_S}
+        queue = [f.queue_time_s for f in done]
+        return {
+            "queue_time_p50_s": percentile(queue, 50.0),
+            "queue_time_p90_s": percentile(queue, 90.0),
+            "ttft_p90_s": percentile([f.ttft_s for f in done], 90.0),
+            "e2e_p90_s": percentile([f.e2e_s for f in done], 90.0),
+            "generation_tokens_per_s": sum(f.output_tokens for f in done) / SIGNAL_WINDOW_S,
+            "prompt_tokens_per_s": sum(f.prompt_tokens for f in done) / SIGNAL_WINDOW_S,
+            "preemptions_per_s": len(self._preemptions) / SIGNAL_WINDOW_S,
+        }
+
+
+def service_rate_bound_tps(profile: Profile) -> float:
+    """An upper bound on completed turns/s: all slots decoding with the cheapest step.
+
+    Prefill and attention only add step time, so no run can beat this.
+    """
+    cfg = profile.engine
+    step_s = cfg.step_time.duration(0, cfg.max_num_seqs, 0)
+    return cfg.max_num_seqs / step_s / profile.output_lengths.mean

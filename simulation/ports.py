@@ -1,0 +1,78 @@
+"""The two seams the simulator drives: an engine and an admission policy.
+
+Production code sits behind both: ``engine_adapter`` wraps the emulator's engine model and
+``admission_adapter`` wraps ``policies.scheduler.Scheduler``. The seams exist so the
+event loop reads as the protocol it is, not as one library's spelling of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from policies.fleet import BackendView, FleetSnapshot
+
+
+class VirtualClock:
+    """Seconds on the simulation's clock; callable, so it is a ``policies.types.Clock``."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStep:
+    """One engine step that starts at ``now`` and lasts ``duration_s``.
+
+    ``first_token``: requests whose first output token comes out of this step (decoding
+    starts); ``finished``: requests that complete in it. Both take effect at the step's end.
+    """
+
+    duration_s: float
+    first_token: tuple[str, ...] = ()
+    finished: tuple[str, ...] = ()
+    changed: bool = True
+    """False for a step that only advanced decoding: nothing the policy can see changed."""
+
+
+class EnginePort(Protocol):
+    def add(self, request_id: str, prompt_tokens: int, output_tokens: int, now: float) -> None: ...
+    def abort(self, request_id: str) -> None: ...
+    def step(self, now: float) -> EngineStep | None:
+        """Run one step from ``now``; None when there is nothing to run."""
+        ...
+
+    def view(self, now: float) -> BackendView: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    request_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    request_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """Rejected (at once or out of the queue); the agent should retry after ``retry_after_s``."""
+
+    request_id: str
+    retry_after_s: float | None
+
+
+Verdict = Dispatched | Queued | Deferred
+
+
+class AdmissionPort(Protocol):
+    def submit(
+        self, request_id: str, prompt_tokens: int, output_tokens: int, fleet: FleetSnapshot
+    ) -> Verdict: ...
+    def poll(self, fleet: FleetSnapshot) -> list[Verdict]: ...
+    def release(self, request_id: str, completion_tokens: int) -> None: ...
+    def next_wakeup(self) -> float | None: ...
