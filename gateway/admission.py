@@ -1,0 +1,155 @@
+"""Admission: submit to the scheduler, park delayed requests on futures, one dispatcher task.
+
+The dispatcher calls ``Scheduler.poll`` whenever something changed (submit, release,
+cancel, backend health), at ``next_wakeup()``, and every ``poll_interval_s`` while anything
+is queued (the scraper's signals change without telling us). Futures are resolved in the
+same synchronous step as ``poll``, so a future that is not done is still queued in the
+scheduler: cancelling it there is exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from policies.fleet import FleetSnapshot
+from policies.types import Clock, Decision, DecisionKind, Outcome, RequestInfo, Usage
+
+log = logging.getLogger("sluicegate.admission")
+
+
+class SchedulerLike(Protocol):
+    """The decision core's contract, as docs/ARCHITECTURE.md states it."""
+
+    def submit(self, req: RequestInfo, fleet: FleetSnapshot) -> Any: ...
+    def poll(self, fleet: FleetSnapshot) -> list[Any]: ...
+    def cancel(self, request_id: str) -> bool: ...
+    def release(
+        self,
+        ticket: Any,
+        outcome: Outcome,
+        usage: Usage | None = None,
+        *,
+        ttft_s: float | None = None,
+        latency_s: float | None = None,
+    ) -> None: ...
+    def next_wakeup(self) -> float | None: ...
+    def stats(self) -> Any: ...
+    def swap(self, policy: Any) -> None: ...
+
+
+Result = Any
+"""A Ticket or a Decision (REJECT); a DELAY never leaves ``wait_dispatch``."""
+
+
+class Admission:
+    """Hands out tickets; ``wait_dispatch`` returns None when the client left while queued."""
+
+    def __init__(
+        self,
+        scheduler: SchedulerLike,
+        snapshot: Callable[[], FleetSnapshot],
+        *,
+        clock: Clock,
+        poll_interval_s: float = 0.02,
+        on_poll_result: Callable[[Result], None] | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        self._snapshot = snapshot
+        self._clock = clock
+        self._poll_interval_s = poll_interval_s
+        self._waiters: dict[str, asyncio.Future[Result]] = {}
+        self._wake = asyncio.Event()
+        self._on_poll_result = on_poll_result
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def submit(self, req: RequestInfo) -> Result:
+        """The first decision: a Ticket, a REJECT, or a DELAY (then ``wait_dispatch``)."""
+        result = self.scheduler.submit(req, self._snapshot())
+        self._wake.set()
+        return result
+
+    async def wait_dispatch(self, delay: Decision, gone: asyncio.Future[Any]) -> Result | None:
+        """Wait for a delayed request's Ticket or final REJECT; None if ``gone`` fired first."""
+        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        self._waiters[delay.request_id] = future
+        try:
+            await asyncio.wait({future, gone}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            self._abandon(delay.request_id, future)
+            raise
+        if gone.done():
+            # Also covers a dispatch in the same instant: the slot goes straight back.
+            self._abandon(delay.request_id, future)
+            return None
+        self._waiters.pop(delay.request_id, None)
+        return future.result()
+
+    def _abandon(self, request_id: str, future: asyncio.Future[Result]) -> None:
+        self._waiters.pop(request_id, None)
+        if future.done() and not future.cancelled():
+            if not _is_reject(future.result()):
+                self.release(future.result(), Outcome.CANCELLED)
+            return
+        future.cancel()
+        self.scheduler.cancel(request_id)
+        self._wake.set()
+
+    def release(
+        self,
+        ticket: Any,
+        outcome: Outcome,
+        usage: Usage | None = None,
+        *,
+        ttft_s: float | None = None,
+        latency_s: float | None = None,
+    ) -> None:
+        self.scheduler.release(ticket, outcome, usage, ttft_s=ttft_s, latency_s=latency_s)
+        self._wake.set()
+
+    def poll_once(self) -> None:
+        for result in self.scheduler.poll(self._snapshot()):
+            if self._on_poll_result is not None:
+                self._on_poll_result(result)
+            future = self._waiters.pop(result.request_id, None)
+            if future is not None and not future.done():
+                future.set_result(result)
+            elif not _is_reject(result):
+                log.warning("ticket %s had no waiter; released", result.request_id)
+                self.release(result, Outcome.CANCELLED)
+
+    async def run(self) -> None:
+        """The dispatcher task: never raises except on cancellation."""
+        while True:
+            try:
+                await self._wait_for_work()
+                self._wake.clear()
+                self.poll_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a policy bug must not stop dispatching for everyone
+                log.exception("dispatcher poll failed")
+
+    async def _wait_for_work(self) -> None:
+        timeout: float | None = None
+        wakeup = self.scheduler.next_wakeup()
+        if wakeup is not None:
+            timeout = max(0.0, wakeup - self._clock())
+        if self._waiters:
+            poll = self._poll_interval_s
+            timeout = poll if timeout is None else min(timeout, poll)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+
+
+def _is_reject(result: Result) -> bool:
+    return isinstance(result, Decision) and result.decision is DecisionKind.REJECT

@@ -1,0 +1,140 @@
+"""Talking to one backend: open the upstream response, relay SSE event by event, learn usage.
+
+The relay never buffers more than one partial SSE event. It asks vLLM for
+``stream_options.include_usage`` so every stream reports its real token usage, and drops
+that extra usage-only chunk again when the client did not ask for it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from policies.types import Usage
+
+_UPSTREAM_HEADERS = {"content-type": "application/json", "accept-encoding": "identity"}
+_BUSY_BODY_LIMIT = 64 * 1024
+
+
+class BackendBusy(Exception):
+    """vLLM said 503 "engine is currently busy": a saturation signal, not a failure."""
+
+
+async def open_upstream(
+    client: httpx.AsyncClient, path: str, body: bytes, request_id: str
+) -> httpx.Response:
+    """Send the request and wait for the response head; the body stays unread (owned).
+
+    Raises ``httpx.ConnectError``/``ConnectTimeout`` when nothing reached the backend (safe
+    to retry elsewhere) and ``BackendBusy`` on the engine's own 503.
+    """
+    headers = {**_UPSTREAM_HEADERS, "x-request-id": request_id}
+    request = client.build_request("POST", path, content=body, headers=headers)
+    response = await client.send(request, stream=True)
+    if response.status_code == 503:
+        await _drain_and_close(response)
+        raise BackendBusy(response.status_code)
+    return response
+
+
+async def _drain_and_close(response: httpx.Response) -> None:
+    try:
+        read = 0
+        async for chunk in response.aiter_raw():
+            read += len(chunk)
+            if read > _BUSY_BODY_LIMIT:
+                break
+    finally:
+        await response.aclose()
+
+
+def upstream_body(
+    body: dict[str, Any], *, model: str, max_tokens: int | None, stream: bool
+) -> bytes:
+    """The body sent upstream: the degraded model/max_tokens, and usage always requested."""
+    out = dict(body)
+    out["model"] = model
+    if max_tokens is not None:
+        key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+        out[key] = max_tokens
+    if stream:
+        options = body.get("stream_options") or {}
+        out["stream_options"] = {**options, "include_usage": True}
+    return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def usage_from(payload: Any) -> Usage | None:
+    """``usage`` from a completion or chunk object, if it carries one."""
+    if not isinstance(payload, dict):
+        return None
+    usage = payload.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    return Usage(prompt, completion)
+
+
+@dataclass
+class SseRelay:
+    """Splits upstream bytes into SSE events; notes usage; drops the usage-only chunk
+    when ``strip_usage``. ``content_events`` counts events that carried choices."""
+
+    strip_usage: bool
+    usage: Usage | None = None
+    content_events: int = 0
+    _pending: bytes = b""
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Complete events (each ending in a blank line) ready to forward, in order."""
+        self._pending += data
+        out: list[bytes] = []
+        while True:
+            end = self._pending.find(b"\n\n")
+            if end < 0:
+                return out
+            event, self._pending = self._pending[: end + 2], self._pending[end + 2 :]
+            if self._keep(event):
+                out.append(event)
+
+    def rest(self) -> bytes:
+        """Whatever trailing bytes never formed a complete event."""
+        rest, self._pending = self._pending, b""
+        return rest
+
+    def _keep(self, event: bytes) -> bool:
+        if b'"usage"' not in event:
+            self.content_events += b'"choices"' in event
+            return True
+        payload = _event_json(event)
+        usage = usage_from(payload)
+        if usage is not None:
+            self.usage = usage
+        if isinstance(payload, dict) and payload.get("choices") == [] and usage is not None:
+            return not self.strip_usage
+        self.content_events += 1
+        return True
+
+
+def _event_json(event: bytes) -> Any:
+    data = b"".join(line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:"))
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def sse_error_event(message: str, type_: str = "upstream_error") -> bytes:
+    """The event that ends a stream that failed after bytes were sent (the SDK raises)."""
+    body = {"error": {"message": message, "type": type_, "param": None, "code": None}}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+async def iterate_raw(response: httpx.Response) -> AsyncIterator[bytes]:
+    async for chunk in response.aiter_raw():
+        yield chunk
