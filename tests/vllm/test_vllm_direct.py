@@ -1,0 +1,65 @@
+"""The tier's own footing, with no gateway in between: the launched server speaks the
+OpenAI API as the notes say, and its live /metrics match the gateway's metric table."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+from gateway.scrape.engines import VLLM_0_32
+from gateway.scrape.parse import parse_narrow, parse_reference, wanted_names
+from scripts.vllm.serve import VllmServer
+
+pytestmark = pytest.mark.vllm
+
+
+def _client(server: VllmServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+
+
+def test_chat_length_is_exact_with_ignore_eos(tiny_vllm: VllmServer) -> None:
+    reply = _client(tiny_vllm).chat.completions.create(
+        model=tiny_vllm.served_name,
+        messages=[{"role": "user", "content": "hello"}],
+        max_tokens=12,
+        extra_body={"ignore_eos": True},
+    )
+    assert reply.usage is not None
+    assert reply.usage.completion_tokens == 12
+    assert reply.choices[0].finish_reason == "length"
+
+
+def test_stream_with_include_usage_ends_in_a_usage_chunk(tiny_vllm: VllmServer) -> None:
+    stream = _client(tiny_vllm).completions.create(
+        model=tiny_vllm.served_name,
+        prompt="def main():",
+        max_tokens=6,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True},
+    )
+    chunks = list(stream)
+    text_chunks = [c for c in chunks if c.choices]
+    assert len(text_chunks) == 6
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 6
+
+
+def test_live_metrics_carry_every_family_of_the_engine_table(tiny_vllm: VllmServer) -> None:
+    text = httpx.get(f"{tiny_vllm.url}/metrics", timeout=5.0).text
+    declared = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    table = set(VLLM_0_32.gauges()) | set(VLLM_0_32.counters()) | set(VLLM_0_32.histograms())
+    assert table - declared == set()
+
+
+def test_narrow_parser_agrees_with_reference_on_live_metrics(tiny_vllm: VllmServer) -> None:
+    _client(tiny_vllm).completions.create(
+        model=tiny_vllm.served_name, prompt="x", max_tokens=2, extra_body={"ignore_eos": True}
+    )  # so histograms and counters have observations
+    text = httpx.get(f"{tiny_vllm.url}/metrics", timeout=5.0).text
+    wanted = wanted_names(VLLM_0_32)
+    narrow, reference = parse_narrow(text, wanted), parse_reference(text, wanted)
+    assert narrow.bad_lines == 0
+    assert narrow.series == reference.series
+    assert VLLM_0_32.running in narrow.series
