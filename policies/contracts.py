@@ -1,0 +1,168 @@
+"""One narrow contract per role. Policy objects hold parameters only; their mutable state
+comes from ``new_state()`` and is owned by the scheduler, so a config swap never loses it.
+
+Roles:
+- ``Gate``: every request passes the chain before it may queue or dispatch.
+- ``Fairness``: holds the queued requests and picks which one dispatches next.
+- ``Discipline``: decides whether a request leaving the queue is dropped instead (CoDel).
+- ``Limit``: whether a backend may take one more request from the gateway now.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from policies.fleet import BackendView
+from policies.types import DecisionKind, Degradation, Reason, RequestInfo, Usage
+
+S = TypeVar("S")
+
+
+class Params(BaseModel):
+    """Base of every policy parameter model: unknown keys are config errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NoParams(Params):
+    pass
+
+
+P = TypeVar("P", bound=Params)
+
+
+@dataclass(slots=True, eq=False)
+class QueuedEntry:
+    """A delayed request inside the gateway queue. ``alive`` is cleared when it leaves,
+    so structures that hold it may drop it lazily; ``gen`` invalidates stale heap copies."""
+
+    request: RequestInfo
+    kind: DecisionKind
+    degradation: Degradation
+    shadowed: tuple[str, ...]
+    enqueued_at: float
+    expires_at: float
+    expiry_reason: Reason
+    seq: int
+    alive: bool = True
+    gen: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A gate's "no": the reason and the exact seconds until it could say yes (or None)."""
+
+    reason: Reason
+    retry_after_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GateContext:
+    """What a gate may read besides the request. Units: seconds, tokens, tokens/second."""
+
+    now: float
+    queued_tokens: int
+    drain_tokens_per_s: float | None
+    exec_p95_s: float | None
+    room_now: bool
+
+
+class Plugin(ABC, Generic[S, P]):
+    """A registered policy: ``type_name`` is its YAML name, ``params_model`` its schema
+    (an instance of which is ``P``). Holds parameters only; state comes from ``new_state``."""
+
+    type_name: ClassVar[str]
+    params_model: ClassVar[type[Params]] = NoParams
+
+    def __init__(self, params: P) -> None:
+        self.params = params
+
+    @abstractmethod
+    def new_state(self) -> S: ...
+
+
+class Gate(Plugin[S, P]):
+    """Admission gate. ``check`` has no side effects; ``on_accept``/``on_finish`` account."""
+
+    @abstractmethod
+    def check(self, state: S, req: RequestInfo, ctx: GateContext) -> Verdict | None: ...
+
+    def on_accept(self, state: S, req: RequestInfo, now: float) -> None:
+        """The request entered the system (queued or dispatched)."""
+
+    def on_finish(
+        self, state: S, req: RequestInfo, now: float, usage: Usage | None, served: bool
+    ) -> None:
+        """The request left the system; ``served`` is False if it never reached a backend."""
+
+
+class Fairness(Plugin[S, P]):
+    """Owns the queued entries; ``pop`` returns the next to dispatch, skipping dead ones."""
+
+    @abstractmethod
+    def push(self, state: S, entry: QueuedEntry, now: float) -> None: ...
+
+    @abstractmethod
+    def pop(self, state: S, now: float) -> QueuedEntry | None: ...
+
+    @abstractmethod
+    def push_back(self, state: S, entry: QueuedEntry) -> None:
+        """Return a popped entry that could not dispatch, keeping its place."""
+
+    def discard(self, state: S, entry: QueuedEntry) -> None:
+        """``entry`` left the queue without being popped (expired, cancelled)."""
+
+    def charge(self, state: S, req: RequestInfo, tokens: float) -> None:
+        """Account ``tokens`` of service to ``req``'s tenant (negative corrects)."""
+
+    def deficits(self, state: S) -> Mapping[str, float]:
+        return {}
+
+
+class Discipline(Plugin[S, P]):
+    """Queue discipline at dequeue: True means drop this entry (REJECT OVERLOADED)."""
+
+    @abstractmethod
+    def should_drop(self, state: S, sojourn_s: float, now: float, backlog: int) -> bool: ...
+
+
+@dataclass(slots=True)
+class BackendLoad:
+    """The gateway's own accounting for one backend."""
+
+    in_flight: int = 0
+    in_flight_tokens: int = 0
+
+
+class Limit(Plugin[S, P]):
+    """Concurrency limit per backend: may it take one more request now?"""
+
+    @abstractmethod
+    def has_room(self, state: S, backend: BackendView, load: BackendLoad) -> bool: ...
+
+    def on_sample(
+        self,
+        state: S,
+        backend: BackendView | None,
+        load: BackendLoad,
+        ttft_s: float | None,
+        latency_s: float | None,
+        dropped: bool,
+    ) -> None:
+        """A request on ``backend`` finished; adaptive limits learn here."""
+
+    def current(self, state: S, backend: BackendView, load: BackendLoad) -> float | None:
+        """The limit now, for stats; None when the backend's signals alone decide."""
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class NamedGate:
+    name: str
+    gate: Gate[Any, Any]
+    shadow: bool = False

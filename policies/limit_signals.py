@@ -1,0 +1,64 @@
+"""``server_signals``: the default limit. Let the server speak (seed 002).
+
+No capacity is typed in. A backend takes one more request while its own signals say it has
+room: not stale, its queue (``waiting``) at most ``max_waiting``, KV usage at most
+``max_kv_usage``, queue time under ``max_queue_time_s`` when set, and fewer in flight than
+``max_num_seqs`` when the backend's config states it (the engine's own number: past it,
+requests would only wait inside vLLM, out of reach of fairness and deadlines).
+
+Between two scrapes the signals cannot see what was just sent, so growth is bounded by the
+engine's own count: at most twice what it reports ``running`` (slow start; it doubles per
+fresh signal while the queue stays empty). A backend with nothing of ours in flight always
+takes one request, so a stale or silent backend is probed rather than starved.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from policies.contracts import BackendLoad, Limit, Params
+from policies.fleet import BackendView
+
+
+class ServerSignalsParams(Params):
+    max_waiting: float = Field(default=1.0, ge=0)
+    """Tolerated requests waiting inside the engine (a smoothed gauge)."""
+    max_kv_usage: float = Field(default=0.9, gt=0, le=1)
+    max_queue_time_s: float | None = Field(default=None, gt=0)
+    slow_start: bool = True
+    fuse: int | None = Field(default=None, gt=0)
+    """Runaway fuse per backend: far above any real need, never the thing throttling."""
+
+
+class ServerSignals(Limit[None, ServerSignalsParams]):
+    type_name = "server_signals"
+    params_model = ServerSignalsParams
+
+    def new_state(self) -> None:
+        return None
+
+    def has_room(self, state: None, backend: BackendView, load: BackendLoad) -> bool:
+        p = self.params
+        if load.in_flight == 0:
+            return True
+        if backend.stale or (p.fuse is not None and load.in_flight >= p.fuse):
+            return False
+        if backend.max_num_seqs is not None and load.in_flight >= backend.max_num_seqs:
+            return False
+        return signals_say_room(backend, load, p)
+
+    def current(self, state: None, backend: BackendView, load: BackendLoad) -> float | None:
+        return None if backend.max_num_seqs is None else float(backend.max_num_seqs)
+
+
+def signals_say_room(backend: BackendView, load: BackendLoad, p: ServerSignalsParams) -> bool:
+    if backend.waiting is not None and backend.waiting > p.max_waiting:
+        return False
+    if backend.kv_cache_usage is not None and backend.kv_cache_usage > p.max_kv_usage:
+        return False
+    qt = backend.queue_time_p50_s
+    if p.max_queue_time_s is not None and qt is not None and qt > p.max_queue_time_s:
+        return False
+    if p.slow_start and backend.running is not None:
+        return load.in_flight < 2 * max(1.0, backend.running)
+    return True

@@ -1,0 +1,378 @@
+"""The scheduler: gates -> queue -> limit -> route, with all mutable state in one place.
+
+It owns the gateway queue, the in-flight tickets, per-backend load and the charges. Policy
+objects (a ``PolicySet``) hold parameters only, so ``swap`` changes parameters and keeps
+queues and tickets. Every request ends in exactly one terminal outcome: a REJECT from
+``submit``/``poll``, a ``cancel`` while queued, or a ``release`` of its ticket.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import Counter, deque
+from collections.abc import Iterator
+from typing import Any
+
+from policies.contracts import BackendLoad, GateContext, QueuedEntry
+from policies.fleet import BackendView, FleetSnapshot
+from policies.ladder import apply_ladder, pool_saturation, update_active
+from policies.observe import DrainMeter, ExecQuantiles
+from policies.registry import PolicySet
+from policies.retry_after import drain_seconds, retry_after
+from policies.routing import choose_backend
+from policies.scheduler_types import InFlight, SchedulerStats, Ticket, make_decision
+from policies.swap import PolicyStates
+from policies.types import Clock, Decision, DecisionKind, Outcome, Reason, RequestInfo, Usage
+
+__all__ = ["Scheduler", "SchedulerStats", "Ticket"]
+
+_MAX_SKIPS_PER_POLL = 64
+"""Queued requests set aside per poll because their model has no room (bounds the scan)."""
+
+
+class Scheduler:
+    def __init__(
+        self, policy: PolicySet, *, clock: Clock, rng: random.Random | None = None
+    ) -> None:
+        self._policy = policy
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._states = PolicyStates.fresh(policy)
+        self._fleet = FleetSnapshot(at=clock())
+        self._queued: dict[str, QueuedEntry] = {}
+        self._arrivals: deque[QueuedEntry] = deque()
+        self._expiry: list[tuple[float, int, QueuedEntry]] = []
+        self._queued_tokens = 0
+        self._queued_models: Counter[str] = Counter()
+        self._in_flight: dict[str, InFlight] = {}
+        self._gate_names: dict[str, tuple[str, ...]] = {}
+        self._loads: dict[str, BackendLoad] = {}
+        self._seq = 0
+        self._drain = DrainMeter()
+        self._exec = ExecQuantiles()
+        self._saturation = 0.0
+        self._charged = 0
+        self._released = 0
+
+    @property
+    def policy(self) -> PolicySet:
+        return self._policy
+
+    def swap(self, policy: PolicySet) -> None:
+        """Hot reload: new parameters, same queues, same in-flight tickets."""
+        self._states = self._states.carry_over(self._policy, policy, self._live_entries())
+        self._policy = policy
+
+    # -- submit --------------------------------------------------------------------------
+
+    def submit(self, req: RequestInfo, fleet: FleetSnapshot) -> Decision | Ticket:
+        """Ticket: dispatched now. Decision DELAY: queued, comes out of ``poll``. REJECT:
+        terminal, nothing taken."""
+        now = self._observe(fleet)
+        candidates = fleet.serving(req.model)
+        if not candidates:
+            return self._reject(req, Reason.NO_HEALTHY_BACKEND, None, now)
+        if req.deadline is not None and req.deadline <= now:
+            return self._reject(req, Reason.DEADLINE_INFEASIBLE, None, now)
+        self._update_saturation(candidates, now)
+        served = frozenset(m for b in fleet.backends if b.available for m in b.models)
+        lad = apply_ladder(req, self._states.ladder, self._policy.ladder, served)
+        if lad.reject is not None:
+            return self._reject(req, lad.reject, None, now, shadowed=lad.shadowed)
+        req, degradation = lad.request, lad.degradation
+        kind = DecisionKind.DEGRADE if degradation.steps else DecisionKind.ADMIT
+        room_now = not self._queued and self._pick_backend(req) is not None
+        shadowed, verdict = self._run_gates(req, now, room_now)
+        shadowed = lad.shadowed + shadowed
+        if verdict is not None:
+            return self._reject(req, verdict[0], verdict[1], now, shadowed=shadowed)
+        bound = self._policy.queue.max_queued_tokens
+        if not room_now and bound is not None and self._queued_tokens + req.estimate.total > bound:
+            return self._reject(req, Reason.QUEUE_FULL, None, now, shadowed=shadowed)
+        gate_names = self._accept_gates(req, now)
+        entry = self._new_entry(req, kind, degradation, shadowed, now)
+        if room_now:
+            backend = self._pick_backend(req)
+            assert backend is not None
+            return self._dispatch(entry, backend, now, gate_names)
+        return self._enqueue(entry, gate_names)
+
+    def _run_gates(
+        self, req: RequestInfo, now: float, room_now: bool
+    ) -> tuple[tuple[str, ...], tuple[Reason, float | None] | None]:
+        ctx = GateContext(
+            now=now,
+            queued_tokens=0 if room_now else self._queued_tokens,
+            drain_tokens_per_s=self._drain.rate(now),
+            exec_p95_s=self._exec.p95(req.estimate.total),
+            room_now=room_now,
+        )
+        shadowed: tuple[str, ...] = ()
+        for named in self._policy.gates:
+            verdict = named.gate.check(self._states.gates[named.name], req, ctx)
+            if verdict is None:
+                continue
+            if named.shadow:
+                shadowed += (named.name,)
+                continue
+            return shadowed, (verdict.reason, verdict.retry_after_s)
+        return shadowed, None
+
+    def _accept_gates(self, req: RequestInfo, now: float) -> tuple[str, ...]:
+        for named in self._policy.gates:
+            named.gate.on_accept(self._states.gates[named.name], req, now)
+        return tuple(g.name for g in self._policy.gates)
+
+    def _new_entry(
+        self, req: RequestInfo, kind: DecisionKind, degradation: Any, shadowed: Any, now: float
+    ) -> QueuedEntry:
+        self._seq += 1
+        max_wait_at = now + self._policy.queue.max_wait_s
+        if req.deadline is not None and req.deadline <= max_wait_at:
+            expires_at, reason = req.deadline, Reason.DEADLINE_EXPIRED
+        else:
+            expires_at, reason = max_wait_at, Reason.OVERLOADED
+        return QueuedEntry(req, kind, degradation, shadowed, now, expires_at, reason, self._seq)
+
+    def _enqueue(self, entry: QueuedEntry, gate_names: tuple[str, ...]) -> Decision:
+        req = entry.request
+        self._queued[req.request_id] = entry
+        self._arrivals.append(entry)
+        heapq.heappush(self._expiry, (entry.expires_at, entry.seq, entry))
+        self._queued_tokens += req.estimate.total
+        self._queued_models[req.model] += 1
+        self._gate_names[req.request_id] = gate_names
+        self._policy.fairness.push(self._states.fairness, entry, entry.enqueued_at)
+        return make_decision(
+            self._policy, req, DecisionKind.DELAY, Reason.QUEUED_FOR_CAPACITY,
+            queue_position=len(self._queued), degradation=entry.degradation,
+            shadowed=entry.shadowed,
+        )  # fmt: skip
+
+    # -- poll ----------------------------------------------------------------------------
+
+    def poll(self, fleet: FleetSnapshot) -> list[Ticket | Decision]:
+        """Expire, then dispatch queued requests while capacity allows (fairness picks)."""
+        now = self._observe(fleet)
+        out: list[Ticket | Decision] = list(self._expire(now))
+        blocked: set[str] = set()
+        deferred: list[QueuedEntry] = []
+        fairness, fstate = self._policy.fairness, self._states.fairness
+        while self._queued and len(deferred) < _MAX_SKIPS_PER_POLL:
+            if len(blocked) >= len(self._queued_models):
+                break
+            entry = fairness.pop(fstate, now)
+            if entry is None:
+                break
+            req = entry.request
+            backend = None if req.model in blocked else self._pick_backend(req)
+            if backend is None:
+                blocked.add(req.model)
+                deferred.append(entry)
+                continue
+            if self._drop_at_dequeue(entry, now):
+                out.append(self._leave_queue(entry, entry_reason=Reason.OVERLOADED, now=now))
+                continue
+            self._unqueue(entry)
+            out.append(self._dispatch(entry, backend, now, self._gate_names.pop(req.request_id)))
+        for entry in reversed(deferred):
+            fairness.push_back(fstate, entry)
+        return out
+
+    def _drop_at_dequeue(self, entry: QueuedEntry, now: float) -> bool:
+        sojourn = now - entry.enqueued_at
+        backlog = len(self._queued) - 1
+        return self._policy.discipline.should_drop(self._states.discipline, sojourn, now, backlog)
+
+    def _expire(self, now: float) -> Iterator[Decision]:
+        while self._expiry and self._expiry[0][0] <= now:
+            _, _, entry = heapq.heappop(self._expiry)
+            if entry.alive:
+                self._policy.fairness.discard(self._states.fairness, entry)
+                yield self._leave_queue(entry, entry_reason=entry.expiry_reason, now=now)
+
+    def _leave_queue(self, entry: QueuedEntry, *, entry_reason: Reason, now: float) -> Decision:
+        """A queued request ends without service: REJECT with a computed Retry-After."""
+        self._unqueue(entry)
+        req = entry.request
+        self._finish_gates(req, now, None, served=False)
+        return self._reject(req, entry_reason, None, now, shadowed=entry.shadowed)
+
+    def _unqueue(self, entry: QueuedEntry) -> None:
+        entry.alive = False
+        req = entry.request
+        del self._queued[req.request_id]
+        self._queued_tokens -= req.estimate.total
+        self._queued_models[req.model] -= 1
+        if self._queued_models[req.model] <= 0:
+            del self._queued_models[req.model]
+
+    # -- dispatch and release --------------------------------------------------------------
+
+    def _pick_backend(self, req: RequestInfo) -> BackendView | None:
+        limit, lstate = self._policy.limit, self._states.limit
+
+        def has_room(b: BackendView) -> bool:
+            return limit.has_room(lstate, b, self._load(b.name))
+
+        candidates = self._fleet.serving(req.model)
+        return choose_backend(candidates, req.session_id, self._loads, has_room)
+
+    def _load(self, name: str) -> BackendLoad:
+        load = self._loads.get(name)
+        if load is None:
+            load = self._loads[name] = BackendLoad()
+        return load
+
+    def _dispatch(
+        self, entry: QueuedEntry, backend: BackendView, now: float, gate_names: tuple[str, ...]
+    ) -> Ticket:
+        req = entry.request
+        reason = (
+            Reason.DEGRADED_UNDER_LOAD
+            if entry.kind is DecisionKind.DEGRADE
+            else (Reason.CAPACITY_AVAILABLE)
+        )
+        decision = make_decision(
+            self._policy, req, entry.kind, reason, degradation=entry.degradation,
+            shadowed=entry.shadowed, backend=backend.name,
+        )  # fmt: skip
+        ticket = Ticket(req.request_id, backend.name, decision, now, req)
+        load = self._load(backend.name)
+        load.in_flight += 1
+        load.in_flight_tokens += req.estimate.total
+        self._charged += req.estimate.total
+        self._policy.fairness.charge(self._states.fairness, req, req.estimate.total)
+        self._in_flight[req.request_id] = InFlight(ticket, gate_names)
+        self._drain.tick(now, True)
+        return ticket
+
+    def release(
+        self,
+        ticket: Ticket,
+        outcome: Outcome,
+        usage: Usage | None = None,
+        *,
+        ttft_s: float | None = None,
+        latency_s: float | None = None,
+    ) -> None:
+        """Idempotent: frees the slot, corrects the charge with ``usage``, feeds learners."""
+        record = self._in_flight.pop(ticket.request_id, None)
+        if record is None:
+            return
+        now = self._clock()
+        req = ticket.request
+        load = self._load(ticket.backend)
+        load.in_flight -= 1
+        load.in_flight_tokens -= req.estimate.total
+        self._released += req.estimate.total
+        if usage is not None:
+            self._policy.fairness.charge(
+                self._states.fairness, req, usage.total - req.estimate.total
+            )
+            self._drain.add(now, usage.total)
+        if outcome is Outcome.COMPLETED and latency_s is not None:
+            self._exec.add(req.estimate.total, latency_s)
+        self._finish_gates(req, now, usage, served=True, names=record.gate_names)
+        self._policy.limit.on_sample(
+            self._states.limit, self._fleet.get(ticket.backend), load, ttft_s, latency_s,
+            outcome is Outcome.FAILED,
+        )  # fmt: skip
+        self._drain.tick(now, bool(self._in_flight))
+
+    def cancel(self, request_id: str) -> bool:
+        """The client went away while queued: removed at once (outcome CANCELLED)."""
+        entry = self._queued.get(request_id)
+        if entry is None:
+            return False
+        self._policy.fairness.discard(self._states.fairness, entry)
+        self._unqueue(entry)
+        self._finish_gates(entry.request, self._clock(), None, served=False)
+        return True
+
+    def _finish_gates(
+        self,
+        req: RequestInfo,
+        now: float,
+        usage: Usage | None,
+        *,
+        served: bool,
+        names: tuple[str, ...] | None = None,
+    ) -> None:
+        accepted = names if names is not None else self._gate_names.pop(req.request_id, ())
+        for named in self._policy.gates:
+            if named.name in accepted:
+                named.gate.on_finish(self._states.gates[named.name], req, now, usage, served)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _observe(self, fleet: FleetSnapshot) -> float:
+        now = self._clock()
+        self._fleet = fleet
+        self._drain.tick(now, bool(self._in_flight))
+        return now
+
+    def _update_saturation(self, candidates: tuple[BackendView, ...], now: float) -> None:
+        pool = pool_saturation(candidates, self._policy.ladder)
+        oldest = self._oldest()
+        queue = (
+            0.0 if oldest is None else (now - oldest.enqueued_at) / self._policy.queue.max_wait_s
+        )
+        self._saturation = max(pool, queue)
+        update_active(self._states.ladder, self._policy.ladder, self._saturation)
+
+    def _oldest(self) -> QueuedEntry | None:
+        while self._arrivals and not self._arrivals[0].alive:
+            self._arrivals.popleft()
+        return self._arrivals[0] if self._arrivals else None
+
+    def _live_entries(self) -> list[QueuedEntry]:
+        return [e for e in self._arrivals if e.alive]
+
+    def _reject(
+        self,
+        req: RequestInfo,
+        reason: Reason,
+        seconds: float | None,
+        now: float,
+        *,
+        shadowed: tuple[str, ...] = (),
+    ) -> Decision:
+        if seconds is None:
+            seconds = drain_seconds(self._queued_tokens + req.estimate.total, self._drain.rate(now))
+        after = retry_after(seconds, self._policy.retry_after, self._rng)
+        return make_decision(
+            self._policy, req, DecisionKind.REJECT, reason, retry_after_s=after, shadowed=shadowed
+        )
+
+    def next_wakeup(self) -> float | None:
+        """The earliest clock time at which ``poll`` has work without any other event."""
+        while self._expiry and not self._expiry[0][2].alive:
+            heapq.heappop(self._expiry)
+        return self._expiry[0][0] if self._expiry else None
+
+    def stats(self) -> SchedulerStats:
+        now = self._clock()
+        oldest = self._oldest()
+        limits = {
+            b.name: self._policy.limit.current(self._states.limit, b, self._load(b.name))
+            for b in self._fleet.backends
+        }
+        return SchedulerStats(
+            queued=len(self._queued),
+            queued_tokens=self._queued_tokens,
+            oldest_age_s=None if oldest is None else now - oldest.enqueued_at,
+            in_flight=len(self._in_flight),
+            in_flight_tokens=sum(ld.in_flight_tokens for ld in self._loads.values()),
+            in_flight_by_backend={n: ld.in_flight for n, ld in self._loads.items()},
+            limits=limits,
+            deficits=dict(self._policy.fairness.deficits(self._states.fairness)),
+            saturation=self._saturation,
+            active_steps=tuple(
+                s.name for s in self._policy.ladder.steps if s.name in self._states.ladder
+            ),
+            drain_tokens_per_s=self._drain.rate(now),
+            charged_tokens=self._charged,
+            released_tokens=self._released,
+        )

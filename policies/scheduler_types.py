@@ -1,0 +1,80 @@
+"""Values the scheduler hands out: ``Ticket`` (a dispatched request) and ``SchedulerStats``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from policies.registry import PolicySet
+from policies.types import Decision, DecisionKind, Degradation, Reason, RequestInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """A dispatched request. ``request`` carries any degraded model/max_tokens already
+    applied (see ``decision.degradation``); ``dispatched_at`` is clock seconds."""
+
+    request_id: str
+    backend: str
+    decision: Decision
+    dispatched_at: float
+    request: RequestInfo
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerStats:
+    """A point-in-time view for metrics. Tokens are estimated tokens; ages in seconds.
+
+    ``charged_tokens``/``released_tokens`` are cumulative estimates taken at dispatch and
+    given back at release: equal whenever nothing is in flight.
+    """
+
+    queued: int
+    queued_tokens: int
+    oldest_age_s: float | None
+    in_flight: int
+    in_flight_tokens: int
+    in_flight_by_backend: Mapping[str, int]
+    limits: Mapping[str, float | None]
+    deficits: Mapping[str, float]
+    saturation: float
+    active_steps: tuple[str, ...]
+    drain_tokens_per_s: float | None
+    charged_tokens: int
+    released_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    ticket: Ticket
+    gate_names: tuple[str, ...]
+
+
+def make_decision(
+    policy: PolicySet,
+    req: RequestInfo,
+    kind: DecisionKind,
+    reason: Reason,
+    *,
+    retry_after_s: float | None = None,
+    queue_position: int | None = None,
+    degradation: Degradation | None = None,
+    shadowed: tuple[str, ...] = (),
+    backend: str | None = None,
+) -> Decision:
+    return Decision(
+        decision=kind,
+        reason=reason,
+        request_id=req.request_id,
+        tenant=req.tenant,
+        flow=req.flow,
+        estimate=req.estimate,
+        policy=policy.name,
+        policy_version=policy.version,
+        reservation_tokens=req.estimate.total if kind is not DecisionKind.REJECT else 0,
+        retry_after_s=retry_after_s,
+        queue_position=queue_position,
+        degradation=degradation or Degradation(),
+        backend=backend,
+        shadowed=shadowed,
+    )

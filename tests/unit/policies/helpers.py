@@ -1,0 +1,78 @@
+"""Builders shared by the policy tests: a manual clock, requests, fleets."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+from policies.fleet import BackendView, FleetSnapshot, Health
+from policies.registry import PolicySet, build_policy
+from policies.scheduler import Scheduler, Ticket
+from policies.types import Decision, DecisionKind, RequestInfo, WorkEstimate
+
+_ids = itertools.count()
+
+
+class ManualClock:
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def request(
+    clock: ManualClock,
+    *,
+    tenant: str = "t1",
+    workload_class: str = "interactive",
+    model: str = "m",
+    prompt: int = 100,
+    output: int = 100,
+    deadline_in: float | None = None,
+    **kw: Any,
+) -> RequestInfo:
+    return RequestInfo(
+        request_id=kw.pop("request_id", f"r{next(_ids)}"),
+        tenant=tenant,
+        workload_class=workload_class,
+        model=model,
+        estimate=WorkEstimate(prompt, output),
+        arrival=clock.now,
+        deadline=None if deadline_in is None else clock.now + deadline_in,
+        **kw,
+    )
+
+
+def backend(name: str = "b1", models: tuple[str, ...] = ("m",), **kw: Any) -> BackendView:
+    return BackendView(name=name, models=frozenset(models), **kw)
+
+
+def fleet(clock: ManualClock, *backends: BackendView) -> FleetSnapshot:
+    return FleetSnapshot(at=clock.now, backends=backends or (backend(),))
+
+
+def down(name: str = "b1") -> BackendView:
+    return backend(name, health=Health.DOWN)
+
+
+def scheduler(clock: ManualClock, raw: Mapping[str, Any] | None = None, seed: int = 7) -> Scheduler:
+    import random
+
+    return Scheduler(build_policy(raw), clock=clock, rng=random.Random(seed))
+
+
+def policy(raw: Mapping[str, Any] | None = None) -> PolicySet:
+    return build_policy(raw)
+
+
+def is_ticket(x: Decision | Ticket) -> bool:
+    return isinstance(x, Ticket)
+
+
+def kind(x: Decision | Ticket) -> DecisionKind:
+    return x.decision.decision if isinstance(x, Ticket) else x.decision
