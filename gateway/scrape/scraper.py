@@ -147,6 +147,9 @@ class MetricsScraper:
             sample = self._parse(name, text)
         except (ScrapeError, httpx.HTTPError, TimeoutError, UnicodeError) as exc:
             self._record_failure(state, f"{type(exc).__name__}: {exc}"[:200])
+        except Exception as exc:  # a bug on one backend's body must not stop the others
+            log.exception("scrape crashed", extra={"backend": name})
+            self._record_failure(state, f"internal {type(exc).__name__}")
         else:
             done = self._clock()
             state.window.add(Observation(done, sample))

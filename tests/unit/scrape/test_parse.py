@@ -10,7 +10,9 @@ WANTED = wanted_names(VLLM_0_32)
 
 
 @pytest.mark.parametrize("dump", ["under_load", "preemption"])
-def test_narrow_parser_agrees_with_prometheus_client(dump: str, request: pytest.FixtureRequest) -> None:
+def test_narrow_parser_agrees_with_prometheus_client(
+    dump: str, request: pytest.FixtureRequest
+) -> None:
     text = request.getfixturevalue(dump)
     narrow = extract(parse_narrow(text, WANTED), VLLM_0_32)
     reference = extract(parse_reference(text, WANTED), VLLM_0_32)
@@ -50,7 +52,10 @@ def test_missing_family_is_tolerated(under_load: str) -> None:
 
 
 def test_kv_tokens_from_blocks_when_size_label_absent() -> None:
-    text = 'vllm:cache_config_info{block_size="16",num_gpu_blocks="100",kv_cache_size_tokens="None"} 1\n'
+    text = (
+        'vllm:cache_config_info{block_size="16",num_gpu_blocks="100",'
+        'kv_cache_size_tokens="None"} 1\n'
+    )
     sample = extract(parse_narrow(text, WANTED), VLLM_0_32)
     assert sample.kv_cache_tokens == 1600.0
 
