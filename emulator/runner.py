@@ -1,0 +1,139 @@
+"""Drives the pure ``Engine`` on the wall clock, ``speed`` times faster, for the HTTP server.
+
+Engine time is ``(clock() - start) * speed`` seconds: every duration the engine reports (and so
+every metric) is engine time, as the emulated card would measure it. One asyncio task runs the
+step loop: schedule a batch at engine time ``t``, sleep until engine time ``t + duration``, then
+deliver the step's tokens to the waiting requests. A step that finishes later than planned (the
+event loop was busy) starts the next one at the current engine time, so reported durations
+never undercount the wall clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from emulator.engine import Engine, EngineBusy, FinishedRequest, StepResult
+from emulator.metrics import EmulatorMetrics
+from emulator.profile import Profile
+from policies.types import Clock
+
+
+@dataclass(frozen=True, slots=True)
+class TokenBatch:
+    """``count`` new tokens of one request, produced at engine time ``at``."""
+
+    count: int
+    at: float
+
+
+Event = TokenBatch | FinishedRequest
+
+
+class EngineRunner:
+    """Owns one engine, its metrics and the step loop. All methods run on one event loop."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        model_name: str,
+        *,
+        speed: float = 1.0,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        if speed <= 0:
+            raise ValueError("speed must be > 0")
+        self.profile = profile
+        self.engine = Engine(profile.engine)
+        self.metrics = EmulatorMetrics(model_name, profile.engine)
+        self.speed = speed
+        self._clock = clock
+        self._origin = clock()
+        self._queues: dict[str, asyncio.Queue[Event]] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._ids = itertools.count()
+        self._last_end = 0.0
+
+    def now(self) -> float:
+        """Engine time, seconds."""
+        return (self._clock() - self._origin) * self.speed
+
+    def next_id(self, prefix: str) -> str:
+        return f"{prefix}-{next(self._ids)}"
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="emulator-engine")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def submit(
+        self, req_id: str, prompt_tokens: int, output_tokens: int, max_tokens: int, reason: str
+    ) -> None:
+        """Queue a request; raises ``EngineBusy`` / ``ValueError`` like ``Engine.add``."""
+        try:
+            self.engine.add(req_id, prompt_tokens, output_tokens, self.now(), finish_reason=reason)
+        except EngineBusy as busy:
+            self.metrics.on_rejected(busy.reason)
+            raise
+        self.metrics.on_admitted(req_id, max_tokens)
+        self._queues[req_id] = asyncio.Queue()
+        self._wake.set()
+
+    async def events(self, req_id: str) -> AsyncIterator[Event]:
+        """Token batches, then the ``FinishedRequest``. Closing early aborts the request."""
+        queue = self._queues[req_id]
+        try:
+            while True:
+                event = await queue.get()
+                yield event
+                if isinstance(event, FinishedRequest):
+                    return
+        finally:
+            self.abort(req_id)
+
+    def abort(self, req_id: str) -> None:
+        """Idempotent: frees the request's slot and KV blocks if it is still in the engine."""
+        if self._queues.pop(req_id, None) is not None and self.engine.abort(req_id):
+            self.metrics.on_aborted(req_id)
+
+    def render_metrics(self) -> bytes:
+        self.metrics.sync(self.engine)
+        return self.metrics.render()
+
+    async def _loop(self) -> None:
+        while True:
+            if not self.engine.has_work:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            start = max(self.now(), self._last_end)
+            step = self.engine.step(start)
+            if step.duration_s <= 0.0:  # nothing schedulable: wait for an add or abort
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            await asyncio.sleep(max(0.0, (step.ended_at - self.now()) / self.speed))
+            self._last_end = step.ended_at
+            self._deliver(step)
+
+    def _deliver(self, step: StepResult) -> None:
+        self.metrics.on_step(step)
+        for req_id, count in step.tokens_emitted.items():
+            queue = self._queues.get(req_id)
+            if queue is not None:
+                queue.put_nowait(TokenBatch(count, step.ended_at))
+        for finished in step.finished:
+            queue = self._queues.pop(finished.req_id, None)
+            if queue is not None:
+                queue.put_nowait(finished)
