@@ -128,7 +128,12 @@ class Discipline(Plugin[S, P]):
     """Queue discipline at dequeue: True means drop this entry (REJECT OVERLOADED)."""
 
     @abstractmethod
-    def should_drop(self, state: S, sojourn_s: float, now: float, backlog: int) -> bool: ...
+    def should_drop(self, state: S, sojourn_s: float, now: float, backlog: int) -> bool:
+        """Called once per request leaving the queue, in order; ``sojourn_s`` is its time
+        queued and ``backlog`` how many stay queued behind it."""
+
+    def on_empty(self, state: S) -> None:
+        """Capacity was free and nothing was queued."""
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ _ROLE_BASE: dict[Role, type] = {
 _REGISTRY: dict[Role, dict[str, type[Plugin[Any, Any]]]] = {r: {} for r in _ROLE_BASE}
 DEFAULTS: dict[Role, str] = {
     "limit": "server_signals",
-    "fairness": "fifo",
+    "fairness": "vtc",
     "discipline": "deadline",
 }
 

@@ -95,6 +95,7 @@ class Scheduler:
         if room_now:
             backend = self._pick_backend(req)
             assert backend is not None
+            self._policy.discipline.on_empty(self._states.discipline)
             return self._dispatch(entry, backend, now, gate_names)
         return self._enqueue(entry, gate_names)
 
@@ -178,6 +179,8 @@ class Scheduler:
             out.append(self._dispatch(entry, backend, now, self._gate_names.pop(req.request_id)))
         for entry in reversed(deferred):
             fairness.push_back(fstate, entry)
+        if not self._queued:
+            self._policy.discipline.on_empty(self._states.discipline)
         return out
 
     def _drop_at_dequeue(self, entry: QueuedEntry, now: float) -> bool:

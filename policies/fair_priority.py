@@ -1,0 +1,71 @@
+"""``priority``: strict priority bands (``RequestInfo.priority``, higher first), earliest
+deadline first inside a band, with an anti-starvation guard.
+
+The guard: a request that has waited ``starvation_after_s`` is served next whatever its
+band, oldest first. So under sustained high-priority load a lower band still gets a turn
+whenever its head has aged past the guard; its wait is bounded by roughly the guard plus
+one dispatch, rather than unbounded. EDF uses each request's expiry: its deadline, or the
+queue's ``max_wait_s`` bound when it has none.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from pydantic import Field
+
+from policies.contracts import Fairness, Params, QueuedEntry
+
+_Item = tuple[float, int, int, QueuedEntry]  # key, seq, gen, entry
+
+
+class PriorityParams(Params):
+    starvation_after_s: float = Field(default=10.0, gt=0)
+
+
+@dataclass
+class PriorityState:
+    bands: dict[int, list[_Item]] = field(default_factory=dict)
+    by_age: list[_Item] = field(default_factory=list)
+
+
+class PriorityBands(Fairness[PriorityState, PriorityParams]):
+    type_name = "priority"
+    params_model = PriorityParams
+
+    def new_state(self) -> PriorityState:
+        return PriorityState()
+
+    def push(self, state: PriorityState, entry: QueuedEntry, now: float) -> None:
+        self.push_back(state, entry)
+
+    def push_back(self, state: PriorityState, entry: QueuedEntry) -> None:
+        band = state.bands.setdefault(entry.request.priority, [])
+        heapq.heappush(band, (entry.expires_at, entry.seq, entry.gen, entry))
+        heapq.heappush(state.by_age, (entry.enqueued_at, entry.seq, entry.gen, entry))
+
+    def pop(self, state: PriorityState, now: float) -> QueuedEntry | None:
+        oldest = _top(state.by_age)
+        if oldest is not None and now - oldest.enqueued_at >= self.params.starvation_after_s:
+            return _take(oldest)
+        for priority in sorted(state.bands, reverse=True):
+            entry = _top(state.bands[priority])
+            if entry is not None:
+                return _take(entry)
+            del state.bands[priority]
+        return None
+
+
+def _top(heap: list[_Item]) -> QueuedEntry | None:
+    while heap:
+        _, _, gen, entry = heap[0]
+        if entry.alive and entry.gen == gen:
+            return entry
+        heapq.heappop(heap)
+    return None
+
+
+def _take(entry: QueuedEntry) -> QueuedEntry:
+    entry.gen += 1  # every heap copy is now stale; push_back makes fresh ones
+    return entry

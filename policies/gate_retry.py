@@ -1,0 +1,77 @@
+"""``retry_budget``: retries (``RequestInfo.is_retry``) may be at most ``ratio`` of first
+attempts over a sliding ``window_s``, plus a small floor (``min_retries_per_s``) so a quiet
+tenant can still retry. Over budget the reason is ``retry_budget_exhausted``; Retry-After
+is the time until the oldest counted slice of the window leaves it (when the budget can
+next change). Kept per tenant unless ``per_tenant`` is false.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from pydantic import Field
+
+from policies.contracts import Gate, GateContext, Params, Verdict
+from policies.types import Reason, RequestInfo
+
+_SLICES = 10
+
+
+class RetryBudgetParams(Params):
+    ratio: float = Field(default=0.1, gt=0, le=1)
+    window_s: float = Field(default=10.0, gt=0)
+    min_retries_per_s: float = Field(default=0.0, ge=0)
+    per_tenant: bool = True
+
+
+@dataclass
+class Window:
+    slices: deque[list[float]] = field(default_factory=deque)  # [start, firsts, retries]
+    firsts: float = 0.0
+    retries: float = 0.0
+
+
+@dataclass
+class RetryState:
+    windows: dict[str, Window] = field(default_factory=dict)
+
+
+class RetryBudget(Gate[RetryState, RetryBudgetParams]):
+    type_name = "retry_budget"
+    params_model = RetryBudgetParams
+
+    def new_state(self) -> RetryState:
+        return RetryState()
+
+    def check(self, state: RetryState, req: RequestInfo, ctx: GateContext) -> Verdict | None:
+        if not req.is_retry:
+            return None
+        window = self._window(state, req, ctx.now)
+        p = self.params
+        allowed = p.ratio * window.firsts + p.min_retries_per_s * p.window_s
+        if window.retries + 1 <= allowed:
+            return None
+        oldest = window.slices[0][0] if window.slices else ctx.now
+        return Verdict(Reason.RETRY_BUDGET_EXHAUSTED, oldest + p.window_s - ctx.now)
+
+    def on_accept(self, state: RetryState, req: RequestInfo, now: float) -> None:
+        window = self._window(state, req, now)
+        width = self.params.window_s / _SLICES
+        if not window.slices or now >= window.slices[-1][0] + width:
+            window.slices.append([now, 0.0, 0.0])
+        slot = 2 if req.is_retry else 1
+        window.slices[-1][slot] += 1
+        if req.is_retry:
+            window.retries += 1
+        else:
+            window.firsts += 1
+
+    def _window(self, state: RetryState, req: RequestInfo, now: float) -> Window:
+        key = req.tenant if self.params.per_tenant else ""
+        window = state.windows.setdefault(key, Window())
+        while window.slices and window.slices[0][0] + self.params.window_s <= now:
+            _, firsts, retries = window.slices.popleft()
+            window.firsts -= firsts
+            window.retries -= retries
+        return window
