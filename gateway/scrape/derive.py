@@ -122,6 +122,20 @@ class Capacity:
     p90_prompt_tokens: float | None
     kv_bound: float | None
     max_num_seqs: int | None
+    p90_output_tokens: float | None = None
+    """Not in the estimate (seed 002 counts prompts only); see ``kv_bound_with_output``."""
+
+    @property
+    def kv_bound_with_output(self) -> float | None:
+        """KV tokens / (p90 prompt + p90 output): the bound when outputs fill the cache too.
+
+        Far below ``kv_bound`` means long outputs, not prompts, will exhaust the KV cache
+        (preemptions) before ``value`` requests run; operators should read both.
+        """
+        if None in (self.kv_cache_tokens, self.p90_prompt_tokens, self.p90_output_tokens):
+            return None
+        total = (self.p90_prompt_tokens or 0.0) + (self.p90_output_tokens or 0.0)
+        return (self.kv_cache_tokens or 0.0) / total if total > 0 else None
 
     @property
     def limited_by(self) -> str:
@@ -135,14 +149,19 @@ class Capacity:
 
 
 def capacity(
-    kv_cache_tokens: float | None, p90_prompt_tokens: float | None, max_num_seqs: int | None
+    kv_cache_tokens: float | None,
+    p90_prompt_tokens: float | None,
+    max_num_seqs: int | None,
+    p90_output_tokens: float | None = None,
 ) -> Capacity:
     kv_bound = None
     if kv_cache_tokens is not None and p90_prompt_tokens is not None and p90_prompt_tokens > 0:
         kv_bound = kv_cache_tokens / p90_prompt_tokens
     known = [b for b in (kv_bound, max_num_seqs) if b is not None]
     value = float(min(known)) if known else None
-    return Capacity(value, kv_cache_tokens, p90_prompt_tokens, kv_bound, max_num_seqs)
+    return Capacity(
+        value, kv_cache_tokens, p90_prompt_tokens, kv_bound, max_num_seqs, p90_output_tokens
+    )
 
 
 def gain_bound(share: float, fraction_removed: float) -> float:

@@ -42,6 +42,8 @@ class EngineMetrics:
     ttft: str | None = None
     prompt_tokens_per_request: str | None = None
     """Histogram of prompt length per request: p90 feeds the capacity estimate."""
+    generation_tokens_per_request: str | None = None
+    """Histogram of output length per request: shown beside the capacity estimate."""
 
     def counters(self) -> tuple[str, ...]:
         return _present(
@@ -70,6 +72,7 @@ class EngineMetrics:
             self.e2e_latency,
             self.ttft,
             self.prompt_tokens_per_request,
+            self.generation_tokens_per_request,
         )
 
 
@@ -96,6 +99,7 @@ VLLM_0_32 = EngineMetrics(
     e2e_latency="vllm:e2e_request_latency_seconds",
     ttft="vllm:time_to_first_token_seconds",
     prompt_tokens_per_request="vllm:request_prompt_tokens",
+    generation_tokens_per_request="vllm:request_generation_tokens",
 )
 
 SGLANG = EngineMetrics(

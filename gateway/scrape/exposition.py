@@ -166,6 +166,8 @@ def _capacity_json(cap: Capacity, basis: str) -> dict[str, Any]:
         "p90_prompt_tokens": cap.p90_prompt_tokens,
         "kv_bound": cap.kv_bound,
         "max_num_seqs": cap.max_num_seqs,
+        "p90_output_tokens": cap.p90_output_tokens,
+        "kv_bound_with_output": cap.kv_bound_with_output,
     }
 
 

@@ -29,6 +29,7 @@ HISTOGRAM_FIELDS = (
     "e2e_latency",
     "ttft",
     "prompt_tokens_per_request",
+    "generation_tokens_per_request",
 )
 
 

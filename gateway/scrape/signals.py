@@ -59,6 +59,8 @@ class DerivedSignals:
     capacity: Capacity | None = None
     capacity_basis: str = "none"
     """``window`` (prompt p90 over the window) or ``lifetime`` (no prompts in the window)."""
+    since_start: bool = False
+    """No baseline: histograms and counters cover the server's whole life."""
 
 
 def derive(
@@ -68,7 +70,7 @@ def derive(
     new = newest.sample
     span = newest.at - baseline.at if baseline is not None else 0.0
     hists = _histogram_deltas(baseline.sample if baseline else None, new)
-    cap, basis = _capacity(hists.get("prompt_tokens_per_request"), new, max_num_seqs)
+    cap, basis = _capacity(hists, new, max_num_seqs)
     return DerivedSignals(
         at=newest.at,
         window_s=span,
@@ -85,7 +87,8 @@ def derive(
             hists.get("e2e_latency"),
         ),
         capacity=cap,
-        capacity_basis=basis,
+        capacity_basis="lifetime" if baseline is None and basis == "window" else basis,
+        since_start=baseline is None,
     )
 
 
@@ -117,19 +120,24 @@ def _latency(hists: dict[str, Histogram]) -> dict[str, dict[float, Quantile]]:
 
 
 def _capacity(
-    window_prompts: Histogram | None, new: MetricsSample, max_num_seqs: int | None
+    window: dict[str, Histogram], new: MetricsSample, max_num_seqs: int | None
 ) -> tuple[Capacity, str]:
     """Prompt p90 over the window, else over the server's lifetime, else no KV term.
 
     A p90 in the +Inf bucket is only a floor on prompt length, so it bounds nothing.
     """
-    lifetime = new.histograms.get("prompt_tokens_per_request")
-    for basis, hist in (("window", window_prompts), ("lifetime", lifetime)):
-        p90 = quantile(hist, 0.9) if hist is not None else None
-        if p90 is not None and not p90.in_overflow:
-            return capacity(new.kv_cache_tokens, p90.value, max_num_seqs), basis
+    for basis, hists in (("window", window), ("lifetime", new.histograms)):
+        p90 = _p90(hists.get("prompt_tokens_per_request"))
+        if p90 is not None:
+            output = _p90(hists.get("generation_tokens_per_request"))
+            return capacity(new.kv_cache_tokens, p90, max_num_seqs, output), basis
     fallback = "max_num_seqs" if max_num_seqs is not None else "none"
     return capacity(new.kv_cache_tokens, None, max_num_seqs), fallback
+
+
+def _p90(hist: Histogram | None) -> float | None:
+    est = quantile(hist, 0.9) if hist is not None else None
+    return est.value if est is not None and not est.in_overflow else None
 
 
 class SignalWindow:
