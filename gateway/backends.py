@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Protocol
 
@@ -66,7 +66,8 @@ class BackendPool:
             )
             for b in backends
         }
-        self.on_change: list[asyncio.Event] = []
+        self.on_change: list[Callable[[], None]] = []
+        """Called when any backend's health changes (the dispatcher re-polls)."""
 
     @property
     def names(self) -> list[str]:
@@ -164,8 +165,8 @@ class BackendPool:
         if s.health is not health:
             log.warning("backend %s is now %s", s.config.name, health.value)
             s.health = health
-            for event in self.on_change:
-                event.set()
+            for callback in self.on_change:
+                callback()
 
     async def aclose(self) -> None:
         await asyncio.gather(*(s.client.aclose() for s in self._states.values()))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,11 +110,24 @@ def decode_json_object(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def parse_body(path: str, body: dict[str, Any], model_limit: int | None) -> ParsedBody:
+def parse_body(
+    path: str,
+    body: dict[str, Any],
+    known_models: Container[str],
+    model_limit: Callable[[str], int | None],
+) -> ParsedBody:
     """Validate the fields the gateway relies on; the backend validates the rest."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise ApiError(400, "'model' is required and must be a string", param="model")
+    if model not in known_models:
+        raise ApiError(
+            404,
+            f"the model {model!r} does not exist",
+            param="model",
+            code="model_not_found",
+            reason="unknown_model",
+        )
     prompt = _chat_prompt(body) if path == CHAT else _completion_prompt(body)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
@@ -123,7 +136,7 @@ def parse_body(path: str, body: dict[str, Any], model_limit: int | None) -> Pars
     if options is not None and not isinstance(options, dict):
         raise ApiError(400, "'stream_options' must be an object", param="stream_options")
     wants_usage = bool(options and options.get("include_usage") is True)
-    max_tokens = _max_tokens(body, model_limit)
+    max_tokens = _max_tokens(body, model_limit(model))
     chars = (
         len(json.dumps(prompt, ensure_ascii=False)) if not isinstance(prompt, str) else len(prompt)
     )

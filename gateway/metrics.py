@@ -7,7 +7,7 @@ configured tenants or ``other``; ``class`` is a configured workload class; ``dec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -18,8 +18,9 @@ from policies.types import Decision, DecisionKind, Outcome, Usage, WorkEstimate
 QUEUE_WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 OTHER = "other"
 
-StatsReader = Callable[[], Iterable[tuple[str, str, float]]]
-"""Yields (metric name, help, value) for gauges read at scrape time."""
+GaugeSample = tuple[str, str, Mapping[str, str], float]
+"""(metric name, help, labels, value) of a gauge read at scrape time."""
+StatsReader = Callable[[], Iterable[GaugeSample]]
 
 
 class _ScrapeTimeGauges(Collector):
@@ -27,8 +28,13 @@ class _ScrapeTimeGauges(Collector):
         self._read = read
 
     def collect(self) -> Iterable[Metric]:
-        for name, help_, value in self._read():
-            yield GaugeMetricFamily(name, help_, value=value)
+        families: dict[str, GaugeMetricFamily] = {}
+        for name, help_, labels, value in self._read():
+            family = families.get(name)
+            if family is None:
+                family = families[name] = GaugeMetricFamily(name, help_, labels=list(labels))
+            family.add_metric(list(labels.values()), value)
+        yield from families.values()
 
 
 class GatewayMetrics:

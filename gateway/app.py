@@ -1,0 +1,250 @@
+"""``create_app``: all wiring of the gateway in one place.
+
+Handlers receive a ``GatewayContext`` through closures; nothing reaches into
+``app.state`` on the request path (``app.state.ctx`` is exposed for tests and tools).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gateway.admission import Admission, SchedulerLike
+from gateway.auth import Authenticator
+from gateway.backends import BackendPool
+from gateway.config import GatewayConfig, LoadedConfig, policy_version
+from gateway.context import Estimator, GatewayContext, Runtime
+from gateway.errors import error_body
+from gateway.inbound import CHAT, COMPLETIONS
+from gateway.metrics import GatewayMetrics, GaugeSample
+from gateway.proxy import handle_completion
+from gateway.records import RecordSink
+from gateway.reload import Reloader, build_loaded_policy
+from gateway.scrape.exposition import backends_admin, register_backend_metrics
+from gateway.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget
+from gateway.yaml_lines import LineIndex
+from policies.estimate import TokenEstimator
+from policies.registry import PolicySet
+from policies.scheduler import Scheduler
+from policies.types import Clock
+
+log = logging.getLogger("sluicegate.app")
+
+
+def create_app(
+    config: GatewayConfig | LoadedConfig,
+    *,
+    clock: Clock = time.monotonic,
+    transport: httpx.AsyncBaseTransport | None = None,
+    scheduler: SchedulerLike | None = None,
+    estimator: Estimator | None = None,
+    config_path: str | Path | None = None,
+    rng: random.Random | None = None,
+    background: bool = True,
+) -> FastAPI:
+    """Build the gateway. ``transport`` replaces the network for every upstream call
+    (tests); ``config_path`` enables SIGHUP/file-change reload; ``background=False`` skips
+    health probes, scraping and file watching (the dispatcher always runs).
+
+    Raises ``gateway.config.ConfigError`` (every error located) for an invalid policy.
+    """
+    loaded = config if isinstance(config, LoadedConfig) else _as_loaded(config)
+    cfg = loaded.config
+    policy = build_loaded_policy(loaded)
+    scheduler = scheduler or Scheduler(policy, clock=clock, rng=rng)
+    wakers: list[Any] = []
+    closers: list[Any] = []
+    scraper = _scraper(cfg, clock, transport, wakers, closers) if cfg.scrape.enabled else None
+    pool = BackendPool(
+        cfg.backends, clock=clock, health=cfg.health, transport=transport, signals=scraper,
+        connect_timeout_s=cfg.server.connect_timeout_s, read_timeout_s=cfg.server.read_timeout_s,
+    )  # fmt: skip
+    admission = Admission(scheduler, pool.snapshot, clock=clock)
+    pool.on_change.append(admission.wake)
+    wakers.append(admission.wake)
+    metrics = GatewayMetrics([t.name for t in cfg.tenants], cfg.server.tenant_label_limit)
+    metrics.config_info.labels(loaded.version).set(1)
+    ctx = GatewayContext(
+        Runtime(loaded, Authenticator(cfg)), pool, admission, estimator or TokenEstimator(),
+        metrics, RecordSink(cfg.server.log_records), clock,
+    )  # fmt: skip
+    metrics.add_scrape_time_gauges(lambda: _scheduler_gauges(ctx))
+    if scraper is not None:
+        register_backend_metrics(metrics.registry, scraper, clock=clock, health=pool.health)
+    if config_path is not None:
+        ctx.reloader = Reloader(
+            config_path, lambda new, pol: _apply(ctx, new, pol), current_version=loaded.version,
+            on_result=lambda ok: metrics.reloads.labels("ok" if ok else "error").inc(),
+        )  # fmt: skip
+    app = FastAPI(
+        lifespan=_lifespan(ctx, scraper, background, closers), docs_url=None, redoc_url=None,
+        openapi_url=None,
+    )  # fmt: skip
+    app.state.ctx = ctx
+    _routes(app, ctx, scraper)
+    return app
+
+
+def _as_loaded(cfg: GatewayConfig) -> LoadedConfig:
+    raw = cfg.model_dump_json().encode()
+    return LoadedConfig(cfg, policy_version(raw), "<object>", LineIndex({}))
+
+
+def _scraper(
+    cfg: GatewayConfig, clock: Clock, transport: Any, wakers: list[Any], closers: list[Any]
+) -> MetricsScraper:
+    """The scraper, whose every fresh scrape wakes the dispatcher (a new snapshot)."""
+    targets = [ScrapeTarget(b.name, b.url.rstrip("/") + "/metrics", b.max_num_seqs)
+               for b in cfg.backends]  # fmt: skip
+    settings = ScrapeSettings(interval_s=cfg.scrape.interval_s, max_age_s=cfg.scrape.max_age_s)
+    client = httpx.AsyncClient(transport=transport, timeout=settings.timeout_s)
+    closers.append(client.aclose)
+
+    def on_scrape(_name: str) -> None:
+        for wake in wakers:
+            wake()
+
+    return MetricsScraper(client, targets, clock=clock, settings=settings, on_scrape=on_scrape)
+
+
+def _apply(ctx: GatewayContext, loaded: LoadedConfig, policy: PolicySet) -> None:
+    """The swap: one scheduler call and one reference; queues and tickets stay."""
+    old = ctx.runtime.loaded.config
+    ctx.scheduler.swap(policy)
+    ctx.runtime = Runtime(loaded, Authenticator(loaded.config))
+    cfg = loaded.config
+    ctx.metrics.set_tenants([t.name for t in cfg.tenants], cfg.server.tenant_label_limit)
+    ctx.metrics.config_info.clear()
+    ctx.metrics.config_info.labels(loaded.version).set(1)
+    if old.backends != cfg.backends:
+        log.warning("the backend list changed; it applies at the next restart")
+
+
+def _lifespan(
+    ctx: GatewayContext, scraper: MetricsScraper | None, background: bool, closers: list[Any]
+) -> Any:
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        jobs = [ctx.admission.run()]
+        if background:
+            await ctx.pool.probe_all()
+            jobs.append(ctx.pool.run_probes())
+            if scraper is not None:
+                jobs.append(scraper.run())
+            if ctx.reloader is not None:
+                ctx.reloader.install_sighup(asyncio.get_running_loop())
+                jobs.append(ctx.reloader.watch(ctx.runtime.loaded.config.reload.interval_s))
+        tasks = [asyncio.ensure_future(job) for job in jobs]
+        try:
+            yield
+        finally:
+            if scraper is not None:
+                scraper.stop()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await ctx.pool.aclose()
+            for close in closers:
+                await close()
+
+    return lifespan
+
+
+def _routes(app: FastAPI, ctx: GatewayContext, scraper: MetricsScraper | None) -> None:
+    async def chat(request: Request) -> Response:
+        return await handle_completion(ctx, request, CHAT)
+
+    async def completions(request: Request) -> Response:
+        return await handle_completion(ctx, request, COMPLETIONS)
+
+    async def models(_request: Request) -> Response:
+        data = [{"id": m, "object": "model", "owned_by": "sluicegate", "max_model_len": n}
+                for m, n in sorted(ctx.pool.healthy_models().items())]  # fmt: skip
+        return JSONResponse({"object": "list", "data": data})
+
+    async def metrics(_request: Request) -> Response:
+        return Response(ctx.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    async def healthz(_request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(_request: Request) -> Response:
+        ready = ctx.pool.snapshot().any_available
+        return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
+
+    async def admin_backends(_request: Request) -> Response:
+        if scraper is None:
+            return JSONResponse({"backends": [{"name": n, "health": ctx.pool.health(n).value}
+                                              for n in ctx.pool.names]})  # fmt: skip
+        return JSONResponse(backends_admin(scraper, ctx.clock(), ctx.pool.health))
+
+    app.add_api_route(CHAT, chat, methods=["POST"])
+    app.add_api_route(COMPLETIONS, completions, methods=["POST"])
+    app.add_api_route("/v1/models", models, methods=["GET"])
+    app.add_api_route("/metrics", metrics, methods=["GET"])
+    app.add_api_route("/healthz", healthz, methods=["GET"])
+    app.add_api_route("/readyz", readyz, methods=["GET"])
+    app.add_api_route("/admin/backends", admin_backends, methods=["GET"])
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal_error)
+
+
+async def _http_error(_request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    kind = "not_found_error" if status == 404 else "invalid_request_error"
+    message = "no such path" if status == 404 else str(getattr(exc, "detail", "error"))
+    return JSONResponse(error_body(message, kind), status_code=status)
+
+
+async def _internal_error(_request: Request, exc: Exception) -> Response:
+    log.error("unhandled error", exc_info=exc)
+    return JSONResponse(error_body("internal gateway error", "server_error"), status_code=500)
+
+
+def _scheduler_gauges(ctx: GatewayContext) -> Iterable[GaugeSample]:
+    stats = ctx.scheduler.stats()
+    none: dict[str, str] = {}
+    yield "sluicegate_queue_depth", "Requests queued in the gateway", none, stats.queued
+    yield ("sluicegate_backlog_tokens", "Estimated tokens queued in the gateway", none,
+           stats.queued_tokens)  # fmt: skip
+    yield ("sluicegate_oldest_queued_age_seconds", "Age of the oldest queued request", none,
+           stats.oldest_age_s or 0.0)  # fmt: skip
+    yield "sluicegate_in_flight", "Requests dispatched, not released", none, stats.in_flight
+    yield ("sluicegate_in_flight_tokens", "Estimated tokens in flight", none,
+           stats.in_flight_tokens)  # fmt: skip
+    yield "sluicegate_saturation", "Fleet saturation the ladder sees (0-1)", none, stats.saturation
+    for backend, count in stats.in_flight_by_backend.items():
+        yield ("sluicegate_backend_in_flight", "Requests in flight per backend",
+               {"backend": backend}, count)  # fmt: skip
+    deficits: dict[str, float] = {}
+    for tenant, deficit in stats.deficits.items():
+        label = ctx.metrics.tenant_label(tenant)
+        deficits[label] = deficits.get(label, 0.0) + deficit
+    for label, deficit in deficits.items():
+        yield ("sluicegate_tenant_deficit_tokens", "Fair-share deficit per tenant",
+               {"tenant": label}, deficit)  # fmt: skip
+    yield from _estimator_gauges(ctx)
+
+
+def _estimator_gauges(ctx: GatewayContext) -> Iterable[GaugeSample]:
+    error = getattr(ctx.estimator, "error", None)
+    if error is None:
+        return
+    err = error()
+    for kind, value in (("prompt", err.prompt_mape), ("output", err.output_mape)):
+        if value is not None:
+            yield ("sluicegate_estimator_mape", "Mean abs % error of token estimates (0-1)",
+                   {"kind": kind}, value)  # fmt: skip

@@ -1,0 +1,67 @@
+"""Everything a request handler needs, in one object passed explicitly (no app.state)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gateway.admission import Admission
+from gateway.auth import Authenticator
+from gateway.backends import BackendPool
+from gateway.config import LoadedConfig
+from gateway.metrics import GatewayMetrics
+from gateway.records import RecordSink
+from policies.types import Clock, Usage, WorkEstimate
+
+
+class Estimator(Protocol):
+    """Token cost before any backend work; learns from actual usage (``TokenEstimator``)."""
+
+    def estimate(
+        self,
+        model: str,
+        prompt_chars: int,
+        *,
+        max_tokens: int | None = None,
+        max_model_len: int | None = None,
+        flow: Hashable | None = None,
+    ) -> WorkEstimate: ...
+
+    def observe(
+        self,
+        model: str,
+        prompt_chars: int,
+        usage: Usage,
+        *,
+        flow: Hashable | None = None,
+        expected_output: int | None = None,
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The part of the config a reload swaps, as one reference."""
+
+    loaded: LoadedConfig
+    auth: Authenticator
+
+    @property
+    def version(self) -> str:
+        return self.loaded.version
+
+
+@dataclass
+class GatewayContext:
+    runtime: Runtime
+    pool: BackendPool
+    admission: Admission
+    estimator: Estimator
+    metrics: GatewayMetrics
+    records: RecordSink
+    clock: Clock
+    reloader: Any = None
+
+    @property
+    def scheduler(self) -> Any:
+        return self.admission.scheduler

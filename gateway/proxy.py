@@ -1,0 +1,297 @@
+"""The completion endpoints: validate, decide, forward, relay; one terminal outcome each.
+
+Order of work: authenticate, read the body (size-capped), validate, estimate, submit.
+Until ``submit`` nothing is taken, so every refusal before it needs no cleanup. After
+it, every path goes through ``Flight.finish`` exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gateway.context import GatewayContext
+from gateway.errors import (
+    ApiError,
+    error_body,
+    rejection_body,
+    rejection_status,
+    retry_after_headers,
+)
+from gateway.flight import Flight
+from gateway.forward import BackendBusy, SseRelay, open_upstream, upstream_body, usage_from
+from gateway.inbound import (
+    ParsedBody,
+    decode_json_object,
+    parse_body,
+    parse_metadata,
+    request_id_from,
+)
+from gateway.records import RequestRecord, prompt_sha256
+from gateway.relay import RelayResponse, race, wait_disconnect
+from gateway.streaming import relay_stream
+from policies.types import Decision, DecisionKind, FlowKey, Outcome, RequestInfo, deadline_bucket
+
+CLIENT_GONE = 499  # nginx's convention; nobody reads it, the record keeps it
+
+
+@dataclass(frozen=True)
+class Prepared:
+    path: str
+    parsed: ParsedBody
+    request: RequestInfo
+
+
+async def handle_completion(ctx: GatewayContext, request: Request, path: str) -> Response:
+    request_id = request_id_from(request.headers)
+    arrival = ctx.clock()
+    try:
+        prepared = await _prepare(ctx, request, path, request_id, arrival)
+    except ApiError as err:
+        return refuse(ctx, err, request_id, path, arrival)
+    flight = Flight(ctx, _record(prepared, arrival), prepared.request)
+    flight.prompt_chars = prepared.parsed.prompt_chars
+    gone = asyncio.ensure_future(wait_disconnect(request.receive))
+    try:
+        return await _dispatch(ctx, flight, prepared, gone)
+    except BaseException:
+        flight.finish(Outcome.FAILED, status=500, error="gateway error")
+        raise
+    finally:
+        gone.cancel()
+
+
+def refuse(
+    ctx: GatewayContext, err: ApiError, request_id: str, path: str, arrival: float
+) -> Response:
+    """A refusal before scheduling: counted and recorded, nothing to release."""
+    ctx.metrics.invalid.labels(str(err.status)).inc()
+    record = RequestRecord(request_id, "", "", "", path, False, "", arrival)
+    record.status, record.outcome, record.error = err.status, Outcome.REJECTED, err.reason
+    ctx.records.emit(record)
+    headers = {"x-request-id": request_id, "x-sluicegate-decision": "reject",
+               "x-sluicegate-reason": err.reason}  # fmt: skip
+    return JSONResponse(err.body(), status_code=err.status, headers=headers)
+
+
+async def _prepare(
+    ctx: GatewayContext, request: Request, path: str, request_id: str, arrival: float
+) -> Prepared:
+    runtime = ctx.runtime
+    tenant = runtime.auth.authenticate(request.headers.get("authorization"))
+    if tenant is None:
+        raise ApiError(401, "missing or unknown API key", type_="authentication_error",
+                       code="invalid_api_key", reason="unauthenticated")  # fmt: skip
+    raw = await read_body(request, runtime.loaded.config.server.max_body_bytes)
+    body = decode_json_object(raw)
+    meta = parse_metadata(request.headers, tenant, request_id)
+    parsed = parse_body(path, body, ctx.pool.known_models(), ctx.pool.model_limit)
+    model_limit = ctx.pool.model_limit(parsed.model)
+    flow = FlowKey(tenant.name, meta.workload_class, parsed.model, deadline_bucket(meta.deadline_s))
+    estimate = ctx.estimator.estimate(
+        parsed.model, parsed.prompt_chars, max_tokens=parsed.max_tokens,
+        max_model_len=model_limit, flow=flow,
+    )  # fmt: skip
+    info = RequestInfo(
+        request_id=request_id,
+        tenant=tenant.name,
+        workload_class=meta.workload_class,
+        model=parsed.model,
+        estimate=estimate,
+        arrival=arrival,
+        deadline=None if meta.deadline_s is None else arrival + meta.deadline_s,
+        priority=tenant.priority,
+        weight=tenant.weight,
+        max_tokens=parsed.max_tokens,
+        is_retry=meta.is_retry,
+        session_id=meta.session_id,
+        prompt_hash=prompt_sha256(parsed.prompt),
+    )
+    return Prepared(path, parsed, info)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, f"request body exceeds {limit} bytes", code="request_too_large",
+                    reason="body_too_large")  # fmt: skip
+
+
+def _record(prepared: Prepared, arrival: float) -> RequestRecord:
+    req = prepared.request
+    record = RequestRecord(
+        req.request_id, req.tenant, req.workload_class, req.model, prepared.path,
+        prepared.parsed.stream, req.prompt_hash, arrival, is_retry=req.is_retry,
+    )  # fmt: skip
+    return record
+
+
+async def _dispatch(
+    ctx: GatewayContext, flight: Flight, prepared: Prepared, gone: asyncio.Future[Any]
+) -> Response:
+    """Admit, open upstream; on a connect error or engine busy, try again (bounded)."""
+    if prepared.request.is_retry:
+        cls = prepared.request.workload_class
+        ctx.metrics.retries.labels(ctx.metrics.tenant_label(prepared.request.tenant), cls).inc()
+    attempts = ctx.runtime.loaded.config.server.max_attempts
+    last_failure = "busy"
+    for attempt in range(1, attempts + 1):
+        req = prepared.request
+        if attempt > 1:
+            req = replace(req, request_id=f"{req.request_id}~{attempt}")
+        admitted = await _admit(ctx, flight, req, gone)
+        if not isinstance(admitted, Decision | None):
+            outcome = await _open(ctx, flight, prepared, admitted, gone)
+            if isinstance(outcome, str):
+                last_failure = outcome
+                continue
+            return outcome
+        if admitted is None:
+            flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
+            return Response(status_code=CLIENT_GONE)
+        return _rejection(flight, admitted)
+    return _exhausted(ctx, flight, last_failure)
+
+
+async def _admit(
+    ctx: GatewayContext, flight: Flight, req: RequestInfo, gone: asyncio.Future[Any]
+) -> Any:
+    """A Ticket, a REJECT Decision, or None when the client left while queued."""
+    result = ctx.admission.submit(req)
+    if isinstance(result, Decision) and result.decision is DecisionKind.DELAY:
+        flight.decided(result)
+        result = await ctx.admission.wait_dispatch(result, gone)
+        if result is None:
+            return None
+    if isinstance(result, Decision):
+        flight.decided(result)
+        return result
+    flight.dispatched(result)
+    return result
+
+
+async def _open(
+    ctx: GatewayContext, flight: Flight, prepared: Prepared, ticket: Any,
+    gone: asyncio.Future[Any],
+) -> Response | str:  # fmt: skip
+    """The response, or the kind of failure ("connect", "busy") that allows another try."""
+    sent = ticket.request
+    body = upstream_body(prepared.parsed.body, model=sent.model, max_tokens=sent.max_tokens,
+                         stream=prepared.parsed.stream)  # fmt: skip
+    client = ctx.pool.client(ticket.backend)
+    try:
+        started, upstream = await race(
+            open_upstream(client, prepared.path, body, prepared.request.request_id), gone
+        )
+    except (httpx.ConnectError, httpx.ConnectTimeout):
+        ctx.metrics.upstream_errors.labels(ticket.backend, "connect").inc()
+        ctx.pool.mark_failed(ticket.backend)
+        flight.release_attempt(Outcome.FAILED)
+        return "connect"
+    except BackendBusy:
+        ctx.metrics.upstream_errors.labels(ticket.backend, "busy").inc()
+        flight.release_attempt(Outcome.FAILED)
+        return "busy"
+    except httpx.HTTPError as exc:
+        ctx.metrics.upstream_errors.labels(ticket.backend, "protocol").inc()
+        flight.finish(Outcome.FAILED, status=502, error=type(exc).__name__)
+        return _error(flight, 502, "the backend failed before responding", "upstream_error")
+    if not started or upstream is None:
+        flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
+        return Response(status_code=CLIENT_GONE)
+    return await _respond(flight, prepared, upstream, gone)
+
+
+async def _respond(
+    flight: Flight, prepared: Prepared, upstream: httpx.Response, gone: asyncio.Future[Any]
+) -> Response:
+    if prepared.parsed.stream and upstream.status_code == 200:
+        relay = SseRelay(strip_usage=not prepared.parsed.client_wants_usage)
+        return RelayResponse(relay_stream(flight, upstream, relay), 200, headers(flight))
+    try:
+        done, data = await race(upstream.aread(), gone)
+    except httpx.HTTPError as exc:
+        flight.finish(Outcome.FAILED, status=502, error=type(exc).__name__)
+        return _error(flight, 502, "the backend failed while responding", "upstream_error")
+    finally:
+        await upstream.aclose()
+    if not done or data is None:
+        flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
+        return Response(status_code=CLIENT_GONE)
+    flight.first_byte()
+    usage = usage_from(_json_or_none(data)) if upstream.status_code == 200 else None
+    status = upstream.status_code
+    flight.finish(Outcome.COMPLETED if status < 500 else Outcome.FAILED, status=status,
+                  usage=usage)  # fmt: skip
+    media = upstream.headers.get("content-type", "application/json")
+    return Response(data, status_code=status, headers=headers(flight), media_type=media)
+
+
+def _json_or_none(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def headers(flight: Flight) -> dict[str, str]:
+    """Decision disclosure on every response (see the README's header reference)."""
+    out = {"x-request-id": flight.record.request_id}
+    d = flight.decision
+    if d is None:
+        return out
+    out["x-sluicegate-decision"] = d.decision.value
+    out["x-sluicegate-reason"] = d.reason.value
+    out["x-sluicegate-policy-version"] = d.policy_version
+    if flight.queue_position is not None:
+        out["x-sluicegate-queue-position"] = str(flight.queue_position)
+        out["x-sluicegate-queue-wait-ms"] = str(round((flight.record.queue_wait_s or 0) * 1000))
+    steps = d.degradation.steps
+    if steps:
+        out["x-sluicegate-degraded"] = ",".join(steps)
+    if d.shadowed:
+        out["x-sluicegate-shadowed"] = ",".join(d.shadowed)
+    return out
+
+
+def _rejection(flight: Flight, decision: Decision) -> Response:
+    status = rejection_status(decision.reason)
+    flight.finish(Outcome.EXPIRED if decision.reason.value == "deadline_expired"
+                  else Outcome.REJECTED, status=status)  # fmt: skip
+    hdrs = {**headers(flight), **retry_after_headers(decision.retry_after_s)}
+    return JSONResponse(rejection_body(decision), status_code=status, headers=hdrs)
+
+
+def _exhausted(ctx: GatewayContext, flight: Flight, failure: str) -> Response:
+    """Every attempt hit a busy engine or a dead connection."""
+    if failure == "busy":
+        waited = ctx.clock() - flight.record.arrival
+        flight.finish(Outcome.REJECTED, status=429, error="backends busy")
+        hdrs = {**headers(flight), **retry_after_headers(max(waited, 0.001))}
+        hdrs["x-sluicegate-decision"], hdrs["x-sluicegate-reason"] = "reject", "overloaded"
+        body = error_body("every backend tried reported it is busy", "overloaded", None,
+                          "overloaded")  # fmt: skip
+        return JSONResponse(body, status_code=429, headers=hdrs)
+    flight.finish(Outcome.FAILED, status=502, error="connect failed")
+    return _error(flight, 502, "could not connect to a backend", "upstream_error")
+
+
+def _error(flight: Flight, status: int, message: str, type_: str) -> Response:
+    return JSONResponse(error_body(message, type_), status_code=status, headers=headers(flight))
