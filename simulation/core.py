@@ -84,6 +84,8 @@ class Simulation:
     def run(self) -> list[TurnRecord]:
         """Run to the end of the drain; returns every turn, all of them finished."""
         while self._heap:
+            if not self._open and self._clock.now >= self._duration:
+                break  # drained: what is left are idle agents and stale wake-ups
             event = heapq.heappop(self._heap)
             if event.at > self._duration + DRAIN_LIMIT_S:
                 raise StuckSimulation(f"{len(self._open)} turns still open at {event.at:.0f}s")
@@ -159,7 +161,9 @@ class Simulation:
                 record.decode_start = now
             record.finished = now
             self.records.append(record)
-            self._admission.release(rid, record.output_tokens)
+            self._admission.release(
+                rid, (self._workload.prompt_tokens, record.output_tokens), record.decode_start, now
+            )
             self._push(now + self._workload.think_s(self._rng), _Kind.THINK_END, agent=agent)
 
     def _pump(self) -> None:

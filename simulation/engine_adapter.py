@@ -102,3 +102,13 @@ def service_rate_bound_tps(profile: Profile) -> float:
     cfg = profile.engine
     step_s = cfg.step_time.duration(0, cfg.max_num_seqs, 0)
     return cfg.max_num_seqs / step_s / profile.output_lengths.mean
+
+
+def knee_agents(profile: Profile, think_mean_s: float) -> float:
+    """The saturation knee N* = X_max * (S + Z) (interactive response time law).
+
+    X_max is ``service_rate_bound_tps``; S the mean turn's decode time at full batch.
+    """
+    cfg = profile.engine
+    service_s = profile.output_lengths.mean * cfg.step_time.duration(0, cfg.max_num_seqs, 0)
+    return service_rate_bound_tps(profile) * (service_s + think_mean_s)

@@ -67,20 +67,35 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
+Window = tuple[list[TurnRecord], float, float]
+"""One run's records and its measurement window ``[start, end)`` in clock seconds."""
+
+
 def summarise(records: list[TurnRecord], start: float, end: float) -> Summary:
     """Summarise the turns that touched the window ``[start, end)``."""
+    return summarise_runs([(records, start, end)])
 
-    def inside(t: float | None) -> bool:
-        return t is not None and start <= t < end
 
-    submissions = sum(1 for r in records for t in r.attempts if inside(t))
-    deferrals = sum(1 for r in records for t in r.deferrals if inside(t))
-    started = [r for r in records if inside(r.decode_start)]
-    waits = [w for r in started if (w := r.queue_wait_s) is not None]
-    felt = [w for r in started if (w := r.felt_wait_s) is not None]
-    completed = sum(1 for r in records if inside(r.finished))
+def summarise_runs(runs: list[Window]) -> Summary:
+    """Pool several runs (e.g. seeds) of one setting: percentiles over all their turns."""
+    submissions = deferrals = completed = 0
+    waits: list[float] = []
+    felt: list[float] = []
+    seconds = 0.0
+    for records, start, end in runs:
+        seconds += end - start
+
+        def inside(t: float | None, start: float = start, end: float = end) -> bool:
+            return t is not None and start <= t < end
+
+        submissions += sum(1 for r in records for t in r.attempts if inside(t))
+        deferrals += sum(1 for r in records for t in r.deferrals if inside(t))
+        completed += sum(1 for r in records if inside(r.finished))
+        started = [r for r in records if inside(r.decode_start)]
+        waits += [w for r in started if (w := r.queue_wait_s) is not None]
+        felt += [w for r in started if (w := r.felt_wait_s) is not None]
     return Summary(
-        goodput_tps=completed / (end - start),
+        goodput_tps=completed / seconds if seconds else 0.0,
         p99_queue_wait_s=percentile(waits, 99.0),
         deferral_share=deferrals / submissions if submissions else 0.0,
         p99_felt_wait_s=percentile(felt, 99.0),

@@ -1,0 +1,82 @@
+"""``policies.scheduler.Scheduler`` behind the simulator's admission port.
+
+The simulator plays the gateway: it builds the ``RequestInfo`` the gateway would build
+(estimated, never actual, output tokens), keeps the tickets, and releases each one with
+the usage and timings the gateway would report.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from policies.fleet import FleetSnapshot
+from policies.registry import build_policy
+from policies.scheduler import Scheduler, Ticket
+from policies.types import Clock, Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
+from simulation.ports import Deferred, Dispatched, Queued, Verdict
+
+
+class SchedulerAdmission:
+    """Every simulated turn goes through the production scheduler.
+
+    ``estimated_output_tokens`` is what the gateway would charge before knowing the real
+    length (the workload mixture's mean: an agent sends no ``max_tokens``).
+    """
+
+    def __init__(
+        self,
+        policy: dict[str, Any],
+        *,
+        clock: Clock,
+        model: str,
+        estimated_output_tokens: int,
+        seed: int,
+    ) -> None:
+        self.policy_set = build_policy(policy)
+        self.scheduler = Scheduler(self.policy_set, clock=clock, rng=random.Random(seed))
+        self._clock, self._model = clock, model
+        self._estimate = estimated_output_tokens
+        self._tickets: dict[str, Ticket] = {}
+
+    def submit(
+        self, request_id: str, prompt_tokens: int, output_tokens: int, fleet: FleetSnapshot
+    ) -> Verdict:
+        req = RequestInfo(
+            request_id=request_id,
+            tenant="agents",
+            workload_class="interactive",
+            model=self._model,
+            estimate=WorkEstimate(prompt_tokens, self._estimate),
+            arrival=self._clock(),
+            is_retry="-r0" not in request_id,
+        )
+        return self._verdict(self.scheduler.submit(req, fleet))
+
+    def poll(self, fleet: FleetSnapshot) -> list[Verdict]:
+        return [self._verdict(out) for out in self.scheduler.poll(fleet)]
+
+    def release(
+        self, request_id: str, usage: tuple[int, int], decode_start: float, finished: float
+    ) -> None:
+        ticket = self._tickets.pop(request_id)
+        self.scheduler.release(
+            ticket,
+            Outcome.COMPLETED,
+            Usage(prompt_tokens=usage[0], completion_tokens=usage[1]),
+            ttft_s=decode_start - ticket.dispatched_at,
+            latency_s=finished - ticket.dispatched_at,
+        )
+
+    def next_wakeup(self) -> float | None:
+        return self.scheduler.next_wakeup()
+
+    def _verdict(self, out: Ticket | Decision) -> Verdict:
+        if isinstance(out, Ticket):
+            self._tickets[out.request_id] = out
+            return Dispatched(out.request_id)
+        if out.decision is DecisionKind.DELAY:
+            return Queued(out.request_id)
+        if out.decision is DecisionKind.REJECT:
+            return Deferred(out.request_id, out.retry_after_s)
+        raise AssertionError(f"unexpected decision {out.decision} outside a ticket")

@@ -1,0 +1,69 @@
+"""The seed's chart: p99 queue wait against N for each policy, the knee marked, goodput shown.
+
+matplotlib is an optional extra (``pip install -e '.[sim]'``); without it ``draw`` raises
+``ChartUnavailable`` and the commands still write their CSV.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simulation.results import Row
+
+BACKGROUND = "#2a1631"  # the seed's dark plum
+PALETTE = ["#4dd0e1", "#ffc857", "#ff7f6e", "#b39ddb", "#81c784", "#f48fb1", "#e0e0e0"]
+
+
+class ChartUnavailable(RuntimeError):
+    """matplotlib is not installed."""
+
+
+def draw(rows: list[Row], path: Path, *, knee_n: float | None, title: str) -> None:
+    """Write a PNG: wait curves on the left axis, goodput (dotted) on the right one."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ChartUnavailable("pip install -e '.[sim]' to draw charts") from exc
+
+    fig, ax = plt.subplots(figsize=(10, 6), facecolor=BACKGROUND)
+    ax.set_facecolor(BACKGROUND)
+    good = ax.twinx()
+    for i, policy in enumerate(dict.fromkeys(r.policy for r in rows)):
+        mine = sorted((r for r in rows if r.policy == policy), key=lambda r: r.n_agents)
+        colour = PALETTE[i % len(PALETTE)]
+        ns = [r.n_agents for r in mine]
+        ax.plot(ns, [r.p99_queue_wait_s for r in mine], "o-", color=colour, lw=2, label=policy)
+        good.plot(ns, [r.goodput_tps for r in mine], ":", color=colour, lw=1, alpha=0.7)
+    if knee_n is not None:
+        ax.axvline(knee_n, ls="--", color="#cccccc", lw=1)
+        label = f"knee N*={knee_n:.1f}: goodput saturates"
+        ax.text(knee_n + 0.2, ax.get_ylim()[1] * 0.03, label, color="#cccccc")
+    _style(ax, good, title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, facecolor=BACKGROUND, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _style(ax: object, good: object, title: str) -> None:
+    from matplotlib.axes import Axes
+
+    assert isinstance(ax, Axes) and isinstance(good, Axes)
+    ax.set_title(title, color="white", fontsize=11)
+    ax.set_xlabel("concurrent agents N", color="white")
+    ax.set_ylabel("p99 queue wait before decoding (s)", color="white")
+    good.set_ylabel("goodput, dotted (turns/s)", color="#bbbbbb")
+    good.set_ylim(bottom=0)
+    ax.set_ylim(bottom=0)
+    for axis in (ax, good):
+        axis.tick_params(colors="#dddddd")
+        for spine in axis.spines.values():
+            spine.set_color("#777777")
+    ax.grid(color="#ffffff", alpha=0.08)
+    legend = ax.legend(
+        loc="upper left", bbox_to_anchor=(0.0, 0.9), facecolor=BACKGROUND, edgecolor="#777777"
+    )
+    for text in legend.get_texts():
+        text.set_color("white")

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import pytest
+
+from simulation.cli import main
+from simulation.results import read_csv
+
+
+def test_simulate_writes_one_row_per_policy_and_n(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    code = main(["--agents", "4,10", "--policies", "unbounded", "--duration", "90",
+                 "--warmup", "10", "--out", str(out), "--no-chart"])  # fmt: skip
+    assert code == 0
+    rows = read_csv(out.with_suffix(".csv"))
+    assert [(r.policy, r.n_agents) for r in rows] == [("unbounded", 4), ("unbounded", 10)]
+    assert all(r.turns_completed > 0 and r.deferral_share == 0.0 for r in rows)
+
+
+def test_unknown_policy_is_a_usage_error(tmp_path: Path) -> None:
+    assert main(["--policies", "no-such-policy", "--out", str(tmp_path / "x")]) == 2
+
+
+def test_a_preset_file_runs_unchanged(tmp_path: Path) -> None:
+    preset = tmp_path / "never-queue.yaml"
+    preset.write_text("policy:\n  name: never-queue\n  queue:\n    max_queued_tokens: 1\n")
+    out = tmp_path / "p"
+    code = main(["--agents", "16", "--policies", str(preset), "--duration", "90",
+                 "--warmup", "10", "--out", str(out), "--no-chart"])  # fmt: skip
+    assert code == 0
+    (row,) = read_csv(out.with_suffix(".csv"))
+    assert row.policy == "never-queue" and row.deferral_share > 0.0
+
+
+def test_chart_is_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "c"
+    code = main(["--agents", "4,8", "--policies", "unbounded", "--duration", "60",
+                 "--warmup", "10", "--out", str(out)])  # fmt: skip
+    assert code == 0
+    data = out.with_suffix(".png").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert zlib.crc32(data[12:29]) == int.from_bytes(data[29:33], "big")  # IHDR chunk intact
