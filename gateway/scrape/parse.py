@@ -13,6 +13,7 @@ Neither raises on garbage: a line that does not parse is skipped and counted.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable
@@ -65,12 +66,10 @@ def parse_narrow(text: str, wanted: frozenset[str]) -> RawSeries:
 
 
 def _sample_name(line: str) -> str:
-    end = len(line)
-    for stop in ("{", " "):
-        i = line.find(stop, 0, end)
-        if i != -1:
-            end = i
-    return line[:end]
+    end = line.find("{")
+    if end == -1:
+        end = line.find(" ")
+    return line[:end] if end != -1 else line
 
 
 def _parse_line(line: str) -> tuple[str, Labels, float] | None:
@@ -85,8 +84,13 @@ def _parse_line(line: str) -> tuple[str, Labels, float] | None:
     return name, _parse_labels(label_text or ""), value
 
 
+@functools.lru_cache(maxsize=4096)
 def _parse_labels(text: str) -> Labels:
-    """``a="x",b="y"`` → dict. Without backslashes no value can hide a quote: split fast."""
+    """``a="x",b="y"`` → dict. Without backslashes no value can hide a quote: split fast.
+
+    Cached: a server repeats the same label sets every scrape, only values change.
+    The returned dict is shared, so callers must not mutate it.
+    """
     if not text:
         return {}
     if "\\" in text:
