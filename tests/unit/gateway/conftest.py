@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from gateway.app import create_app
+from gateway.config import GatewayConfig
+from gateway.context import GatewayContext
+from tests.unit.gateway.fakes import API_KEY, FakeBackend, FakeFleet, make_config
+
+
+@dataclass
+class Harness:
+    app: FastAPI
+    ctx: GatewayContext
+    fleet: FakeFleet
+    client: httpx.AsyncClient
+    base_url: str
+
+    def backend(self, name: str = "a") -> FakeBackend:
+        return self.fleet.backends[name]
+
+
+Factory = Callable[..., contextlib.AbstractAsyncContextManager[Harness]]
+
+
+def auth(key: str = API_KEY) -> dict[str, str]:
+    return {"authorization": f"Bearer {key}"}
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 2.0) -> None:
+    """Poll a condition with a bounded timeout (for state the test cannot await directly)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.005)
+
+
+@contextlib.asynccontextmanager
+async def in_process(config: GatewayConfig, fleet: FakeFleet, **kw: Any) -> AsyncIterator[Harness]:
+    app = create_app(config, transport=fleet.transport, background=False, **kw)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+            yield Harness(app, app.state.ctx, fleet, client, "http://gw")
+
+
+@contextlib.asynccontextmanager
+async def over_loopback(
+    config: GatewayConfig, fleet: FakeFleet, **kw: Any
+) -> AsyncIterator[Harness]:
+    """The gateway on a real uvicorn server on 127.0.0.1, in this event loop."""
+    app = create_app(config, transport=fleet.transport, background=False, **kw)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
+    await wait_until(lambda: server.started, timeout=5.0)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=5.0) as client:
+            yield Harness(app, app.state.ctx, fleet, client, base)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 5.0)
+        sock.close()
+
+
+@pytest.fixture
+def fleet() -> FakeFleet:
+    return FakeFleet(FakeBackend("a"), FakeBackend("b"))
+
+
+@pytest.fixture
+def config() -> GatewayConfig:
+    return make_config()

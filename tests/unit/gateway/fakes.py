@@ -1,0 +1,155 @@
+"""A fake vLLM behind ``httpx.MockTransport``: no sockets, every behaviour switchable."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from gateway.auth import key_digest
+from gateway.config import GatewayConfig
+
+API_KEY = "sk-test-acme"
+OTHER_KEY = "sk-test-beta"
+
+
+def make_config(**overrides: Any) -> GatewayConfig:
+    raw: dict[str, Any] = {
+        "tenants": [
+            {
+                "name": "acme",
+                "api_key_sha256": [key_digest(API_KEY)],
+                "workload_classes": ["interactive", "batch"],
+            },
+            {"name": "beta", "api_key_sha256": [key_digest(OTHER_KEY)]},
+        ],
+        "backends": [
+            {
+                "name": "a",
+                "url": "http://a.test",
+                "models": ["tiny"],
+                "max_num_seqs": 1,
+                "max_model_len": 2048,
+            },
+        ],
+        "scrape": {"enabled": False},
+        "server": {"max_body_bytes": 4096},
+    }
+    raw.update(overrides)
+    return GatewayConfig.model_validate(raw)
+
+
+class ClosingStream(httpx.AsyncByteStream):
+    """Yields chunks; each chunk may wait on a gate; records that the reader closed it."""
+
+    def __init__(self, backend: FakeBackend, chunks: list[bytes], fail_after: int | None) -> None:
+        self.backend, self.chunks, self.fail_after = backend, chunks, fail_after
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for i, chunk in enumerate(self.chunks):
+            if self.fail_after is not None and i == self.fail_after:
+                raise httpx.ReadError("backend died")
+            gate = self.backend.gates.get(i)
+            if gate is not None:
+                await gate.wait()
+            self.backend.sent.append(i)
+            yield chunk
+
+    async def aclose(self) -> None:
+        self.backend.closed.set()
+
+
+@dataclass
+class FakeBackend:
+    """One vLLM. ``mode``: ok | busy | refuse | fail_mid_stream | hold (answer never comes)."""
+
+    name: str
+    mode: str = "ok"
+    tokens: int = 3
+    usage_prompt: int = 11
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    gates: dict[int, asyncio.Event] = field(default_factory=dict)
+    sent: list[int] = field(default_factory=list)
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    healthy: bool = True
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/health":
+            return httpx.Response(200 if self.healthy else 503)
+        if self.mode == "refuse":
+            raise httpx.ConnectError("connection refused", request=request)
+        body = json.loads(request.content)
+        self.requests.append(body)
+        self.arrived.set()
+        if self.mode == "busy":
+            return httpx.Response(
+                503,
+                json={
+                    "error": {
+                        "message": "The engine is currently busy",
+                        "type": "Service Unavailable",
+                        "code": 503,
+                    }
+                },
+            )
+        if self.mode == "hold":
+            await asyncio.Event().wait()
+        if body.get("stream"):
+            chunks = self._sse(body)
+            fail = 2 if self.mode == "fail_mid_stream" else None
+            return httpx.Response(
+                200,
+                headers={"content-type": "text/event-stream"},
+                stream=ClosingStream(self, chunks, fail),
+            )
+        return httpx.Response(200, json=self._completion(body))
+
+    def _usage(self, body: dict[str, Any]) -> dict[str, int]:
+        n = min(self.tokens, body.get("max_tokens") or self.tokens)
+        return {
+            "prompt_tokens": self.usage_prompt,
+            "completion_tokens": n,
+            "total_tokens": self.usage_prompt + n,
+        }
+
+    def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": "cmpl-1",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "x y z"},
+                    "finish_reason": "length",
+                }
+            ],
+            "usage": self._usage(body),
+        }
+
+    def _sse(self, body: dict[str, Any]) -> list[bytes]:
+        usage = self._usage(body)
+        events = [
+            {"id": "c", "choices": [{"index": 0, "delta": {"content": f"t{i}"}}]}
+            for i in range(usage["completion_tokens"])
+        ]
+        if (body.get("stream_options") or {}).get("include_usage"):
+            events.append({"id": "c", "choices": [], "usage": usage})
+        out = [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events]
+        return [*out, b"data: [DONE]\n\n"]
+
+
+class FakeFleet:
+    """Routes by host name to the fake backends."""
+
+    def __init__(self, *backends: FakeBackend) -> None:
+        self.backends = {b.name: b for b in backends}
+        self.transport = httpx.MockTransport(self._handle)
+
+    async def _handle(self, request: httpx.Request) -> httpx.Response:
+        return await self.backends[request.url.host.split(".")[0]].handle(request)

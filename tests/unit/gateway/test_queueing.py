@@ -1,0 +1,104 @@
+"""Delayed requests wait on the dispatcher; rejections carry Retry-After; a queued client
+that leaves is cancelled at once."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+from tests.unit.gateway.conftest import Harness, auth, in_process, over_loopback, wait_until
+from tests.unit.gateway.fakes import make_config
+
+CHAT = "/v1/chat/completions"
+
+
+def _body(stream: bool = False) -> dict[str, Any]:
+    return {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+
+
+async def _hold_the_only_slot(h: Harness) -> tuple[Any, asyncio.Event]:
+    """A stream that holds backend a's single slot until the returned gate is set."""
+    gate = h.backend("a").gates[1] = asyncio.Event()
+    ctx = h.client.stream("POST", "/v1/chat/completions", headers=auth(), json=_body(True))
+    await ctx.__aenter__()
+    await wait_until(lambda: h.backend("a").sent == [0])
+    return ctx, gate
+
+
+async def test_delayed_request_is_dispatched_when_the_slot_frees(config, fleet) -> None:
+    async with over_loopback(config, fleet) as h:
+        holder, gate = await _hold_the_only_slot(h)
+        waiting = asyncio.ensure_future(h.client.post(CHAT, headers=auth(), json=_body()))
+        await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
+        gate.set()
+        await holder.__aexit__(None, None, None)
+        r = await asyncio.wait_for(waiting, 3.0)
+        assert r.status_code == 200
+        assert r.headers["x-sluicegate-queue-position"] == "1"
+        assert r.headers["x-sluicegate-decision"] == "admit"
+        assert "x-sluicegate-queue-wait-ms" in r.headers
+        assert (
+            'sluicegate_decisions_total{class="interactive",decision="delay"'
+            in h.ctx.metrics.exposition().decode()
+        )
+
+
+async def test_queued_client_that_leaves_is_removed_at_once(config, fleet) -> None:
+    async with over_loopback(config, fleet) as h:
+        holder, gate = await _hold_the_only_slot(h)
+        waiting = asyncio.ensure_future(h.client.post(CHAT, headers=auth(), json=_body()))
+        await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
+        waiting.cancel()
+        await wait_until(lambda: h.ctx.scheduler.stats().queued == 0)
+        gate.set()
+        await holder.__aexit__(None, None, None)
+        await wait_until(lambda: h.ctx.scheduler.stats().in_flight == 0)
+        assert len(h.backend("a").requests) == 1  # the cancelled one never reached a backend
+
+
+async def test_queued_past_its_deadline_gets_429_with_retry_after(config, fleet) -> None:
+    async with over_loopback(config, fleet) as h:
+        holder, gate = await _hold_the_only_slot(h)
+        r = await h.client.post(
+            CHAT, headers={**auth(), "x-request-deadline-ms": "50"}, json=_body()
+        )
+        assert r.status_code == 429
+        assert r.json()["error"]["type"] == "deadline_expired"
+        _assert_retry_after(r.headers)
+        assert r.headers["x-sluicegate-reason"] == "deadline_expired"
+        gate.set()
+        await holder.__aexit__(None, None, None)
+
+
+async def test_quota_rejection_is_429_rate_limit_with_retry_after(fleet) -> None:
+    gates = [
+        {"name": "quota", "type": "tenant_quota", "parameters": {"default": {"max_concurrent": 1}}}
+    ]
+    config = make_config(policy={"gates": gates})
+    async with over_loopback(config, fleet) as h:
+        holder, gate = await _hold_the_only_slot(h)
+        r = await h.client.post(CHAT, headers=auth(), json=_body())
+        assert r.status_code == 429, r.text
+        assert r.json()["error"]["type"] == "rate_limit_exceeded"
+        _assert_retry_after(r.headers)
+        gate.set()
+        await holder.__aexit__(None, None, None)
+        assert h.ctx.scheduler.stats().queued == 0
+
+
+async def test_no_healthy_backend_is_503_with_retry_after(config, fleet) -> None:
+    fleet.backends["a"].mode = "refuse"
+    async with in_process(config, fleet) as h:
+        r = await h.client.post(CHAT, headers=auth(), json=_body())
+        assert r.status_code == 503
+        assert r.json()["error"]["type"] == "overloaded"
+        assert r.headers["x-sluicegate-reason"] == "no_healthy_backend"
+        _assert_retry_after(r.headers)
+        assert h.ctx.scheduler.stats().in_flight == 0
+
+
+def _assert_retry_after(headers: Any) -> None:
+    seconds, millis = int(headers["retry-after"]), int(headers["retry-after-ms"])
+    assert seconds >= 1 and millis >= 1
+    assert seconds == max(1, math.ceil(millis / 1000))
