@@ -42,12 +42,15 @@ async def open_upstream(
 
 
 async def _drain_and_close(response: httpx.Response) -> None:
+    """Read a small error body so the connection can be reused, then close."""
     try:
         read = 0
         async for chunk in response.aiter_raw():
             read += len(chunk)
             if read > _BUSY_BODY_LIMIT:
                 break
+    except httpx.StreamConsumed:
+        pass
     finally:
         await response.aclose()
 

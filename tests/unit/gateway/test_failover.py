@@ -1,0 +1,84 @@
+"""Connect errors fail over to another healthy backend; an engine's own 503 is a busy
+signal, not a failure; /v1/models, /readyz follow health."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gateway.forward import upstream_body
+from tests.unit.gateway.conftest import auth, in_process
+from tests.unit.gateway.fakes import FakeFleet, make_config
+
+CHAT = "/v1/chat/completions"
+TWO_BACKENDS = [
+    {"name": "a", "url": "http://a.test", "models": ["tiny"], "max_num_seqs": 1},
+    {"name": "b", "url": "http://b.test", "models": ["tiny", "small"], "max_num_seqs": 1},
+]
+
+
+def _body(**extra: Any) -> dict[str, Any]:
+    return {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], **extra}
+
+
+async def test_connect_error_fails_over_to_another_backend(fleet: FakeFleet) -> None:
+    fleet.backends["a"].mode = "refuse"
+    async with in_process(make_config(backends=TWO_BACKENDS), fleet) as h:
+        responses = [await h.client.post(CHAT, headers=auth(), json=_body()) for _ in range(3)]
+        assert [r.status_code for r in responses] == [200, 200, 200]
+        assert len(fleet.backends["b"].requests) == 3
+        assert h.ctx.pool.health("a").value == "down"
+        stats = h.ctx.scheduler.stats()
+        assert stats.in_flight == 0 and stats.charged_tokens == stats.released_tokens
+
+
+async def test_every_backend_refusing_ends_in_one_503(fleet: FakeFleet) -> None:
+    for backend in fleet.backends.values():
+        backend.mode = "refuse"
+    async with in_process(make_config(backends=TWO_BACKENDS), fleet) as h:
+        r = await h.client.post(CHAT, headers=auth(), json=_body())
+        assert r.status_code == 503
+        assert h.ctx.scheduler.stats().in_flight == 0
+        exposition = h.ctx.metrics.exposition().decode()
+        assert 'outcome="rejected"' in exposition
+        assert 'outcome="completed"' not in exposition
+
+
+async def test_engine_busy_is_retried_then_429_without_marking_down(config, fleet) -> None:
+    fleet.backends["a"].mode = "busy"
+    async with in_process(config, fleet) as h:
+        r = await h.client.post(CHAT, headers=auth(), json=_body())
+        assert r.status_code == 429
+        assert r.json()["error"]["type"] == "overloaded"
+        assert int(r.headers["retry-after"]) >= 1
+        attempts = h.ctx.runtime.loaded.config.server.max_attempts
+        assert len(fleet.backends["a"].requests) == attempts
+        assert h.ctx.pool.health("a").value == "healthy"
+        assert h.ctx.scheduler.stats().in_flight == 0
+
+
+async def test_models_and_readiness_follow_health(fleet: FakeFleet) -> None:
+    async with in_process(make_config(backends=TWO_BACKENDS), fleet) as h:
+        r = await h.client.get("/v1/models")
+        assert sorted(m["id"] for m in r.json()["data"]) == ["small", "tiny"]
+        assert (await h.client.get("/readyz")).status_code == 200
+        fleet.backends["b"].healthy = False
+        for _ in range(h.ctx.runtime.loaded.config.health.failures_to_down):
+            await h.ctx.pool.probe_all()
+        r = await h.client.get("/v1/models")
+        assert [m["id"] for m in r.json()["data"]] == ["tiny"]
+        fleet.backends["a"].healthy = False
+        for _ in range(h.ctx.runtime.loaded.config.health.failures_to_down):
+            await h.ctx.pool.probe_all()
+        assert (await h.client.get("/readyz")).status_code == 503
+        assert (await h.client.get("/healthz")).status_code == 200
+        fleet.backends["a"].healthy = True
+        await h.ctx.pool.probe_all()
+        assert (await h.client.get("/readyz")).status_code == 200
+
+
+def test_degraded_model_and_max_tokens_are_what_is_sent() -> None:
+    body = upstream_body(_body(max_tokens=500), model="small", max_tokens=64, stream=True)
+    sent = json.loads(body)
+    assert sent["model"] == "small" and sent["max_tokens"] == 64
+    assert sent["stream_options"] == {"include_usage": True}
