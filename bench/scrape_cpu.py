@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
 import subprocess
 import sys
 import time
@@ -30,6 +31,7 @@ import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 body = open(sys.argv[2], "rb").read()
 class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as uvicorn in front of vLLM does
     def do_GET(self):
         self.send_response(200)
         self.send_header("content-length", str(len(body)))
@@ -58,6 +60,24 @@ async def scrape_for(targets: list[ScrapeTarget], interval_s: float, duration_s:
     if failures:
         print(f"  warning: {failures} failed scrapes", file=sys.stderr)
     return cpu / wall
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_until_serving(url: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url, timeout=1.0)
+            return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise SystemExit(f"static server did not start at {url}")
 
 
 async def backend_cpu_seconds(url: str) -> float:
@@ -92,15 +112,15 @@ def main(argv: list[str]) -> int:
     p.add_argument("--interval", type=float, default=0.25)
     p.add_argument("--duration", type=float, default=15.0)
     p.add_argument("--url", default=None)
-    p.add_argument("--port", type=int, default=18931)
     args = p.parse_args(argv)
     if args.url:
         asyncio.run(measure_backend(args.url, args.interval, args.duration))
         return 0
-    server = subprocess.Popen([sys.executable, "-c", SERVER, str(args.port), str(DUMP)])
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-c", SERVER, str(port), str(DUMP)])
     try:
-        time.sleep(1.0)  # bench only: let the static server bind
-        base = f"http://127.0.0.1:{args.port}"
+        base = f"http://127.0.0.1:{port}"
+        wait_until_serving(base + "/metrics")
         targets = [ScrapeTarget(f"b{i}", f"{base}/metrics?b={i}") for i in range(args.backends)]
         cores = asyncio.run(scrape_for(targets, args.interval, args.duration))
         per_scrape_ms = cores * args.interval / args.backends * 1000

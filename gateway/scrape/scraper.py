@@ -23,6 +23,9 @@ from policies.types import Clock
 
 log = logging.getLogger("sluicegate.scrape")
 
+NO_COMPRESSION = {"accept-encoding": "identity"}
+"""Backends sit on a near network: gzip would cost CPU on both sides to save bandwidth."""
+
 
 class ScrapeError(Exception):
     """A /metrics response we refuse to use (status, size, or no known family)."""
@@ -186,7 +189,7 @@ class MetricsScraper:
         limit, timeout = self.settings.max_body_bytes, self.settings.timeout_s
         async with (
             asyncio.timeout(timeout),
-            self._client.stream("GET", url, timeout=timeout) as resp,
+            self._client.stream("GET", url, timeout=timeout, headers=NO_COMPRESSION) as resp,
         ):
             if resp.status_code != 200:
                 raise ScrapeError(f"HTTP {resp.status_code}")

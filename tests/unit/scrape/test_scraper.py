@@ -161,3 +161,14 @@ def test_unknown_engine_is_refused_at_construction() -> None:
     client = httpx.AsyncClient(transport=httpx.MockTransport(lambda _: httpx.Response(200)))
     with pytest.raises(ValueError, match="unknown engine"):
         MetricsScraper(client, [ScrapeTarget("a", URL, engine="tgi-9")], clock=FakeClock())
+
+
+async def test_scrapes_ask_for_an_uncompressed_body(under_load: str) -> None:
+    seen: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("accept-encoding"))
+        return httpx.Response(200, text=under_load)
+
+    assert await scraper_for(handler, FakeClock()).scrape_once("a")
+    assert seen == ["identity"]
