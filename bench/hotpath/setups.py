@@ -1,0 +1,209 @@
+"""The four setups measured side by side, all in front of the same fake backend.
+
+Each setup starts its proxy pinned to the proxy core and gives the URL the load generator
+hits. ``direct`` has no proxy: wrk talks to the backend itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from string import Template
+
+from bench.hotpath.procs import REPO, Proc, wait_http
+
+HERE = Path(__file__).resolve().parent
+LITELLM_VENV = Path(
+    os.environ.get("SLUICEGATE_LITELLM_VENV", Path.home() / ".cache/sluicegate/litellm-venv")
+)
+MODEL = "fake"
+TENANT_KEYS = tuple(f"bench-key-{i}" for i in range(4))
+"""One API key per tenant of the Sluicegate config; wrk rotates over them."""
+
+
+@dataclass
+class Setup:
+    """A proxy (or none) in front of the backend at ``backend_port``."""
+
+    name: str
+    backend_port: int
+    port: int
+    workdir: Path
+    proxy_cpus: str = "1"
+    keys: tuple[str, ...] = TENANT_KEYS
+    """API keys the load generator rotates over (ignored where the setup has no auth)."""
+    procs: list[Proc] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        """Hook for subclasses (the dataclass __init__ calls it)."""
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1/chat/completions"
+
+    def start(self) -> None:
+        """Start the proxy and wait until it answers."""
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop()
+
+    def version(self) -> str:
+        return "-"
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs if p.alive()]
+
+
+class Direct(Setup):
+    def __init__(self, backend_port: int, workdir: Path) -> None:
+        super().__init__("direct", backend_port, backend_port, workdir)
+
+    def version(self) -> str:
+        return "fake backend (raw asyncio protocol on uvloop)"
+
+
+class Nginx(Setup):
+    """nginx from Debian, one worker, keep-alive upstream, ``proxy_buffering off``."""
+
+    def start(self) -> None:
+        root = self.workdir / "nginx"
+        (root / "logs").mkdir(parents=True, exist_ok=True)
+        conf = Template((HERE / "nginx.conf.tmpl").read_text()).substitute(
+            root=root, port=self.port, backend_port=self.backend_port
+        )
+        (root / "nginx.conf").write_text(conf)
+        nginx = Proc(
+            "nginx",
+            ["nginx", "-p", str(root), "-c", str(root / "nginx.conf")],
+            self.proxy_cpus,
+            self.workdir / "nginx.log",
+        )
+        self.procs.append(nginx)
+        nginx.start()
+        wait_http(nginx, "127.0.0.1", self.port)
+
+    def version(self) -> str:
+        out = subprocess.run(["nginx", "-v"], capture_output=True, text=True)
+        return out.stderr.strip().removeprefix("nginx version: ")
+
+
+class LiteLLM(Setup):
+    """LiteLLM proxy from its own venv: one worker, no database, callbacks and telemetry off.
+
+    It refuses to start without a master key, so it gets one, and the load generator sends it.
+    """
+
+    master_key = "sk-bench-litellm-master-key"
+
+    def __post_init__(self) -> None:
+        self.keys = (self.master_key,)
+
+    def start(self) -> None:
+        exe = LITELLM_VENV / "bin" / "litellm"
+        if not exe.exists():
+            raise RuntimeError(
+                f"no LiteLLM at {exe}: python -m venv {LITELLM_VENV} && "
+                f"{LITELLM_VENV}/bin/pip install 'litellm[proxy]'"
+            )
+        conf = Template((HERE / "litellm.yaml.tmpl").read_text()).substitute(
+            model=MODEL, backend_port=self.backend_port
+        )
+        path = self.workdir / "litellm.yaml"
+        path.write_text(conf)
+        env = {
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no network fetch of the price list
+            "LITELLM_TELEMETRY": "False",
+            "LITELLM_LOG": "ERROR",
+            "PYTHONPATH": "",
+            "LITELLM_MASTER_KEY": self.master_key,
+        }
+        argv = [
+            str(exe),
+            "--config",
+            str(path),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--num_workers",
+            "1",
+        ]
+        proc = Proc("litellm", argv, self.proxy_cpus, self.workdir / "litellm.log", env)
+        self.procs.append(proc)
+        proc.start()
+        wait_http(proc, "127.0.0.1", self.port, "/health/liveliness", timeout_s=120)
+
+    def version(self) -> str:
+        pip = LITELLM_VENV / "bin" / "pip"
+        out = subprocess.run([str(pip), "show", "litellm"], capture_output=True, text=True)
+        for line in out.stdout.splitlines():
+            if line.startswith("Version:"):
+                return line.split(":", 1)[1].strip()
+        return "?"
+
+
+class Sluicegate(Setup):
+    """``sluicegate serve`` with the realistic policy config in ``sluicegate.yaml.tmpl``."""
+
+    def start(self) -> None:
+        digests = [hashlib.sha256(k.encode()).hexdigest() for k in TENANT_KEYS]
+        conf = Template((HERE / "sluicegate.yaml.tmpl").read_text()).substitute(
+            {f"digest{i}": d for i, d in enumerate(digests)}
+            | {"port": self.port, "backend_port": self.backend_port, "model": MODEL}
+        )
+        path = self.workdir / "sluicegate.yaml"
+        path.write_text(conf)
+        exe = shutil.which("sluicegate") or "sluicegate"
+        argv = [exe, "serve", "--config", str(path)]
+        proc = Proc("sluicegate", argv, self.proxy_cpus, self.workdir / "sluicegate.log", cwd=REPO)
+        self.procs.append(proc)
+        proc.start()
+        wait_http(proc, "127.0.0.1", self.port, "/healthz", timeout_s=60)
+
+    def version(self) -> str:
+        rev = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "gateway"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        return f"git {rev}{' + uncommitted gateway changes' if dirty else ''}"
+
+
+def _serve_argv(config: Path, port: int) -> list[str]:
+    """``sluicegate serve`` once the CLI has it; until then the same app under uvicorn."""
+    if (REPO / "gateway" / "serve.py").exists():
+        return [shutil.which("sluicegate") or "sluicegate", "serve", "--config", str(config)]
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--factory",
+        "bench.hotpath.sluicegate_app:build",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
+        "--no-access-log",
+        "--log-level",
+        "warning",
+    ]
+
+
+SETUP_CLASSES: dict[str, type[Setup]] = {
+    "nginx": Nginx,
+    "litellm": LiteLLM,
+    "sluicegate": Sluicegate,
+}
