@@ -48,6 +48,10 @@ class EmbeddedEmulator:
     server: uvicorn.Server
     thread: threading.Thread
 
+    def stop(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout_s)
+
 
 @dataclass(slots=True)
 class EmulatorFleet:
@@ -65,7 +69,7 @@ class EmulatorFleet:
         for emulator in self.emulators:
             emulator.server.should_exit = True
         for emulator in self.emulators:
-            emulator.thread.join(timeout_s)
+            emulator.stop(timeout_s)
         self.emulators.clear()
 
 

@@ -1,11 +1,13 @@
 """Drives the pure ``Engine`` on the wall clock, ``speed`` times faster, for the HTTP server.
 
-Engine time is ``(clock() - start) * speed`` seconds: every duration the engine reports (and so
-every metric) is engine time, as the emulated card would measure it. One asyncio task runs the
-step loop: schedule a batch at engine time ``t``, sleep until engine time ``t + duration``, then
-deliver the step's tokens to the waiting requests. A step that finishes later than planned (the
-event loop was busy) starts the next one at the current engine time, so reported durations
-never undercount the wall clock.
+Engine time is virtual and exact: each step starts where the previous one ended (or, after an
+idle spell, at the arrival that woke the engine) and lasts what the profile says. The wall
+clock only paces it: after scheduling a step the loop sleeps until the wall clock, scaled by
+``speed``, reaches the step's end, then delivers its tokens. So every duration the engine
+reports (metrics, timestamps) is engine time, the same at any ``--speed``; if the event loop
+cannot keep up, the emulator runs slower than ``speed`` times the wall clock, never with
+distorted durations. Arrivals are stamped ``min(wall engine time, end of the step in flight)``,
+so no request is stamped after the step that will first see it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import math
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -58,10 +61,16 @@ class EngineRunner:
         self._task: asyncio.Task[None] | None = None
         self._ids = itertools.count()
         self._last_end = 0.0
+        self._horizon = math.inf  # end of the step in flight; the clock may not pass it
+        self._idle = True
+        self._woken_at = 0.0
+
+    def _wall_engine_time(self) -> float:
+        return (self._clock() - self._origin) * self.speed
 
     def now(self) -> float:
         """Engine time, seconds."""
-        return (self._clock() - self._origin) * self.speed
+        return min(self._wall_engine_time(), self._horizon)
 
     def next_id(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
@@ -81,14 +90,17 @@ class EngineRunner:
         self, req_id: str, prompt_tokens: int, output_tokens: int, max_tokens: int, reason: str
     ) -> None:
         """Queue a request; raises ``EngineBusy`` / ``ValueError`` like ``Engine.add``."""
+        stamp = self.now()
         try:
-            self.engine.add(req_id, prompt_tokens, output_tokens, self.now(), finish_reason=reason)
+            self.engine.add(req_id, prompt_tokens, output_tokens, stamp, finish_reason=reason)
         except EngineBusy as busy:
             self.metrics.on_rejected(busy.reason)
             raise
         self.metrics.on_admitted(req_id, max_tokens)
         self._queues[req_id] = asyncio.Queue()
-        self._wake.set()
+        if self._idle:
+            self._idle, self._woken_at = False, stamp
+            self._wake.set()
 
     async def events(self, req_id: str) -> AsyncIterator[Event]:
         """Token batches, then the ``FinishedRequest``. Closing early aborts the request."""
@@ -112,20 +124,23 @@ class EngineRunner:
         return self.metrics.render()
 
     async def _loop(self) -> None:
+        start = 0.0
         while True:
-            if not self.engine.has_work:
-                self._wake.clear()
-                await self._wake.wait()
+            step = self.engine.step(start) if self.engine.has_work else None
+            if step is None or step.duration_s <= 0.0:
+                start = await self._idle_until_submit()
                 continue
-            start = max(self.now(), self._last_end)
-            step = self.engine.step(start)
-            if step.duration_s <= 0.0:  # nothing schedulable: wait for an add or abort
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            await asyncio.sleep(max(0.0, (step.ended_at - self.now()) / self.speed))
-            self._last_end = step.ended_at
+            self._horizon = step.ended_at
+            await asyncio.sleep(max(0.0, (step.ended_at - self._wall_engine_time()) / self.speed))
+            self._last_end = start = step.ended_at
             self._deliver(step)
+
+    async def _idle_until_submit(self) -> float:
+        """Wait for work; return the engine time the next step starts at."""
+        self._idle, self._horizon = True, math.inf
+        self._wake.clear()
+        await self._wake.wait()
+        return max(self._last_end, self._woken_at)
 
     def _deliver(self, step: StepResult) -> None:
         self.metrics.on_step(step)

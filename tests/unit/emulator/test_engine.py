@@ -24,7 +24,7 @@ def make_config(**overrides: object) -> EngineConfig:
 
 
 def run_to_end(engine: Engine, now: float = 0.0, limit: int = 100_000) -> list[StepResult]:
-    steps = []
+    steps: list[StepResult] = []
     for _ in range(limit):
         if not engine.has_work:
             return steps

@@ -1,0 +1,5 @@
+"""The emulator's own HTTP tests use the integration tier's emulator fixtures."""
+
+from tests.integration.conftest import emulator, start_emulator
+
+__all__ = ["emulator", "start_emulator"]
