@@ -200,11 +200,11 @@ def _issues_from_pydantic(exc: ValidationError, source: str, lines: LineIndex) -
 
 
 def issues_at(
-    loaded: LoadedConfig, prefix: Loc, errors: Sequence[tuple[Loc, str]]
+    source: str, lines: LineIndex, prefix: Loc, errors: Sequence[tuple[Loc, str]]
 ) -> list[ConfigIssue]:
     """Map errors located relative to a section (e.g. the policy registry's) to file lines."""
     out = []
     for loc, msg in errors:
         full = (*prefix, *loc)
-        out.append(ConfigIssue(loaded.source, loaded.lines.line_of(full), full, msg))
+        out.append(ConfigIssue(source, lines.line_of(full), full, msg))
     return out

@@ -27,7 +27,7 @@ def build_loaded_policy(loaded: LoadedConfig) -> PolicySet:
     try:
         policy = build_policy(loaded.config.policy)
     except PolicyConfigError as exc:
-        raise ConfigError(issues_at(loaded, ("policy",), exc.errors)) from exc
+        raise ConfigError(issues_at(loaded.source, loaded.lines, ("policy",), exc.errors)) from exc
     return dataclasses.replace(policy, version=loaded.version)
 
 

@@ -1,0 +1,93 @@
+"""``sluicegate serve``: the gateway on uvicorn with uvloop and httptools.
+
+``--config FILE`` serves a config file (reloaded on SIGHUP and on change). Without it, two
+embedded vLLM emulators are started on loopback ports and the gateway is put in front of
+them with an anonymous tenant, so the command works on any machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+from collections.abc import Iterator
+
+import uvicorn
+
+from gateway.app import create_app
+from gateway.config import (
+    ConfigError,
+    GatewayConfig,
+    LoadedConfig,
+    load_config,
+    load_config_bytes,
+)
+from gateway.config_check import print_issues
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sluicegate serve", description=__doc__)
+    p.add_argument("--config", help="YAML config file (see config.example.yaml)")
+    p.add_argument("--host", help="override server.host")
+    p.add_argument("--port", type=int, help="override server.port")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--no-records", action="store_true", help="do not log decision records")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _logging(args.log_level, records=not args.no_records)
+    if args.config is None:
+        with _embedded_emulators() as loaded:
+            return _run(loaded, None, args)
+    try:
+        loaded = load_config(args.config)
+    except ConfigError as exc:
+        print_issues(exc.issues)
+        return 2
+    return _run(loaded, args.config, args)
+
+
+def _run(loaded: LoadedConfig, path: str | None, args: argparse.Namespace) -> int:
+    server_cfg = loaded.config.server
+    try:
+        app = create_app(loaded, config_path=path)
+    except ConfigError as exc:
+        print_issues(exc.issues)
+        return 2
+    uvicorn.run(
+        app,
+        host=args.host or server_cfg.host,
+        port=args.port if args.port is not None else server_cfg.port,
+        loop="uvloop",
+        http="httptools",
+        log_level=args.log_level,
+        access_log=False,
+        lifespan="on",
+    )
+    return 0
+
+
+@contextlib.contextmanager
+def _embedded_emulators() -> Iterator[LoadedConfig]:
+    from emulator.embedded import EmulatorSpec, start_emulators  # only needed here
+
+    specs = [EmulatorSpec(model_name="emulated", speed=10.0, seed=i) for i in range(2)]
+    with start_emulators(specs) as fleet:
+        raw = {
+            "tenants": [{"name": "anonymous"}],
+            "auth": {"anonymous_tenant": "anonymous"},
+            "backends": [{"name": f"emulator-{i}", "url": url, "models": ["emulated"]}
+                         for i, url in enumerate(fleet.urls)],
+        }  # fmt: skip
+        cfg = GatewayConfig.model_validate(raw)
+        print(f"sluicegate: embedded emulators at {', '.join(fleet.urls)}", file=sys.stderr)
+        yield load_config_bytes(json.dumps(cfg.model_dump(mode="json")).encode(), "<embedded>")
+
+
+def _logging(level: str, *, records: bool) -> None:
+    logging.basicConfig(level=level.upper(), format="%(message)s", stream=sys.stdout)
+    logging.getLogger("sluicegate.records").setLevel(logging.INFO if records else logging.ERROR)

@@ -1,0 +1,111 @@
+"""Hot reload builds to the side and swaps; a bad file keeps the last good config;
+queued and in-flight requests survive."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gateway.auth import key_digest
+from gateway.config import load_config
+from tests.unit.gateway.conftest import auth, in_process, over_loopback, wait_until
+from tests.unit.gateway.fakes import API_KEY, FakeFleet
+
+CHAT = "/v1/chat/completions"
+NEW_KEY = "sk-added-later"
+
+
+def _raw(**policy: Any) -> dict[str, Any]:
+    return {
+        "tenants": [{"name": "acme", "api_key_sha256": [key_digest(API_KEY)]}],
+        "backends": [{"name": "a", "url": "http://a.test", "models": ["tiny"],
+                      "max_num_seqs": 1}],
+        "scrape": {"enabled": False},
+        "policy": policy,
+    }  # fmt: skip
+
+
+def _write(path: Path, raw: dict[str, Any]) -> None:
+    path.write_text(yaml.safe_dump(raw))
+
+
+def _body(stream: bool = False) -> dict[str, Any]:
+    return {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+
+
+async def test_bad_file_keeps_old_config_and_is_counted(tmp_path: Path, fleet) -> None:
+    path = tmp_path / "gw.yaml"
+    _write(path, _raw())
+    async with in_process(load_config(path), fleet, config_path=path) as h:
+        before = h.ctx.runtime.version
+        path.write_text("backends: [\n")
+        assert h.ctx.reloader.reload() is False
+        raw = _raw(limit={"type": "fixed", "max_in_flight": 0})
+        _write(path, raw)
+        assert h.ctx.reloader.reload() is False
+        assert h.ctx.runtime.version == before
+        r = await h.client.post(CHAT, headers=auth(), json=_body())
+        assert r.status_code == 200
+        assert r.headers["x-sluicegate-policy-version"] == before
+        text = h.ctx.metrics.exposition().decode()
+        assert 'sluicegate_config_reloads_total{result="error"} 2.0' in text
+
+
+async def test_good_file_swaps_keys_and_policy_version(tmp_path: Path, fleet) -> None:
+    path = tmp_path / "gw.yaml"
+    _write(path, _raw())
+    async with in_process(load_config(path), fleet, config_path=path) as h:
+        assert (await h.client.post(CHAT, headers=auth(NEW_KEY), json=_body())).status_code == 401
+        raw = _raw()
+        raw["tenants"][0]["api_key_sha256"].append(key_digest(NEW_KEY))
+        _write(path, raw)
+        assert h.ctx.reloader.reload() is True
+        r = await h.client.post(CHAT, headers=auth(NEW_KEY), json=_body())
+        assert r.status_code == 200
+        assert r.headers["x-sluicegate-policy-version"] == load_config(path).version
+
+
+async def test_queued_and_in_flight_survive_a_reload(tmp_path: Path, fleet: FakeFleet) -> None:
+    path = tmp_path / "gw.yaml"
+    _write(path, _raw())
+    async with over_loopback(load_config(path), fleet, config_path=path) as h:
+        gate = fleet.backends["a"].gates[1] = asyncio.Event()
+        async with h.client.stream("POST", CHAT, headers=auth(), json=_body(True)) as holder:
+            await wait_until(lambda: fleet.backends["a"].sent == [0])
+            waiting = asyncio.ensure_future(h.client.post(CHAT, headers=auth(), json=_body()))
+            await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
+            _write(path, _raw(queue={"max_wait_s": 20.0}))
+            assert h.ctx.reloader.reload() is True
+            stats = h.ctx.scheduler.stats()
+            assert stats.queued == 1 and stats.in_flight == 1
+            gate.set()
+            assert "[DONE]" in (await holder.aread()).decode()
+        r = await asyncio.wait_for(waiting, 3.0)
+        assert r.status_code == 200
+        assert r.headers["x-sluicegate-policy-version"] == load_config(path).version
+
+
+async def test_file_change_and_sighup_trigger_reload(tmp_path: Path, fleet) -> None:
+    path = tmp_path / "gw.yaml"
+    _write(path, _raw())
+    async with in_process(load_config(path), fleet, config_path=path) as h:
+        reloader = h.ctx.reloader
+        watcher = asyncio.ensure_future(reloader.watch(0.01))
+        try:
+            _write(path, _raw(queue={"max_wait_s": 7.0}))
+            await wait_until(lambda: h.ctx.runtime.version == load_config(path).version)
+        finally:
+            watcher.cancel()
+        loop = asyncio.get_running_loop()
+        assert reloader.install_sighup(loop)
+        try:
+            _write(path, _raw(queue={"max_wait_s": 9.0}))
+            os.kill(os.getpid(), signal.SIGHUP)
+            await wait_until(lambda: h.ctx.runtime.version == load_config(path).version)
+        finally:
+            loop.remove_signal_handler(signal.SIGHUP)
