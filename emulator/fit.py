@@ -3,13 +3,13 @@
 Input: the JSON written by ``python -m scripts.vllm.measure`` (default
 ``bench/data/vllm-cpu-medium.json``): streamed completions with exact lengths, in three phases.
 
-* ``concurrency``: c requests of a short prompt decoding together. Their inter-token interval is
-  one decode step of c sequences: ``base_s + c * per_decode_seq_s`` (+ context, small here).
-  A least-squares line over c gives ``base_s`` and ``per_decode_seq_s``.
-* ``prompt_length``: one request at a time, TTFT against prompt length n. Prompts fit in one
-  chunk, so TTFT is one prefill step: the slope over n is ``per_prefill_token_s``.
-* ``long_context``: one stream decoding after a long prompt. Its extra inter-token time over the
-  short-prompt single stream, per token of context, is ``per_context_token_s``.
+* Decode: in every group (phase, concurrency c, prompt, output) the median inter-token interval
+  is one decode step of c sequences holding about ``c * (prompt + output / 2)`` context tokens:
+  ``base_s + c * per_decode_seq_s + context * per_context_token_s``. One least-squares fit over
+  all groups (``concurrency`` sweeps c, ``long_context`` and ``prompt_length`` sweep context)
+  gives the three parameters.
+* Prefill: ``prompt_length`` sends one request at a time; prompts fit in one chunk, so TTFT is
+  one prefill step and its slope over prompt length is ``per_prefill_token_s``.
 
 Then every phase is replayed on the fitted ``Engine`` and the predicted medians are printed
 next to the measured ones, so the fit's error is visible::
@@ -42,21 +42,51 @@ def _median_by(samples: list[dict[str, Any]], key: str, value: Any) -> dict[int,
     return {k: statistics.median(v) for k, v in sorted(groups.items())}
 
 
+def _least_squares(rows: list[tuple[float, ...]], ys: list[float]) -> list[float]:
+    """Ordinary least squares via the normal equations (few parameters, no numpy needed)."""
+    k = len(rows[0])
+    a = [[sum(r[i] * r[j] for r in rows) for j in range(k)] for i in range(k)]
+    b = [sum(r[i] * y for r, y in zip(rows, ys, strict=True)) for i in range(k)]
+    for col in range(k):  # Gauss-Jordan with partial pivoting
+        pivot = max(range(col, k), key=lambda r: abs(a[r][col]))
+        a[col], a[pivot], b[col], b[pivot] = a[pivot], a[col], b[pivot], b[col]
+        for r in range(k):
+            if r != col and a[col][col]:
+                f = a[r][col] / a[col][col]
+                a[r] = [x - f * y for x, y in zip(a[r], a[col], strict=True)]
+                b[r] -= f * b[col]
+    return [b[i] / a[i][i] if a[i][i] else 0.0 for i in range(k)]
+
+
+def _decode_points(samples: list[dict[str, Any]]) -> list[tuple[int, float, float]]:
+    """(concurrency, mean context tokens of the batch, median inter-token s) per group."""
+    groups: dict[tuple[str, int, int, int], list[float]] = {}
+    for s in samples:
+        if s["phase"] != "warmup" and int(s["output_tokens"]) > 1:
+            key = (
+                s["phase"],
+                int(s["concurrency"]),
+                int(s["prompt_tokens"]),
+                int(s["output_tokens"]),
+            )
+            groups.setdefault(key, []).append(_itl(s))
+    return [
+        (c, c * (prompt + out / 2), statistics.median(itls))
+        for (_, c, prompt, out), itls in sorted(groups.items())
+    ]
+
+
 def fit_step_time(samples: list[dict[str, Any]]) -> StepTimeModel:
     """Least-squares step-time parameters from measure.py's raw samples (seconds)."""
-    conc = [s for s in samples if s["phase"] == "concurrency"]
-    itl_by_c = _median_by(conc, "concurrency", _itl)
-    per_seq, base = statistics.linear_regression(list(itl_by_c), list(itl_by_c.values()))
+    points = _decode_points(samples)
+    ys = [itl for _, _, itl in points]
+    base, per_seq, per_context = _least_squares([(1.0, c, ctx) for c, ctx, _ in points], ys)
+    if per_context < 0:  # context cost not resolvable from this data: leave it out
+        base, per_seq = _least_squares([(1.0, c) for c, _, _ in points], ys)
+        per_context = 0.0
     plen = [s for s in samples if s["phase"] == "prompt_length"]
     ttft_by_n = _median_by(plen, "prompt_tokens", lambda s: float(s["ttft_s"]))
     per_prefill, _ = statistics.linear_regression(list(ttft_by_n), list(ttft_by_n.values()))
-    long_ctx = [s for s in samples if s["phase"] == "long_context"]
-    per_context = 0.0
-    if long_ctx and 1 in itl_by_c:
-        short_ctx = statistics.median(int(s["prompt_tokens"]) for s in conc)
-        extra = statistics.median(_itl(s) for s in long_ctx) - itl_by_c[1]
-        context = statistics.median(int(s["prompt_tokens"]) for s in long_ctx) - short_ctx
-        per_context = max(0.0, extra / context)
     return StepTimeModel(
         base_s=max(0.0, base),
         per_decode_seq_s=max(0.0, per_seq),
