@@ -1,0 +1,99 @@
+"""Every registered policy, in every role, against the same contract."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from policies.contracts import Plugin
+from policies.registry import PolicyConfigError, Role, build_policy, registered
+from policies.scheduler import Scheduler
+from policies.types import Outcome, Usage
+
+from .helpers import ManualClock, backend, fleet, request
+from .ledger import Ledger
+
+SAMPLE_PARAMS: dict[tuple[Role, str], dict[str, Any]] = {
+    ("limit", "server_signals"): {},
+    ("limit", "fixed"): {"max_in_flight": 2},
+    ("limit", "adaptive"): {"target_s": 0.5},
+    ("fairness", "vtc"): {},
+    ("fairness", "fifo"): {},
+    ("fairness", "priority"): {"starvation_after_s": 2.0},
+    ("discipline", "deadline"): {},
+    ("discipline", "codel"): {"target_s": 0.5, "interval_s": 3.0},
+    ("gate", "tenant_quota"): {"default": {"tokens_per_minute": 6000, "max_concurrent": 4}},
+    ("gate", "retry_budget"): {"ratio": 0.2},
+    ("gate", "deadline_feasibility"): {},
+    ("gate", "wait_reservation"): {"target_wait_s": 0.5},
+}
+ROLES: tuple[Role, ...] = ("limit", "fairness", "discipline", "gate")
+ALL = [(role, name) for role in ROLES for name in registered(role)]
+
+
+def section(role: Role, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    spec = {"type": name, "parameters": params}
+    if role == "gate":
+        return {"gates": [spec]}
+    if role == "discipline":
+        return {"queue": {"discipline": spec, "max_wait_s": 5}}
+    return {role: spec, "queue": {"max_wait_s": 5}}
+
+
+def test_every_registered_type_has_sample_params() -> None:
+    assert set(ALL) <= set(SAMPLE_PARAMS)
+
+
+@pytest.mark.parametrize(("role", "name"), ALL)
+def test_unknown_parameters_are_rejected(role: Role, name: str) -> None:
+    with pytest.raises(PolicyConfigError) as info:
+        build_policy(section(role, name, {**SAMPLE_PARAMS[(role, name)], "nope": 1}))
+    assert any(loc[-1] == "nope" for loc, _ in info.value.errors)
+
+
+@pytest.mark.parametrize(("role", "name"), ALL)
+def test_lifecycle_contract(role: Role, name: str) -> None:
+    policy = build_policy(section(role, name, SAMPLE_PARAMS[(role, name)]))
+    clock = ManualClock()
+    rng = random.Random(5)
+    f = fleet(clock, backend("a", max_num_seqs=2), backend("b", max_num_seqs=3))
+    ledger = Ledger(Scheduler(policy, clock=clock, rng=rng), clock, f)
+    for i in range(120):
+        clock.advance(rng.expovariate(8.0))
+        ledger.submit(_random_request(clock, rng, i))
+        if ledger.tickets and rng.random() < 0.5:
+            rid = rng.choice(sorted(ledger.tickets))
+            outcome = rng.choice([Outcome.COMPLETED, Outcome.FAILED, Outcome.CANCELLED])
+            ledger.release(rid, outcome, Usage(rng.randint(1, 300), rng.randint(0, 300)))
+        if ledger.delayed and rng.random() < 0.1:
+            ledger.cancel(rng.choice(sorted(ledger.delayed)))
+        ledger.poll()
+    ledger.drain()
+    ledger.assert_clean()
+    _holds_parameters_only(policy_component(policy, role))
+
+
+def policy_component(policy: Any, role: Role) -> Plugin[Any, Any]:
+    if role == "gate":
+        return policy.gates[0].gate  # type: ignore[no-any-return]
+    return getattr(policy, role)  # type: ignore[no-any-return]
+
+
+def _holds_parameters_only(plugin: Plugin[Any, Any]) -> None:
+    assert set(vars(plugin)) == {"params"}
+    assert plugin.new_state() is not plugin.new_state() or plugin.new_state() is None
+
+
+def _random_request(clock: ManualClock, rng: random.Random, i: int) -> Any:
+    return request(
+        clock,
+        tenant=rng.choice(["t1", "t2", "t3"]),
+        prompt=rng.randint(10, 400),
+        output=rng.randint(10, 200),
+        deadline_in=rng.choice([None, 0.5, 3.0]),
+        priority=rng.choice([0, 1]),
+        is_retry=i % 7 == 0,
+        session_id=rng.choice([None, "s1", "s2"]),
+    )
