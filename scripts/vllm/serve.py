@@ -35,6 +35,8 @@ import httpx
 
 DEFAULT_START_TIMEOUT_S = 240.0
 STOP_GRACE_S = 15.0
+MAX_NUM_SEQS = 8
+"""Batch slots every launched server gets (``--max-num-seqs``); gateways configure the same."""
 
 
 def vllm_venv() -> Path:
@@ -67,7 +69,7 @@ def server_command(
         "--served-model-name", served_name,
         "--host", "127.0.0.1",
         "--port", str(port),
-        "--max-num-seqs", "8",
+        "--max-num-seqs", str(MAX_NUM_SEQS),
         "--max-model-len", "2048",
         "--dtype", "bfloat16",
         "--enforce-eager",

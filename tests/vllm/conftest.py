@@ -15,12 +15,14 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from scripts.vllm.serve import VllmServer, vllm_venv
+from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer, vllm_venv
+from tests.vllm.gateway_thread import GatewayThread, key_digest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts" / "vllm"
@@ -83,3 +85,68 @@ def metric_value(base_url: str, family: str, **labels: str) -> float:
             if sample.name == family and labels.items() <= sample.labels.items():
                 total += sample.value
     return total
+
+
+AGENTS_KEY = "sk-test-agents"
+"""API key of tenant ``agents``: no quota, used by most tests."""
+METERED_KEY = "sk-test-metered"
+"""API key of tenant ``metered``: a small token bucket, for the 429 path."""
+METERED_TOKENS_PER_MINUTE = 1200
+METERED_BURST_TOKENS = 64
+
+
+def gateway_config(backends: list[VllmServer]) -> dict[str, Any]:
+    """A gateway config in front of ``backends``, each serving its ``served_name``."""
+    return {
+        "tenants": [
+            {"name": "agents", "api_key_sha256": [key_digest(AGENTS_KEY)]},
+            {"name": "metered", "api_key_sha256": [key_digest(METERED_KEY)]},
+        ],
+        "backends": [
+            {
+                "name": server.served_name,
+                "url": server.url,
+                "models": [server.served_name],
+                "max_num_seqs": MAX_NUM_SEQS,  # the flag the launcher started it with
+            }
+            for server in backends
+        ],
+        "health": {"interval_s": 0.5, "timeout_s": 1.0},
+        "policy": {
+            "gates": [
+                {
+                    "type": "tenant_quota",
+                    "parameters": {
+                        "tenants": {
+                            "metered": {
+                                "tokens_per_minute": METERED_TOKENS_PER_MINUTE,
+                                "burst_tokens": METERED_BURST_TOKENS,
+                            }
+                        }
+                    },
+                }
+            ]
+        },
+    }
+
+
+@pytest.fixture(scope="session")
+def gateway(
+    tiny_vllm: VllmServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayThread]:
+    """The gateway in front of the session's tiny server, shared by the session."""
+    running = GatewayThread.start(gateway_config([tiny_vllm]), tmp_path_factory.mktemp("gw"))
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def doomed_gateway(doomed_vllm: VllmServer, tmp_path: Path) -> Iterator[GatewayThread]:
+    """A gateway of its own in front of the server a test kills."""
+    running = GatewayThread.start(gateway_config([doomed_vllm]), tmp_path)
+    try:
+        yield running
+    finally:
+        running.stop()

