@@ -1,0 +1,25 @@
+# Sluicegate gateway: slim, non-root, with a health check.
+#   docker build -t sluicegate .
+#   docker run -p 8080:8080 -v $PWD/config.yaml:/etc/sluicegate/config.yaml:ro sluicegate
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY gateway ./gateway
+COPY policies ./policies
+COPY emulator ./emulator
+COPY simulation ./simulation
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels \
+ && useradd --system --uid 10001 --no-create-home sluicegate
+COPY config.example.yaml /etc/sluicegate/config.yaml
+USER 10001
+EXPOSE 8080
+# /healthz: the process is alive (readiness, i.e. a healthy backend, is /readyz).
+HEALTHCHECK --interval=10s --timeout=2s --start-period=5s --retries=3 \
+  CMD python -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2).status != 200)"
+ENTRYPOINT ["sluicegate", "serve"]
+CMD ["--config", "/etc/sluicegate/config.yaml", "--host", "0.0.0.0", "--port", "8080"]
