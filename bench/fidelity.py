@@ -24,7 +24,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,7 +142,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def table(real: RunStats | None, emu: RunStats) -> str:
-    rows = [
+    rows: list[tuple[str, Callable[[RunStats], float]]] = [
         ("TTFT p50 (s)", lambda s: pct(s.ttft, 0.5)),
         ("TTFT p90 (s)", lambda s: pct(s.ttft, 0.9)),
         ("e2e p50 (s)", lambda s: pct(s.e2e, 0.5)),
