@@ -282,15 +282,29 @@ def _rejection(flight: Flight, decision: Decision) -> Response:
 def _exhausted(ctx: GatewayContext, flight: Flight, failure: str) -> Response:
     """Every attempt hit a busy engine or a dead connection."""
     if failure == "busy":
-        waited = ctx.clock() - flight.record.arrival
+        retry_after = _busy_retry_after(ctx, flight)
         flight.finish(Outcome.REJECTED, status=429, error="backends busy")
-        hdrs = {**headers(flight), **retry_after_headers(max(waited, 0.001))}
+        hdrs = {**headers(flight), **retry_after_headers(retry_after)}
         hdrs["x-sluicegate-decision"], hdrs["x-sluicegate-reason"] = "reject", "overloaded"
         body = error_body("every backend tried reported it is busy", "overloaded", None,
                           "overloaded")  # fmt: skip
         return JSONResponse(body, status_code=429, headers=hdrs)
     flight.finish(Outcome.FAILED, status=502, error="connect failed")
     return _error(flight, 502, "could not connect to a backend", "upstream_error")
+
+
+def _busy_retry_after(ctx: GatewayContext, flight: Flight) -> float:
+    """Seconds until the work ahead drains at the measured rate (else the time this
+    request already spent), within the policy's Retry-After bounds."""
+    stats = ctx.scheduler.stats()
+    seconds = ctx.clock() - flight.record.arrival
+    if stats.drain_tokens_per_s and flight.request is not None:
+        ahead = stats.queued_tokens + stats.in_flight_tokens + flight.request.estimate.total
+        seconds = ahead / stats.drain_tokens_per_s
+    bounds = getattr(ctx.scheduler, "policy", None)
+    if bounds is not None:
+        seconds = min(max(seconds, bounds.retry_after.min_s), bounds.retry_after.max_s)
+    return seconds
 
 
 def _error(flight: Flight, status: int, message: str, type_: str) -> Response:

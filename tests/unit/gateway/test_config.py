@@ -75,3 +75,12 @@ def test_version_is_a_hash_of_the_bytes(tmp_path: Path) -> None:
     b.write_text("backends: [{name: a, url: 'http://a', models: [m]}]\n# comment\n")
     assert load_config(a).version != load_config(b).version
     assert load_config(a).version == load_config(a).version
+
+
+def test_serve_refuses_an_invalid_config(tmp_path: Path, capsys) -> None:
+    from gateway.serve import main as serve
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD)
+    assert serve(["--config", str(bad)]) == 2
+    assert f"{bad}:5: tenants.0.weight" in capsys.readouterr().err
