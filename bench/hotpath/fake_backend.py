@@ -10,7 +10,7 @@ the bottleneck of any proxy in front of it.
   loop turn between events, like an engine that emits token by token;
 - ``GET /metrics``: the real vLLM 0.32 dump with idle load gauges, except
   ``num_requests_running``: the connections that carried a completion since the previous
-  scrape (see ``_Load``);
+  scrape, or the streams open now if more (see ``_Load``);
 - ``/health``, ``/v1/models``.
 
 ``--hold`` keeps every stream open after its first event until the client goes away
@@ -81,7 +81,7 @@ class _Stream:
             conn.loop.call_soon(self.step)
             return
         conn.transport.write(b"0\r\n\r\n")
-        conn.streaming = False
+        conn.end_stream()
         conn.parse_buffered()
 
 
@@ -95,6 +95,7 @@ class _Load:
 
     epoch = 0
     active = 0
+    open_streams = 0
 
     @classmethod
     def mark(cls, conn: FakeOpenAI) -> None:
@@ -104,7 +105,7 @@ class _Load:
 
     @classmethod
     def read_running(cls) -> int:
-        running = cls.active
+        running = max(cls.active, cls.open_streams)
         cls.epoch += 1
         cls.active = 0
         return running
@@ -133,6 +134,12 @@ class FakeOpenAI(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        if self.streaming:
+            self.end_stream()
+
+    def end_stream(self) -> None:
+        self.streaming = False
+        _Load.open_streams -= 1
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -188,6 +195,7 @@ class FakeOpenAI(asyncio.Protocol):
             return
         usage = bool((req.get("stream_options") or {}).get("include_usage"))
         self.streaming = True
+        _Load.open_streams += 1
         self.transport.write(_STREAM_HEAD)
         _Stream(self, payloads.sse_events(model, usage), self.hold_streams).step()
 

@@ -151,12 +151,17 @@ class LiteLLM(Setup):
 class Sluicegate(Setup):
     """``sluicegate serve`` with the realistic policy config in ``sluicegate.yaml.tmpl``."""
 
+    max_num_seqs = 512
+    max_concurrent_per_tenant = 1024
+
     def start(self) -> None:
         digests = [hashlib.sha256(k.encode()).hexdigest() for k in TENANT_KEYS]
         conf = Template((HERE / "sluicegate.yaml.tmpl").read_text()).substitute(
             {f"digest{i}": d for i, d in enumerate(digests)}
-            | {"port": self.port, "backend_port": self.backend_port, "model": MODEL}
-        )
+            | {"port": self.port, "backend_port": self.backend_port, "model": MODEL,
+               "max_num_seqs": self.max_num_seqs,
+               "max_concurrent": self.max_concurrent_per_tenant}
+        )  # fmt: skip
         path = self.workdir / "sluicegate.yaml"
         path.write_text(conf)
         exe = shutil.which("sluicegate") or "sluicegate"
@@ -176,6 +181,25 @@ class Sluicegate(Setup):
             text=True,
         ).stdout.strip()
         return f"git {rev}{' + uncommitted gateway changes' if dirty else ''}"
+
+
+class Naive(Setup):
+    """FastAPI + httpx pass-through (``naive_proxy.py``): no decisions, a calibration point."""
+
+    def start(self) -> None:
+        argv = [
+            sys.executable, "-m", "uvicorn", "bench.hotpath.naive_proxy:app",
+            "--host", "127.0.0.1", "--port", str(self.port), "--loop", "uvloop",
+            "--http", "httptools", "--no-access-log", "--log-level", "warning",
+        ]  # fmt: skip
+        env = {"NAIVE_UPSTREAM": f"http://127.0.0.1:{self.backend_port}"}
+        proc = Proc("naive", argv, self.proxy_cpus, self.workdir / "naive.log", env)
+        self.procs.append(proc)
+        proc.start()
+        wait_http(proc, "127.0.0.1", self.port)
+
+    def version(self) -> str:
+        return "FastAPI + httpx.AsyncClient, uvicorn (httptools, uvloop)"
 
 
 def _serve_argv(config: Path, port: int) -> list[str]:
@@ -206,4 +230,5 @@ SETUP_CLASSES: dict[str, type[Setup]] = {
     "nginx": Nginx,
     "litellm": LiteLLM,
     "sluicegate": Sluicegate,
+    "naive": Naive,
 }

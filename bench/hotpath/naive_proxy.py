@@ -1,0 +1,46 @@
+"""The naive pass-through of issue 6's reference table: FastAPI + one httpx.AsyncClient.
+
+Not a setup of the default run; ``--setups direct,naive,...`` adds it, as a calibration
+point between "no proxy" and "a gateway that decides".
+"""
+
+from __future__ import annotations
+
+import os
+
+import httpx
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+UPSTREAM = os.environ.get("NAIVE_UPSTREAM", "http://127.0.0.1:18000")
+client = httpx.AsyncClient(base_url=UPSTREAM, timeout=600.0)
+app = FastAPI()
+
+
+@app.get("/health")
+async def health() -> Response:
+    return Response(b"")
+
+
+@app.post("/v1/chat/completions")
+async def chat(request: Request) -> Response:
+    body = await request.body()
+    upstream_request = client.build_request(
+        "POST", "/v1/chat/completions", content=body,
+        headers={"content-type": "application/json"},
+    )  # fmt: skip
+    upstream = await client.send(upstream_request, stream=True)
+    if upstream.headers.get("content-type", "").startswith("text/event-stream"):
+
+        async def relay() -> object:
+            try:
+                async for chunk in upstream.aiter_raw():
+                    yield chunk
+            finally:
+                await upstream.aclose()
+
+        return StreamingResponse(relay(), media_type="text/event-stream")
+    data = await upstream.aread()
+    await upstream.aclose()
+    return Response(data, status_code=upstream.status_code, media_type="application/json")

@@ -1,0 +1,124 @@
+"""Profile one proxy setup under wrk load with py-spy; print where its CPU goes.
+
+    python -m bench.hotpath.profile [--setup sluicegate] [--mode non-stream] [--conns 64]
+
+Writes the raw folded stacks (and an SVG flame graph) next to the printout, in --out.
+Self time is by function; inclusive time by the gateway's own functions (``gateway/``,
+``policies/``) and by library entry points, so "what dominates" is one glance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.hotpath.loadgen import run_wrk
+from bench.hotpath.procs import Proc, free_port, wait_http
+from bench.hotpath.setups import MODEL, SETUP_CLASSES
+
+
+def _args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--setup", default="sluicegate", choices=sorted(SETUP_CLASSES))
+    p.add_argument("--mode", default="non-stream", choices=("non-stream", "stream"))
+    p.add_argument("--conns", type=int, default=64)
+    p.add_argument("--duration", type=float, default=8.0)
+    p.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
+    p.add_argument("--top", type=int, default=30)
+    p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "hotpath-profile")
+    return p.parse_args(argv)
+
+
+def _python_pid(leader: int) -> int:
+    """The process doing the work: the group's last python process (uvicorn's server)."""
+    out = subprocess.run(["pgrep", "-g", str(leader)], capture_output=True, text=True)
+    pids = [int(p) for p in out.stdout.split()]
+    return pids[-1] if pids else leader
+
+
+def summarize(folded: Path, top: int) -> str:
+    self_time: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in folded.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        self_time[frames[-1]] += n
+        for frame in set(frames):
+            inclusive[frame] += n
+    if not total:
+        return "no samples"
+    lines = [f"{total} samples", "", "self time:"]
+    lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in self_time.most_common(top)]
+    lines += ["", "inclusive, gateway/ and policies/ frames:"]
+    ours = [(f, n) for f, n in inclusive.most_common() if "gateway/" in f or "policies/" in f]
+    lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in ours[:top]]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    backend = Proc(
+        "fake-backend",
+        [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port)],
+        "0",
+        args.out / "backend.log",
+    )
+    backend.start()
+    setup = SETUP_CLASSES[args.setup](args.setup, port, free_port(), args.out)
+    try:
+        wait_http(backend, "127.0.0.1", port)
+        setup.start()
+        stream = args.mode == "stream"
+        run_wrk(
+            setup.url, conns=args.conns, duration_s=1, stream=stream, keys=setup.keys, model=MODEL
+        )
+        pid = _python_pid(setup.pids()[0])
+        load = threading.Thread(
+            target=run_wrk,
+            args=(setup.url,),
+            kwargs=dict(
+                conns=args.conns,
+                duration_s=args.duration,
+                stream=stream,
+                keys=setup.keys,
+                model=MODEL,
+            ),
+        )
+        load.start()
+        folded = args.out / f"{args.setup}-{args.mode}-c{args.conns}.folded"
+        spy = [
+            "py-spy",
+            "record",
+            "--pid",
+            str(pid),
+            "--rate",
+            str(args.rate),
+            "--duration",
+            str(int(args.duration) - 2),
+            "--nonblocking",
+        ]
+        subprocess.run(
+            [*spy, "--format", "raw", "--output", str(folded)], check=True, capture_output=True
+        )
+        load.join()
+    finally:
+        setup.stop()
+        backend.stop()
+    print(summarize(folded, args.top))
+    print(f"\nfolded stacks: {folded}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,142 @@
+"""Memory of open, idle streams through the gateway: RSS and bytes per stream (issue 6).
+
+    python bench/memory_streams.py [--streams 10000] [--batch 250]
+
+The fake backend (``--hold``) sends each stream's head and first SSE event, then stays
+silent until the client leaves, so every stream is open and idle on both sides of the
+gateway. Streams are opened in batches; a stream counts as open once its first event has
+come back through the gateway. The gateway's RSS (VmRSS, /proc) is read before the first
+stream and after each checkpoint; bytes per stream is the growth divided by the streams
+open. All streams are then closed and RSS read once more (CPython keeps freed memory in its
+arenas, so this shows what is retained, not a leak by itself). Prints one line per
+checkpoint; exits non-zero when a stream failed to open.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.hotpath.procs import Proc, free_port, raise_nofile, wait_http
+from bench.hotpath.setups import MODEL, TENANT_KEYS, Sluicegate
+
+FIRST_EVENT = b"data: "
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def _request(key: str) -> bytes:
+    body = (b'{"model":"' + MODEL.encode() + b'","stream":true,"max_tokens":64,'
+            b'"messages":[{"role":"user","content":"hold"}]}')  # fmt: skip
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n")  # fmt: skip
+    return head.encode() + body
+
+
+async def open_stream(port: int, key: str, timeout_s: float) -> asyncio.StreamWriter | None:
+    """Open one stream and wait for its first event; the writer keeps it open."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port),
+                                                timeout_s)  # fmt: skip
+        writer.write(_request(key))
+        seen = b""
+        deadline = time.monotonic() + timeout_s
+        while FIRST_EVENT not in seen.partition(b"\r\n\r\n")[2]:
+            left = deadline - time.monotonic()
+            chunk = await asyncio.wait_for(reader.read(65536), max(left, 0.001))
+            if not chunk or (not seen.startswith(b"HTTP/1.1 200") and len(seen) > 12):
+                writer.close()
+                return None
+            seen += chunk
+        return writer
+    except (OSError, TimeoutError):
+        return None
+
+
+async def hold_streams(pid: int, port: int, args: argparse.Namespace) -> int:
+    checkpoints = sorted({c for c in (1000, args.streams // 2, args.streams) if c > 0})
+    base = rss_bytes(pid)
+    print(f"gateway RSS before any stream: {base / 2**20:.1f} MiB")
+    writers: list[asyncio.StreamWriter] = []
+    failed = 0
+    while len(writers) < args.streams and failed <= args.max_failures:
+        n = min(args.batch, args.streams - len(writers))
+        opened = await asyncio.gather(*(open_stream(port, TENANT_KEYS[i % len(TENANT_KEYS)],
+                                                    args.timeout) for i in range(n)))  # fmt: skip
+        writers += [w for w in opened if w is not None]
+        failed += sum(w is None for w in opened)
+        if checkpoints and len(writers) >= checkpoints[0]:
+            checkpoints.pop(0)
+            await asyncio.sleep(1.0)  # let the gateway settle (no GC race in the reading)
+            _report(pid, base, len(writers), failed)
+    if checkpoints:
+        _report(pid, base, len(writers), failed)
+    for w in writers:
+        w.close()
+    await asyncio.sleep(3.0)
+    print(f"all closed: gateway RSS {rss_bytes(pid) / 2**20:.1f} MiB "
+          f"(retained {(rss_bytes(pid) - base) / 2**20:.1f} MiB)")  # fmt: skip
+    return failed
+
+
+def _report(pid: int, base: int, open_streams: int, failed: int) -> None:
+    rss = rss_bytes(pid)
+    per = (rss - base) / open_streams if open_streams else 0.0
+    print(f"{open_streams:>6} open idle streams: gateway RSS {rss / 2**20:7.1f} MiB, "
+          f"+{(rss - base) / 2**20:6.1f} MiB, {per:,.0f} bytes per stream, "
+          f"{failed} failed to open", flush=True)  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--streams", type=int, default=10_000)
+    p.add_argument("--batch", type=int, default=250)
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to open one stream")
+    p.add_argument("--max-failures", type=int, default=100)
+    args = p.parse_args(argv)
+    raise_nofile()
+    with tempfile.TemporaryDirectory(prefix="sluicegate-memory-") as tmp:
+        workdir = Path(tmp)
+        port = free_port()
+        backend = Proc("fake-backend", [sys.executable, "-m", "bench.hotpath.fake_backend",
+                                        "--port", str(port), "--hold"], "0",
+                       workdir / "backend.log")  # fmt: skip
+        gateway = Sluicegate("sluicegate", port, free_port(), workdir, "1")
+        gateway.max_num_seqs = gateway.max_concurrent_per_tenant = 2 * args.streams
+        try:
+            backend.start()
+            wait_http(backend, "127.0.0.1", port)
+            gateway.start()
+            pid = _server_pid(gateway.pids()[0])
+            failed = asyncio.run(hold_streams(pid, gateway.port, args))
+        finally:
+            gateway.stop()
+            backend.stop()
+            with contextlib.suppress(OSError):
+                print("gateway log tail:\n" + gateway.procs[0].tail(5))
+    return 1 if failed else 0
+
+
+def _server_pid(leader: int) -> int:
+    """The serving process (the group leader unless it forked a worker)."""
+    children = Path(f"/proc/{leader}/task/{leader}/children")
+    kids = children.read_text().split() if children.exists() else []
+    return int(kids[-1]) if kids else leader
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
