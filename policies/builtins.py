@@ -7,6 +7,7 @@ from policies.fair_priority import PriorityBands
 from policies.fair_vtc import Vtc
 from policies.gate_deadline import DeadlineFeasibility
 from policies.gate_quota import TenantQuota
+from policies.gate_reservation import WaitReservation
 from policies.gate_retry import RetryBudget
 from policies.limit_adaptive import AdaptiveLimit
 from policies.limit_fixed import FixedCap
@@ -21,5 +22,5 @@ for _fairness in (Vtc, Fifo, PriorityBands):
     register("fairness")(_fairness)
 for _discipline in (DeadlineOnly, Codel):
     register("discipline")(_discipline)
-for _gate in (TenantQuota, RetryBudget, DeadlineFeasibility):
+for _gate in (TenantQuota, RetryBudget, DeadlineFeasibility, WaitReservation):
     register("gate")(_gate)

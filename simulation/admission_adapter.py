@@ -40,7 +40,14 @@ class SchedulerAdmission:
         self._tickets: dict[str, Ticket] = {}
 
     def submit(
-        self, request_id: str, prompt_tokens: int, output_tokens: int, fleet: FleetSnapshot
+        self,
+        request_id: str,
+        session: str,
+        prompt_tokens: int,
+        output_tokens: int,
+        fleet: FleetSnapshot,
+        *,
+        is_retry: bool,
     ) -> Verdict:
         req = RequestInfo(
             request_id=request_id,
@@ -49,7 +56,8 @@ class SchedulerAdmission:
             model=self._model,
             estimate=WorkEstimate(prompt_tokens, self._estimate),
             arrival=self._clock(),
-            is_retry="-r0" not in request_id,
+            is_retry=is_retry,
+            session_id=session,
         )
         return self._verdict(self.scheduler.submit(req, fleet))
 

@@ -47,21 +47,56 @@ def draw(rows: list[Row], path: Path, *, knee_n: float | None, title: str) -> No
     plt.close(fig)
 
 
-def _style(ax: object, good: object, title: str) -> None:
+def draw_frontier(rows: list[Row], path: Path, *, title: str) -> None:
+    """Scatter: p99 queue wait (x) against agent-felt p99 (y), one point per candidate,
+    with the goal box (queue wait <= 13 s, felt <= 30 s) shaded."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ChartUnavailable("pip install -e '.[sim]' to draw charts") from exc
+
+    fig, ax = plt.subplots(figsize=(10, 6), facecolor=BACKGROUND)
+    ax.set_facecolor(BACKGROUND)
+    ax.fill_between([0, 13], 0.1, 30, color="#81c784", alpha=0.12, lw=0)
+    ax.text(0.5, 1.5, "goal: wait <= 13 s and felt <= 30 s", color="#81c784")
+    for i, r in enumerate(rows):
+        colour = PALETTE[i % len(PALETTE)]
+        ax.scatter([r.p99_queue_wait_s], [r.p99_felt_wait_s], s=60, color=colour)
+        note = f"{r.policy}  ({r.goodput_tps:.2f}/s, {r.deferral_share:.0%} deferred)"
+        ax.annotate(note, (r.p99_queue_wait_s, r.p99_felt_wait_s), color=colour, fontsize=8,
+                    xytext=(6, 4), textcoords="offset points")  # fmt: skip
+    ax.set_yscale("log")
+    _style(ax, None, title)
+    ax.set_xlabel("p99 queue wait (s)", color="white")
+    ax.set_ylabel("p99 agent-felt wait, first submission to decoding (s, log)", color="white")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, facecolor=BACKGROUND, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _style(ax: object, good: object | None, title: str) -> None:
     from matplotlib.axes import Axes
 
-    assert isinstance(ax, Axes) and isinstance(good, Axes)
+    assert isinstance(ax, Axes)
     ax.set_title(title, color="white", fontsize=11)
     ax.set_xlabel("concurrent agents N", color="white")
     ax.set_ylabel("p99 queue wait before decoding (s)", color="white")
-    good.set_ylabel("goodput, dotted (turns/s)", color="#bbbbbb")
-    good.set_ylim(bottom=0)
-    ax.set_ylim(bottom=0)
-    for axis in (ax, good):
+    axes = [ax]
+    if isinstance(good, Axes):
+        good.set_ylabel("goodput, dotted (turns/s)", color="#bbbbbb")
+        good.set_ylim(bottom=0)
+        ax.set_ylim(bottom=0)
+        axes.append(good)
+    for axis in axes:
         axis.tick_params(colors="#dddddd")
         for spine in axis.spines.values():
             spine.set_color("#777777")
     ax.grid(color="#ffffff", alpha=0.08)
+    if good is None:
+        return
     legend = ax.legend(
         loc="upper left", bbox_to_anchor=(0.0, 0.9), facecolor=BACKGROUND, edgecolor="#777777"
     )

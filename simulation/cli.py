@@ -12,12 +12,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from emulator.profile import load_profile
-from simulation.catalog import resolve
-from simulation.chart import ChartUnavailable, draw
+from emulator.profile import Profile, load_profile
+from simulation.catalog import FRONTIER, resolve
+from simulation.chart import ChartUnavailable, draw, draw_frontier
 from simulation.engine_adapter import knee_agents
-from simulation.results import format_table, write_csv
-from simulation.run import RunSpec, sweep
+from simulation.results import Row, format_table, write_csv
+from simulation.run import Candidate, RunSpec, sweep
 from simulation.workload import AgentWorkload, BackoffPolicy
 
 
@@ -28,9 +28,9 @@ def _ints(text: str) -> list[int]:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sluicegate simulate", description=__doc__.split("\n")[0])
     p.add_argument("--profile", default="rx9070xt", help="emulator profile name or YAML path")
-    p.add_argument("--policies", default="unbounded,fixed-cap-12,codel-8s",
+    p.add_argument("--policies", default=None,
                    help="comma-separated catalogue names or preset YAML paths")  # fmt: skip
-    p.add_argument("--agents", type=_ints, default=[8, 12, 16, 20, 24], help="N values, e.g. 12,24")
+    p.add_argument("--agents", type=_ints, default=None, help="N values (default 8,...,24)")
     p.add_argument("--duration", type=float, default=3600.0, help="simulated seconds per run")
     p.add_argument("--warmup", type=float, default=300.0, help="unmeasured seconds at the start")
     p.add_argument("--seeds", type=_ints, default=[1], help="seeds pooled per row, e.g. 1,2,3")
@@ -45,6 +45,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("bench/seed000/sim"),
                    help="output prefix: writes PREFIX.csv and PREFIX.png")  # fmt: skip
     p.add_argument("--no-chart", action="store_true")
+    p.add_argument("--frontier", action="store_true",
+                   help="run the beyond-the-seed candidates (each with its agent behaviour); "
+                   "--policies then filters them by name, --agents defaults to 24")  # fmt: skip
     return p
 
 
@@ -62,21 +65,42 @@ def main(argv: list[str] | None = None) -> int:
         profile.output_lengths, args.think, args.prompt_tokens, backoff=backoff
     )
     try:
-        policies = [resolve(name) for name in args.policies.split(",") if name]
+        candidates = _candidates(args.policies, args.frontier)
     except ValueError as exc:
         print(f"sluicegate simulate: {exc}", file=sys.stderr)
         return 2
+    agents = args.agents or ([24] if args.frontier else [8, 12, 16, 20, 24])
     base = RunSpec(profile, workload, {}, 0, args.duration, args.warmup, args.seeds[0])
-    rows = sweep(base, policies, args.agents, args.seeds, progress=print)
+    rows = sweep(base, candidates, agents, args.seeds, progress=print)
     write_csv(rows, args.out.with_suffix(".csv"))
     print(format_table(rows))
     print(f"wrote {args.out.with_suffix('.csv')}")
     if not args.no_chart:
         try:
-            knee = knee_agents(profile, workload.think_mean_s)
-            title = f"p99 queue wait vs agents, {profile.name} (simulated; dotted: goodput)"
-            draw(rows, args.out.with_suffix(".png"), knee_n=knee, title=title)
+            _chart(rows, args.out.with_suffix(".png"), profile, workload, args.frontier)
             print(f"wrote {args.out.with_suffix('.png')}")
         except ChartUnavailable as exc:
             print(f"no chart: {exc}", file=sys.stderr)
     return 0
+
+
+def _candidates(names: str | None, frontier: bool) -> list[Candidate]:
+    if frontier:
+        chosen = list(FRONTIER) if names is None else names.split(",")
+        unknown = [n for n in chosen if n not in FRONTIER]
+        if unknown:
+            raise ValueError(f"unknown candidates {unknown}; known: {', '.join(FRONTIER)}")
+        return [(n, *FRONTIER[n]) for n in chosen]
+    chosen = (names or "unbounded,fixed-cap-12,codel-8s").split(",")
+    return [(*resolve(n), None) for n in chosen if n]
+
+
+def _chart(rows: list[Row], path: Path, profile: Profile, workload: AgentWorkload,
+           frontier: bool) -> None:  # fmt: skip
+    if frontier:
+        draw_frontier(rows, path, title=f"N={rows[0].n_agents} agents on {profile.name}: "
+                      "queue wait vs agent-felt wait (simulated)")  # fmt: skip
+        return
+    knee = knee_agents(profile, workload.think_mean_s)
+    title = f"p99 queue wait vs agents, {profile.name} (simulated; dotted: goodput)"
+    draw(rows, path, knee_n=knee, title=title)

@@ -127,7 +127,12 @@ class Simulation:
         self._by_request[request_id] = agent
         self._attempt_submit[request_id] = now
         verdict = self._admission.submit(
-            request_id, self._workload.prompt_tokens, record.output_tokens, self._snapshot()
+            request_id,
+            f"agent-{agent}",
+            self._workload.prompt_tokens,
+            record.output_tokens,
+            self._snapshot(),
+            is_retry=len(record.attempts) > 1,
         )
         self._apply(verdict)
 

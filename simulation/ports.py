@@ -71,8 +71,18 @@ Verdict = Dispatched | Queued | Deferred
 
 class AdmissionPort(Protocol):
     def submit(
-        self, request_id: str, prompt_tokens: int, output_tokens: int, fleet: FleetSnapshot
-    ) -> Verdict: ...
+        self,
+        request_id: str,
+        session: str,
+        prompt_tokens: int,
+        output_tokens: int,
+        fleet: FleetSnapshot,
+        *,
+        is_retry: bool,
+    ) -> Verdict:
+        """``session``: the agent's stable id (the gateway's ``X-Session-Id``)."""
+        ...
+
     def poll(self, fleet: FleetSnapshot) -> list[Verdict]: ...
     def release(
         self, request_id: str, usage: tuple[int, int], decode_start: float, finished: float

@@ -13,7 +13,7 @@ from simulation.engine_adapter import EmulatedBackend
 from simulation.metrics import Summary, TurnRecord, Window, summarise, summarise_runs
 from simulation.ports import VirtualClock
 from simulation.results import Row
-from simulation.workload import AgentWorkload
+from simulation.workload import AgentWorkload, BackoffPolicy
 
 MODEL = "sim-model"
 
@@ -64,20 +64,25 @@ def simulate(spec: RunSpec) -> RunOutput:
     )
 
 
+Candidate = tuple[str, dict[str, Any], BackoffPolicy | None]
+"""(label, ``policy:`` mapping, agent backoff or None for the base workload's)."""
+
+
 def sweep(
     base: RunSpec,
-    policies: list[tuple[str, dict[str, Any]]],
+    candidates: list[Candidate],
     agents: list[int],
     seeds: list[int],
     progress: Callable[[str], None] | None = None,
 ) -> list[Row]:
-    """Every policy at every N; seeds are pooled into one row per (policy, N)."""
+    """Every candidate at every N; seeds are pooled into one row per (candidate, N)."""
     rows = []
-    for label, policy in policies:
+    for label, policy, backoff in candidates:
+        workload = base.workload if backoff is None else replace(base.workload, backoff=backoff)
         for n in agents:
             windows: list[Window] = []
             for seed in seeds:
-                spec = replace(base, policy=policy, n_agents=n, seed=seed)
+                spec = replace(base, workload=workload, policy=policy, n_agents=n, seed=seed)
                 windows.append((simulate(spec).records, base.warmup_s, base.duration_s))
             row = Row.of("simulate", label, n, seeds[0], summarise_runs(windows))
             rows.append(row)
