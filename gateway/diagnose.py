@@ -107,7 +107,10 @@ async def live(
             print(f"== {target.name}: no usable /metrics ({error})\n")
             status = 1
             continue
-        print("\n".join(render(f"{target.name} @ {target.metrics_url}", state.derived)))
+        title = target.metrics_url
+        if not target.metrics_url.startswith(target.name):
+            title = f"{target.name} @ {target.metrics_url}"
+        print("\n".join(render(title, state.derived)))
     return status
 
 

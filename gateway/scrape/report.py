@@ -103,7 +103,7 @@ def _capacity(cap: Capacity | None, basis: str) -> list[str]:
         f"  p90 prompt: vllm:request_prompt_tokens histogram ({basis})",
     ]
     with_output = cap.kv_bound_with_output
-    if with_output is not None and cap.kv_bound is not None and with_output < cap.kv_bound / 2:
+    if with_output is not None and with_output < (cap.value or math.inf):
         out += [
             f"  Outputs are long: KV tokens / (p90 prompt + p90 output {cap.p90_output_tokens:.0f})"
             f" = {with_output:.1f}.",
