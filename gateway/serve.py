@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import uvicorn
 
 from gateway.app import create_app
+from gateway.auth import key_digest
 from gateway.config import (
     ConfigError,
     GatewayConfig,
@@ -25,6 +26,10 @@ from gateway.config import (
     load_config_bytes,
 )
 from gateway.config_check import print_issues
+
+DEMO_KEY = "sk-sluicegate-demo"
+"""The key of the ``demo`` tenant when serving embedded emulators (requests without a key
+are the anonymous tenant; an unknown key is still a 401)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -78,13 +83,15 @@ def _embedded_emulators() -> Iterator[LoadedConfig]:
     specs = [EmulatorSpec(model_name="emulated", speed=10.0, seed=i) for i in range(2)]
     with start_emulators(specs) as fleet:
         raw = {
-            "tenants": [{"name": "anonymous"}],
+            "tenants": [{"name": "anonymous"},
+                        {"name": "demo", "api_key_sha256": [key_digest(DEMO_KEY)]}],
             "auth": {"anonymous_tenant": "anonymous"},
             "backends": [{"name": f"emulator-{i}", "url": url, "models": ["emulated"]}
                          for i, url in enumerate(fleet.urls)],
         }  # fmt: skip
         cfg = GatewayConfig.model_validate(raw)
-        print(f"sluicegate: embedded emulators at {', '.join(fleet.urls)}", file=sys.stderr)
+        print(f"sluicegate: embedded emulators at {', '.join(fleet.urls)}; model 'emulated'; "
+              f"API key {DEMO_KEY!r} (or none)", file=sys.stderr)  # fmt: skip
         yield load_config_bytes(json.dumps(cfg.model_dump(mode="json")).encode(), "<embedded>")
 
 
