@@ -79,22 +79,21 @@ def test_no_positive_weight_tenant_starves(weights: list[float], costs: list[int
     s = Scheduler(build_policy({"ladder": {"steps": []}}), clock=clock, rng=random.Random(0))
     f = fleet(clock, backend(max_num_seqs=1))
     tenants = [f"t{i}" for i in range(len(weights))]
+    pending: list[Ticket] = []
     for i, cost in enumerate(costs * len(tenants)):
         t = i % len(tenants)
-        s.submit(request(clock, tenant=tenants[t], prompt=cost, output=1, weight=weights[t]), f)
+        req = request(clock, tenant=tenants[t], prompt=cost, output=1, weight=weights[t])
+        out = s.submit(req, f)
+        pending += [out] if isinstance(out, Ticket) else []
     served = dict.fromkeys(tenants, 0.0)
     left = dict.fromkeys(tenants, len(costs))
     bound = 2 * max(c + 1 for c in costs) / min(weights)
     for _ in range(len(costs) * len(tenants) // 2):
-        out = [t for t in s.poll(f) if isinstance(t, Ticket)]
-        ticket = out[0] if out else _in_flight(s)[0]
+        pending += [t for t in s.poll(f) if isinstance(t, Ticket)]
+        ticket = pending.pop(0)
         req = ticket.request
         served[req.tenant] += req.estimate.total / req.weight
         left[req.tenant] -= 1
         s.release(ticket, Outcome.COMPLETED, Usage(req.estimate.prompt_tokens, 1))
         backlogged = [served[t] for t in tenants if left[t] > 0]  # queued since the start
         assert max(backlogged, default=0) - min(backlogged, default=0) <= bound
-
-
-def _in_flight(s: Scheduler) -> list[Ticket]:
-    return [r.ticket for r in s._in_flight.values()]
