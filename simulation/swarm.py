@@ -1,0 +1,201 @@
+"""``sluicegate swarm``: seed 000's closed-loop agents over real HTTP (async httpx).
+
+Each agent thinks, then streams one chat completion with an exact length (``max_tokens`` +
+``ignore_eos``, drawn from the profile's mixture), and on 429/503 backs off (Retry-After
+and the agent's own schedule) and resubmits. The numbers are the simulator's (see
+``simulation.metrics``): decoding starts at the first streamed token. ``--speed K`` matches
+an emulator run K times faster than real time: think and backoff shrink by K, and every
+reported time is scaled back up, so the CSV compares directly with ``simulate``.
+Bounded: new turns stop at ``--duration``; turns still open ``--drain`` seconds later are
+cancelled. Prompts are fixed filler text and never logged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from emulator.profile import load_profile
+from simulation.chart import ChartUnavailable, draw
+from simulation.engine_adapter import knee_agents
+from simulation.metrics import TurnRecord, summarise_runs
+from simulation.results import Row, format_table, write_csv
+from simulation.workload import AgentWorkload, BackoffPolicy
+
+DEFERRAL_STATUSES = frozenset({429, 503})
+
+
+@dataclass
+class SwarmRun:
+    """Shared state of one run: records in wall seconds since ``start`` (already unscaled)."""
+
+    client: httpx.AsyncClient
+    model: str
+    workload: AgentWorkload
+    speed: float
+    stop_at: float
+    start: float = field(default_factory=time.monotonic)
+    records: list[TurnRecord] = field(default_factory=list)
+    open_turns: int = 0
+    failures: int = 0
+
+    def now(self) -> float:
+        """Seconds on the *emulated* clock (wall seconds x speed)."""
+        return (time.monotonic() - self.start) * self.speed
+
+    async def sleep(self, emulated_s: float) -> None:
+        await asyncio.sleep(emulated_s / self.speed)
+
+
+async def agent(run: SwarmRun, index: int, rng: random.Random) -> None:
+    prompt = "Refactor the module below for clarity. " * max(1, run.workload.prompt_tokens // 8)
+    while True:
+        await run.sleep(run.workload.think_s(rng))
+        if run.now() >= run.stop_at:
+            return
+        record = TurnRecord(index, run.workload.output_tokens(rng), first_submit=run.now())
+        run.open_turns += 1
+        try:
+            await turn(run, record, prompt, rng)
+        finally:
+            run.open_turns -= 1
+        run.records.append(record)
+
+
+async def turn(run: SwarmRun, record: TurnRecord, prompt: str, rng: random.Random) -> None:
+    """Submit until one attempt is served; fills ``record`` in emulated seconds."""
+    while True:
+        sent = run.now()
+        record.attempts.append(sent)
+        try:
+            retry_after = await attempt(run, record, prompt, sent)
+        except httpx.HTTPError:
+            run.failures += 1  # transport trouble: back off like a deferral, counted apart
+            retry_after = 0.0
+        if retry_after is None:
+            return
+        record.deferrals.append(sent)
+        await run.sleep(run.workload.backoff.delay(len(record.deferrals) - 1, retry_after, rng))
+
+
+async def attempt(run: SwarmRun, record: TurnRecord, prompt: str, sent: float) -> float | None:
+    """One streamed request. None when served; else the emulated Retry-After (or 0)."""
+    body = {
+        "model": run.model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": record.output_tokens,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    headers = {
+        "x-session-id": f"agent-{record.agent}",
+        "x-retry-attempt": str(len(record.attempts) - 1),
+    }
+    async with run.client.stream("POST", "/v1/chat/completions", json=body, headers=headers) as r:
+        if r.status_code in DEFERRAL_STATUSES:
+            await r.aread()
+            return retry_after_s(r.headers) * run.speed
+        if r.status_code != 200:
+            await r.aread()
+            run.failures += 1
+            return 0.0
+        async for line in r.aiter_lines():
+            if record.decode_start is None and '"content"' in line:
+                record.decode_start = run.now()
+                record.accepted_submit = sent
+    record.finished = run.now()
+    if record.decode_start is None:  # an empty stream: count it as starting at its end
+        record.decode_start, record.accepted_submit = record.finished, sent
+    return None
+
+
+def retry_after_s(headers: httpx.Headers) -> float:
+    """The server's wall-clock Retry-After in seconds (``retry-after-ms`` preferred)."""
+    if (ms := headers.get("retry-after-ms")) is not None:
+        return float(ms) / 1000.0
+    if (s := headers.get("retry-after")) is not None and s.replace(".", "", 1).isdigit():
+        return float(s)
+    return 0.0
+
+
+async def progress(run: SwarmRun, n: int) -> None:
+    while True:
+        deferred = sum(len(r.deferrals) for r in run.records)
+        line = (
+            f"\r[swarm N={n}] t={run.now():7.1f}s  turns done {len(run.records):5d}  "
+            f"open {run.open_turns:3d}  deferrals {deferred:5d}  failures {run.failures}"
+        )
+        print(line, end="", file=sys.stderr, flush=True)
+        await asyncio.sleep(1.0)
+
+
+async def swarm_once(args: argparse.Namespace, workload: AgentWorkload, n: int) -> SwarmRun:
+    limits = httpx.Limits(max_connections=n + 4, max_keepalive_connections=n + 4)
+    timeout = httpx.Timeout(args.request_timeout)
+    async with httpx.AsyncClient(base_url=args.url, limits=limits, timeout=timeout) as client:
+        run = SwarmRun(client, args.model, workload, args.speed, stop_at=args.duration)
+        rng = random.Random(args.seed)
+        agents = [asyncio.create_task(agent(run, i, random.Random(rng.random()))) for i in range(n)]
+        ticker = asyncio.create_task(progress(run, n))
+        drain_wall_s = (args.duration + args.drain) / args.speed
+        _, pending = await asyncio.wait(agents, timeout=drain_wall_s)
+        for task in (*pending, ticker):
+            task.cancel()
+        await asyncio.gather(*pending, ticker, return_exceptions=True)
+        print(file=sys.stderr)
+        return run
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sluicegate swarm", description=__doc__.split("\n")[0])
+    p.add_argument("--url", default="http://127.0.0.1:8000", help="OpenAI-compatible base URL")
+    p.add_argument("--model", required=True, help="model name to request")
+    p.add_argument("--agents", default="12", help="N values, e.g. 12,24 (one run each)")
+    p.add_argument("--label", default="live", help="policy label written in the CSV")
+    p.add_argument("--speed", type=float, default=1.0, help="the emulator's --speed")
+    p.add_argument("--duration", type=float, default=600.0, help="emulated seconds of arrivals")
+    p.add_argument("--warmup", type=float, default=60.0, help="unmeasured emulated seconds")
+    p.add_argument("--drain", type=float, default=120.0, help="emulated seconds to finish")
+    p.add_argument("--request-timeout", type=float, default=600.0, help="wall seconds")
+    p.add_argument("--profile", default="rx9070xt", help="output-length mixture from this profile")
+    p.add_argument("--think", type=float, default=4.5)
+    p.add_argument("--prompt-tokens", type=int, default=64)
+    p.add_argument("--backoff-base", type=float, default=6.0)
+    p.add_argument("--backoff-growth", type=float, default=2.0)
+    p.add_argument("--backoff-cap", type=float, default=120.0)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", type=Path, default=Path("bench/seed000/swarm"))
+    p.add_argument("--no-chart", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    profile = load_profile(args.profile)
+    backoff = BackoffPolicy(args.backoff_base, args.backoff_growth, args.backoff_cap)
+    workload = AgentWorkload(profile.output_lengths, args.think, args.prompt_tokens, backoff)
+    rows: list[Row] = []
+    for n in (int(x) for x in args.agents.split(",") if x):
+        run = asyncio.run(swarm_once(args, workload, n))
+        summary = summarise_runs([(run.records, args.warmup, args.duration)])
+        rows.append(Row.of("swarm", args.label, n, args.seed, summary))
+        if run.failures:
+            print(f"warning: {run.failures} attempts failed (non-429/503)", file=sys.stderr)
+    write_csv(rows, args.out.with_suffix(".csv"))
+    print(format_table(rows))
+    if not args.no_chart and len(rows) > 1:
+        try:
+            knee = knee_agents(profile, args.think)
+            title = f"p99 queue wait vs agents, live swarm ({args.label}; dotted: goodput)"
+            draw(rows, args.out.with_suffix(".png"), knee_n=knee, title=title)
+        except ChartUnavailable as exc:
+            print(f"no chart: {exc}", file=sys.stderr)
+    return 0
