@@ -129,3 +129,11 @@ async def test_live_mode_samples_a_backend(capsys: pytest.CaptureFixture[str]) -
     assert "== up @ http://up.test/metrics (window" in out
     assert "no request finished in the window" in out  # same body each scrape: no new requests
     assert "== down: no usable /metrics (ConnectError" in out
+
+
+def test_the_gateway_config_is_a_fleet_config() -> None:
+    example = Path(__file__).parents[3] / "config.example.yaml"
+    targets = load_fleet(example, "vllm-0.32")
+    assert targets, "config.example.yaml lists backends"
+    assert all(t.metrics_url.endswith("/metrics") for t in targets)
+    assert any(t.max_num_seqs is not None for t in targets)
