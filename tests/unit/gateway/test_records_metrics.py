@@ -95,3 +95,25 @@ async def test_retries_are_recognised_and_counted(config, fleet, retry_header: s
         await h.client.post(CHAT, headers={**auth(), retry_header: "0"}, json=_body())
         text = h.ctx.metrics.exposition().decode()
     assert 'sluicegate_retries_total{class="interactive",tenant="acme"} 1.0' in text
+
+
+async def test_every_request_ends_in_exactly_one_record(config, fleet, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="sluicegate.records")
+    sent = {
+        "ok-json": ({}, _body()),
+        "ok-stream": ({}, _body(stream=True)),
+        "bad-json": ({}, None),
+        "unknown-model": ({}, {"model": "nope", "messages": [{"role": "user", "content": "x"}]}),
+        "deadline-bad": ({"x-request-deadline-ms": "x"}, _body()),
+    }
+    async with in_process(config, fleet) as h:
+        for request_id, (extra, body) in sent.items():
+            headers = {**auth(), **extra, "x-request-id": request_id}
+            if body is None:
+                await h.client.post(CHAT, headers=headers, content=b"{")
+            else:
+                await h.client.post(CHAT, headers=headers, json=body)
+        assert h.ctx.scheduler.stats().in_flight == 0
+    ids = [json.loads(r.getMessage())["request_id"] for r in caplog.records
+           if r.name == "sluicegate.records"]  # fmt: skip
+    assert sorted(ids) == sorted(sent)
