@@ -81,6 +81,7 @@ def create_app(
         Runtime(loaded, Authenticator(cfg)), pool, admission, estimator or TokenEstimator(),
         metrics, RecordSink(cfg.server.log_records), clock,
     )  # fmt: skip
+    ctx.scraper = scraper
     metrics.add_scrape_time_gauges(lambda: _scheduler_gauges(ctx))
     if scraper is not None:
         register_backend_metrics(metrics.registry, scraper, clock=clock, health=pool.health)
@@ -191,13 +192,13 @@ def _routes(app: FastAPI, ctx: GatewayContext, scraper: MetricsScraper | None) -
                                               for n in ctx.pool.names]})  # fmt: skip
         return JSONResponse(backends_admin(scraper, ctx.clock(), ctx.pool.health))
 
-    app.add_api_route(CHAT, chat, methods=["POST"])
-    app.add_api_route(COMPLETIONS, completions, methods=["POST"])
-    app.add_api_route("/v1/models", models, methods=["GET"])
-    app.add_api_route("/metrics", metrics, methods=["GET"])
-    app.add_api_route("/healthz", healthz, methods=["GET"])
-    app.add_api_route("/readyz", readyz, methods=["GET"])
-    app.add_api_route("/admin/backends", admin_backends, methods=["GET"])
+    app.add_route(CHAT, chat, methods=["POST"])
+    app.add_route(COMPLETIONS, completions, methods=["POST"])
+    app.add_route("/v1/models", models, methods=["GET"])
+    app.add_route("/metrics", metrics, methods=["GET"])
+    app.add_route("/healthz", healthz, methods=["GET"])
+    app.add_route("/readyz", readyz, methods=["GET"])
+    app.add_route("/admin/backends", admin_backends, methods=["GET"])
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
 

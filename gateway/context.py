@@ -61,6 +61,8 @@ class GatewayContext:
     records: RecordSink
     clock: Clock
     reloader: Any = None
+    scraper: Any = None
+    """The ``MetricsScraper`` when scraping is enabled (its loop runs in the lifespan)."""
 
     @property
     def scheduler(self) -> Any:

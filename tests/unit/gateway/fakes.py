@@ -77,10 +77,13 @@ class FakeBackend:
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
     healthy: bool = True
+    metrics_text: str = ""
 
     async def handle(self, request: httpx.Request) -> httpx.Response:
         if request.url.path == "/health":
             return httpx.Response(200 if self.healthy else 503)
+        if request.url.path == "/metrics":
+            return httpx.Response(200, text=self.metrics_text)
         if self.mode == "refuse":
             raise httpx.ConnectError("connection refused", request=request)
         body = json.loads(request.content)

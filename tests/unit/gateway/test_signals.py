@@ -1,0 +1,28 @@
+"""The backend pool merges the scraper's signals into the fleet snapshot the scheduler sees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.unit.gateway.conftest import in_process
+from tests.unit.gateway.fakes import FakeFleet, make_config
+
+DUMP = Path(__file__).parents[2] / "fixtures" / "vllm-0.32-metrics-under-load.txt"
+
+
+async def test_scraped_signals_reach_the_snapshot_and_admin_view(fleet: FakeFleet) -> None:
+    fleet.backends["a"].metrics_text = DUMP.read_text()
+    config = make_config(scrape={"enabled": True, "interval_s": 0.5})
+    async with in_process(config, fleet) as h:
+        before = h.ctx.pool.snapshot().get("a")
+        assert before is not None and before.stale  # never scraped: counts as saturated
+        assert await h.ctx.scraper.scrape_once("a")
+        view = h.ctx.pool.snapshot().get("a")
+        assert view is not None and not view.stale
+        # The dump says: vllm:num_requests_running 8.0, vllm:num_requests_waiting 12.0
+        assert (view.running, view.waiting) == (8.0, 12.0)
+        assert view.max_num_seqs == 1  # from the backend's config, not from metrics
+        admin = (await h.client.get("/admin/backends")).json()
+        assert [b["name"] for b in admin["backends"]] == ["a"]
+        text = (await h.client.get("/metrics")).text
+        assert "sluicegate_backend_" in text
