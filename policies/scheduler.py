@@ -40,6 +40,9 @@ class Scheduler:
         self._rng = rng or random.Random()
         self._states = PolicyStates.fresh(policy)
         self._fleet = FleetSnapshot(at=clock())
+        self._serving_cache: dict[str, tuple[BackendView, ...]] = {}
+        self._pool_saturation: dict[str, float] = {}
+        self._served: frozenset[str] | None = None
         self._queued: dict[str, QueuedEntry] = {}
         self._arrivals: deque[QueuedEntry] = deque()
         self._expiry: list[tuple[float, int, QueuedEntry]] = []
@@ -63,6 +66,7 @@ class Scheduler:
         """Hot reload: new parameters, same queues, same in-flight tickets."""
         self._states = self._states.carry_over(self._policy, policy, self._live_entries())
         self._policy = policy
+        self._pool_saturation.clear()
 
     # -- submit --------------------------------------------------------------------------
 
@@ -70,19 +74,19 @@ class Scheduler:
         """Ticket: dispatched now. Decision DELAY: queued, comes out of ``poll``. REJECT:
         terminal, nothing taken."""
         now = self._observe(fleet)
-        candidates = fleet.serving(req.model)
+        candidates = self._serving(req.model)
         if not candidates:
             return self._reject(req, Reason.NO_HEALTHY_BACKEND, None, now)
         if req.deadline is not None and req.deadline <= now:
             return self._reject(req, Reason.DEADLINE_INFEASIBLE, None, now)
-        self._update_saturation(candidates, now)
-        served = frozenset(m for b in fleet.backends if b.available for m in b.models)
-        lad = apply_ladder(req, self._states.ladder, self._policy.ladder, served)
+        self._update_saturation(req.model, now)
+        lad = apply_ladder(req, self._states.ladder, self._policy.ladder, self._served_models)
         if lad.reject is not None:
             return self._reject(req, lad.reject, None, now, shadowed=lad.shadowed)
         req, degradation = lad.request, lad.degradation
         kind = DecisionKind.DEGRADE if degradation.steps else DecisionKind.ADMIT
-        room_now = not self._queued and self._pick_backend(req) is not None
+        backend = None if self._queued else self._pick_backend(req)
+        room_now = backend is not None
         shadowed, verdict = self._run_gates(req, now, room_now)
         shadowed = lad.shadowed + shadowed
         if verdict is not None:
@@ -92,9 +96,7 @@ class Scheduler:
             return self._reject(req, Reason.QUEUE_FULL, None, now, shadowed=shadowed)
         gate_names = self._accept_gates(req, now)
         entry = self._new_entry(req, kind, degradation, shadowed, now)
-        if room_now:
-            backend = self._pick_backend(req)
-            assert backend is not None
+        if backend is not None:
             self._policy.discipline.on_empty(self._states.discipline)
             return self._dispatch(entry, backend, now, gate_names)
         return self._enqueue(entry, gate_names)
@@ -102,6 +104,8 @@ class Scheduler:
     def _run_gates(
         self, req: RequestInfo, now: float, room_now: bool
     ) -> tuple[tuple[str, ...], tuple[Reason, float | None] | None]:
+        if not self._policy.gates:
+            return (), None
         ctx = GateContext(
             now=now,
             queued_tokens=0 if room_now else self._queued_tokens,
@@ -161,7 +165,7 @@ class Scheduler:
         deferred: list[QueuedEntry] = []
         fairness, fstate = self._policy.fairness, self._states.fairness
         while self._queued and len(deferred) < _MAX_SKIPS_PER_POLL:
-            if len(blocked) >= len(self._queued_models):
+            if len(blocked) >= len(self._queued_models) or not self._any_room():
                 break
             entry = fairness.pop(fstate, now)
             if entry is None:
@@ -219,8 +223,32 @@ class Scheduler:
         def has_room(b: BackendView) -> bool:
             return limit.has_room(lstate, b, self._load(b.name))
 
-        candidates = self._fleet.serving(req.model)
+        candidates = self._serving(req.model)
         return choose_backend(candidates, req.session_id, self._loads, has_room)
+
+    @property
+    def _served_models(self) -> frozenset[str]:
+        """Every model some available backend serves, memoised for the current snapshot."""
+        if self._served is None:
+            self._served = frozenset(
+                m for b in self._fleet.backends if b.available for m in b.models
+            )
+        return self._served
+
+    def _any_room(self) -> bool:
+        """Cheap pre-check when one model is queued: does any backend for it have room?"""
+        if len(self._queued_models) != 1:
+            return True
+        (model,) = self._queued_models
+        limit, lstate = self._policy.limit, self._states.limit
+        return any(limit.has_room(lstate, b, self._load(b.name)) for b in self._serving(model))
+
+    def _serving(self, model: str) -> tuple[BackendView, ...]:
+        """``fleet.serving(model)`` memoised for the current snapshot."""
+        found = self._serving_cache.get(model)
+        if found is None:
+            found = self._serving_cache[model] = self._fleet.serving(model)
+        return found
 
     def _load(self, name: str) -> BackendLoad:
         load = self._loads.get(name)
@@ -312,12 +340,19 @@ class Scheduler:
 
     def _observe(self, fleet: FleetSnapshot) -> float:
         now = self._clock()
-        self._fleet = fleet
+        if fleet is not self._fleet:
+            self._fleet = fleet
+            self._serving_cache.clear()
+            self._pool_saturation.clear()
+            self._served = None
         self._drain.tick(now, bool(self._in_flight))
         return now
 
-    def _update_saturation(self, candidates: tuple[BackendView, ...], now: float) -> None:
-        pool = pool_saturation(candidates, self._policy.ladder)
+    def _update_saturation(self, model: str, now: float) -> None:
+        pool = self._pool_saturation.get(model)
+        if pool is None:
+            pool = pool_saturation(self._serving(model), self._policy.ladder)
+            self._pool_saturation[model] = pool
         oldest = self._oldest()
         queue = (
             0.0 if oldest is None else (now - oldest.enqueued_at) / self._policy.queue.max_wait_s
