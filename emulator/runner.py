@@ -120,7 +120,6 @@ class EngineRunner:
             self.metrics.on_aborted(req_id)
 
     def render_metrics(self) -> bytes:
-        self.metrics.sync(self.engine)
         return self.metrics.render()
 
     async def _loop(self) -> None:
@@ -130,6 +129,9 @@ class EngineRunner:
             if step is None or step.duration_s <= 0.0:
                 start = await self._idle_until_submit()
                 continue
+            # Like vLLM, gauges are a per-step snapshot: a request that arrives while a step
+            # runs is first seen waiting after the next one is scheduled.
+            self.metrics.sync(self.engine)
             self._horizon = step.ended_at
             await asyncio.sleep(max(0.0, (step.ended_at - self._wall_engine_time()) / self.speed))
             self._last_end = start = step.ended_at
@@ -138,6 +140,7 @@ class EngineRunner:
     async def _idle_until_submit(self) -> float:
         """Wait for work; return the engine time the next step starts at."""
         self._idle, self._horizon = True, math.inf
+        self.metrics.sync(self.engine)  # e.g. running drops to 0 after the last abort
         self._wake.clear()
         await self._wake.wait()
         return max(self._last_end, self._woken_at)
