@@ -62,11 +62,30 @@ def create_app(
     Raises ``gateway.config.ConfigError`` (every error located) for an invalid policy.
     """
     loaded = config if isinstance(config, LoadedConfig) else _as_loaded(config)
-    cfg = loaded.config
-    policy = build_loaded_policy(loaded)
-    scheduler = scheduler or Scheduler(policy, clock=clock, rng=rng)
-    wakers: list[Any] = []
+    scheduler = scheduler or Scheduler(build_loaded_policy(loaded), clock=clock, rng=rng)
     closers: list[Any] = []
+    ctx = _context(loaded, scheduler, estimator or TokenEstimator(), clock, transport, closers)
+    if config_path is not None:
+        ctx.reloader = Reloader(
+            config_path, lambda new, pol: _apply(ctx, new, pol), current_version=loaded.version,
+            on_result=lambda ok: ctx.metrics.reloads.labels("ok" if ok else "error").inc(),
+        )  # fmt: skip
+    app = FastAPI(
+        lifespan=_lifespan(ctx, ctx.scraper, background, closers), docs_url=None,
+        redoc_url=None, openapi_url=None,
+    )  # fmt: skip
+    app.state.ctx = ctx
+    _routes(app, ctx, ctx.scraper)
+    return app
+
+
+def _context(
+    loaded: LoadedConfig, scheduler: SchedulerLike, estimator: Estimator, clock: Clock,
+    transport: httpx.AsyncBaseTransport | None, closers: list[Any],
+) -> GatewayContext:  # fmt: skip
+    """Pool, scraper, dispatcher and metrics, wired to each other."""
+    cfg = loaded.config
+    wakers: list[Any] = []
     scraper = _scraper(cfg, clock, transport, wakers, closers) if cfg.scrape.enabled else None
     pool = BackendPool(
         cfg.backends, clock=clock, health=cfg.health, transport=transport, signals=scraper,
@@ -78,25 +97,13 @@ def create_app(
     metrics = GatewayMetrics([t.name for t in cfg.tenants], cfg.server.tenant_label_limit)
     metrics.config_info.labels(loaded.version).set(1)
     ctx = GatewayContext(
-        Runtime(loaded, Authenticator(cfg)), pool, admission, estimator or TokenEstimator(),
-        metrics, RecordSink(cfg.server.log_records), clock,
+        Runtime(loaded, Authenticator(cfg)), pool, admission, estimator, metrics,
+        RecordSink(cfg.server.log_records), clock, scraper=scraper,
     )  # fmt: skip
-    ctx.scraper = scraper
     metrics.add_scrape_time_gauges(lambda: _scheduler_gauges(ctx))
     if scraper is not None:
         register_backend_metrics(metrics.registry, scraper, clock=clock, health=pool.health)
-    if config_path is not None:
-        ctx.reloader = Reloader(
-            config_path, lambda new, pol: _apply(ctx, new, pol), current_version=loaded.version,
-            on_result=lambda ok: metrics.reloads.labels("ok" if ok else "error").inc(),
-        )  # fmt: skip
-    app = FastAPI(
-        lifespan=_lifespan(ctx, scraper, background, closers), docs_url=None, redoc_url=None,
-        openapi_url=None,
-    )  # fmt: skip
-    app.state.ctx = ctx
-    _routes(app, ctx, scraper)
-    return app
+    return ctx
 
 
 def _as_loaded(cfg: GatewayConfig) -> LoadedConfig:

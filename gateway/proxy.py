@@ -14,16 +14,10 @@ from typing import Any
 
 import httpx
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from gateway.context import GatewayContext
-from gateway.errors import (
-    ApiError,
-    error_body,
-    rejection_body,
-    rejection_status,
-    retry_after_headers,
-)
+from gateway.errors import ApiError
 from gateway.flight import Flight
 from gateway.forward import BackendBusy, SseRelay, open_upstream, upstream_body, usage_from
 from gateway.inbound import (
@@ -35,6 +29,7 @@ from gateway.inbound import (
 )
 from gateway.records import RequestRecord, prompt_sha256
 from gateway.relay import RelayResponse, race, wait_disconnect
+from gateway.responses import error_response, exhausted, headers, refuse, rejection
 from gateway.streaming import relay_stream
 from policies.types import Decision, DecisionKind, FlowKey, Outcome, RequestInfo, deadline_bucket
 
@@ -65,19 +60,6 @@ async def handle_completion(ctx: GatewayContext, request: Request, path: str) ->
         raise
     finally:
         gone.cancel()
-
-
-def refuse(
-    ctx: GatewayContext, err: ApiError, request_id: str, path: str, arrival: float
-) -> Response:
-    """A refusal before scheduling: counted and recorded, nothing to release."""
-    ctx.metrics.invalid.labels(str(err.status)).inc()
-    record = RequestRecord(request_id, "", "", "", path, False, "", arrival)
-    record.status, record.outcome, record.error = err.status, Outcome.REJECTED, err.reason
-    ctx.records.emit(record)
-    headers = {"x-request-id": request_id, "x-sluicegate-decision": "reject",
-               "x-sluicegate-reason": err.reason}  # fmt: skip
-    return JSONResponse(err.body(), status_code=err.status, headers=headers)
 
 
 async def _prepare(
@@ -166,8 +148,8 @@ async def _dispatch(
         if admitted is None:
             flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
             return Response(status_code=CLIENT_GONE)
-        return _rejection(flight, admitted)
-    return _exhausted(ctx, flight, last_failure)
+        return rejection(flight, admitted)
+    return exhausted(ctx, flight, last_failure)
 
 
 async def _admit(
@@ -212,7 +194,7 @@ async def _open(
     except httpx.HTTPError as exc:
         ctx.metrics.upstream_errors.labels(ticket.backend, "protocol").inc()
         flight.finish(Outcome.FAILED, status=502, error=type(exc).__name__)
-        return _error(flight, 502, "the backend failed before responding", "upstream_error")
+        return error_response(flight, 502, "the backend failed before responding", "upstream_error")
     if not started or upstream is None:
         flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
         return Response(status_code=CLIENT_GONE)
@@ -229,7 +211,7 @@ async def _respond(
         done, data = await race(upstream.aread(), gone)
     except httpx.HTTPError as exc:
         flight.finish(Outcome.FAILED, status=502, error=type(exc).__name__)
-        return _error(flight, 502, "the backend failed while responding", "upstream_error")
+        return error_response(flight, 502, "the backend failed while responding", "upstream_error")
     finally:
         await upstream.aclose()
     if not done or data is None:
@@ -249,63 +231,3 @@ def _json_or_none(data: bytes) -> Any:
         return json.loads(data)
     except ValueError:
         return None
-
-
-def headers(flight: Flight) -> dict[str, str]:
-    """Decision disclosure on every response (see the README's header reference)."""
-    out = {"x-request-id": flight.record.request_id}
-    d = flight.decision
-    if d is None:
-        return out
-    out["x-sluicegate-decision"] = d.decision.value
-    out["x-sluicegate-reason"] = d.reason.value
-    out["x-sluicegate-policy-version"] = d.policy_version
-    if flight.queue_position is not None:
-        out["x-sluicegate-queue-position"] = str(flight.queue_position)
-        out["x-sluicegate-queue-wait-ms"] = str(round((flight.record.queue_wait_s or 0) * 1000))
-    steps = d.degradation.steps
-    if steps:
-        out["x-sluicegate-degraded"] = ",".join(steps)
-    if d.shadowed:
-        out["x-sluicegate-shadowed"] = ",".join(d.shadowed)
-    return out
-
-
-def _rejection(flight: Flight, decision: Decision) -> Response:
-    status = rejection_status(decision.reason)
-    flight.finish(Outcome.EXPIRED if decision.reason.value == "deadline_expired"
-                  else Outcome.REJECTED, status=status)  # fmt: skip
-    hdrs = {**headers(flight), **retry_after_headers(decision.retry_after_s)}
-    return JSONResponse(rejection_body(decision), status_code=status, headers=hdrs)
-
-
-def _exhausted(ctx: GatewayContext, flight: Flight, failure: str) -> Response:
-    """Every attempt hit a busy engine or a dead connection."""
-    if failure == "busy":
-        retry_after = _busy_retry_after(ctx, flight)
-        flight.finish(Outcome.REJECTED, status=429, error="backends busy")
-        hdrs = {**headers(flight), **retry_after_headers(retry_after)}
-        hdrs["x-sluicegate-decision"], hdrs["x-sluicegate-reason"] = "reject", "overloaded"
-        body = error_body("every backend tried reported it is busy", "overloaded", None,
-                          "overloaded")  # fmt: skip
-        return JSONResponse(body, status_code=429, headers=hdrs)
-    flight.finish(Outcome.FAILED, status=502, error="connect failed")
-    return _error(flight, 502, "could not connect to a backend", "upstream_error")
-
-
-def _busy_retry_after(ctx: GatewayContext, flight: Flight) -> float:
-    """Seconds until the work ahead drains at the measured rate (else the time this
-    request already spent), within the policy's Retry-After bounds."""
-    stats = ctx.scheduler.stats()
-    seconds = ctx.clock() - flight.record.arrival
-    if stats.drain_tokens_per_s and flight.request is not None:
-        ahead = stats.queued_tokens + stats.in_flight_tokens + flight.request.estimate.total
-        seconds = ahead / stats.drain_tokens_per_s
-    bounds = getattr(ctx.scheduler, "policy", None)
-    if bounds is not None:
-        seconds = min(max(seconds, bounds.retry_after.min_s), bounds.retry_after.max_s)
-    return seconds
-
-
-def _error(flight: Flight, status: int, message: str, type_: str) -> Response:
-    return JSONResponse(error_body(message, type_), status_code=status, headers=headers(flight))
