@@ -11,6 +11,12 @@ poller records the peak of ``vllm:num_requests_waiting``; queue time comes from 
 ``vllm:request_queue_time_seconds`` histogram (the delta over the run, quantiles interpolated in
 the buckets as Prometheus does; both sides have the same buckets). The table prints each
 statistic for both and the ratio emulator / real. Goal: every ratio within 0.85-1.15.
+
+The 2 cores are shared, so the real server's pace drifts with whatever else runs. With
+``--calibrate`` the bench first runs ``scripts/vllm/measure.py``'s phases against the same real
+server, refits the step time (``emulator.fit``) and also runs the emulator with that
+in-session profile: the shipped profile shows drift, the calibrated one shows how well the
+engine model reproduces queueing and batching once the pace is right.
 """
 
 from __future__ import annotations
@@ -18,11 +24,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import importlib
 import json
+import os
 import random
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,9 +39,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from emulator.embedded import EmulatorSpec, start_emulator
+from emulator.fit import fit_step_time
+from emulator.profile import load_profile
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN_IDS = (16, 4000)  # inside the medium model's 4096 vocab, above its special tokens
@@ -179,6 +191,27 @@ def real_server(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         server.stop()
 
 
+def calibrated_profile(url: str, model: str, base_profile: str) -> Path:
+    """Measure the running server now, refit the step time, write a profile YAML (temp file)."""
+    measure: Any = importlib.import_module("scripts.vllm.measure")
+    samples = [dataclasses.asdict(s) for s in asyncio.run(measure.measure(url, model))]
+    profile = load_profile(base_profile)
+    engine = profile.engine.model_copy(update={"step_time": fit_step_time(samples)})
+    calibrated = profile.model_copy(update={"engine": engine, "name": f"{profile.name}-now"})
+    out = Path(tempfile.mkstemp(prefix="fidelity-", suffix=".yaml")[1])
+    out.write_text(yaml.safe_dump(calibrated.model_dump(mode="json")), encoding="utf-8")
+    print(f"calibrated step time: {engine.step_time.model_dump()}", flush=True)
+    return out
+
+
+def run_emulator(profile: str, jobs: list[Job]) -> RunStats:
+    emulator = start_emulator(EmulatorSpec(profile=profile, model_name="medium", speed=1.0))
+    try:
+        return asyncio.run(run(emulator.url, "medium", jobs))
+    finally:
+        emulator.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.fidelity", description=__doc__)
     p.add_argument("--requests", type=int, default=20)
@@ -187,20 +220,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--real-url", default=None, help="use this running server instead")
     p.add_argument("--real-model", default="medium")
     p.add_argument("--skip-real", action="store_true")
+    p.add_argument("--calibrate", action="store_true", help="also refit the pace in-session")
     args = p.parse_args(argv)
     jobs = workload(args.requests, args.seed)
-    real = None
+    real, calibrated = None, None
     if not args.skip_real:
         with real_server(args) as (url, model):
             asyncio.run(run(url, model, jobs[:2]))  # warm-up, not measured
+            if args.calibrate:
+                calibrated = calibrated_profile(url, model, args.profile)
             real = asyncio.run(run(url, model, jobs))
-    emulator = start_emulator(EmulatorSpec(profile=args.profile, model_name="medium", speed=1.0))
-    try:
-        emu = asyncio.run(run(emulator.url, "medium", jobs))
-    finally:
-        emulator.stop()
-    print(f"{args.requests} streams at once, seed {args.seed}, profile {args.profile}")
-    print(table(real, emu))
+    print(f"{args.requests} streams at once, seed {args.seed}, load avg {os.getloadavg()[0]:.1f}")
+    print(f"\nprofile {args.profile} (shipped)")
+    print(table(real, run_emulator(args.profile, jobs)), flush=True)
+    if calibrated is not None:
+        print("\nprofile fitted in this session (--calibrate)")
+        print(table(real, run_emulator(str(calibrated), jobs)))
+        calibrated.unlink()
     return 0
 
 
