@@ -154,7 +154,9 @@ def _lifespan(
                 jobs.append(scraper.run())
             if ctx.reloader is not None:
                 ctx.reloader.install_sighup(asyncio.get_running_loop())
-                jobs.append(ctx.reloader.watch(ctx.runtime.loaded.config.reload.interval_s))
+                reload_cfg = ctx.runtime.loaded.config.reload
+                if reload_cfg.watch:
+                    jobs.append(ctx.reloader.watch(reload_cfg.interval_s))
         tasks = [asyncio.ensure_future(job) for job in jobs]
         try:
             yield
