@@ -7,14 +7,20 @@ point between "no proxy" and "a gateway that decides".
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import httpx
 from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from bench.hotpath.forward_pool_draft import UpstreamPool
+
 UPSTREAM = os.environ.get("NAIVE_UPSTREAM", "http://127.0.0.1:18000")
+FAST = os.environ.get("NAIVE_CLIENT") == "pool"
+"""``pool``: the lean upstream pool instead of httpx, same app otherwise."""
 client = httpx.AsyncClient(base_url=UPSTREAM, timeout=600.0)
+pool = UpstreamPool(UPSTREAM, connect_timeout_s=3.0, read_timeout_s=600.0)
 app = FastAPI()
 
 
@@ -26,11 +32,16 @@ async def health() -> Response:
 @app.post("/v1/chat/completions")
 async def chat(request: Request) -> Response:
     body = await request.body()
-    upstream_request = client.build_request(
-        "POST", "/v1/chat/completions", content=body,
-        headers={"content-type": "application/json"},
-    )  # fmt: skip
-    upstream = await client.send(upstream_request, stream=True)
+    upstream: Any
+    if FAST:
+        upstream = await pool.send("POST", "/v1/chat/completions", body,
+                                   {"content-type": "application/json"})  # fmt: skip
+    else:
+        upstream_request = client.build_request(
+            "POST", "/v1/chat/completions", content=body,
+            headers={"content-type": "application/json"},
+        )  # fmt: skip
+        upstream = await client.send(upstream_request, stream=True)
     if upstream.headers.get("content-type", "").startswith("text/event-stream"):
 
         async def relay() -> object:

@@ -162,11 +162,14 @@ class Sluicegate(Setup):
                "max_num_seqs": self.max_num_seqs,
                "max_concurrent": self.max_concurrent_per_tenant}
         )  # fmt: skip
-        path = self.workdir / "sluicegate.yaml"
+        path = self.workdir / f"{self.name}.yaml"
         path.write_text(conf)
-        exe = shutil.which("sluicegate") or "sluicegate"
-        argv = [exe, "serve", "--config", str(path)]
-        proc = Proc("sluicegate", argv, self.proxy_cpus, self.workdir / "sluicegate.log", cwd=REPO)
+        experiment = self.name == "sluicegate-pool"
+        env = {"SLUICEGATE_CONFIG": str(path)}
+        if experiment:
+            env["SLUICEGATE_UPSTREAM"] = "pool"
+        argv = _serve_argv(path, self.port, experiment=experiment)
+        proc = Proc(self.name, argv, self.proxy_cpus, self.workdir / f"{self.name}.log", env)
         self.procs.append(proc)
         proc.start()
         wait_http(proc, "127.0.0.1", self.port, "/healthz", timeout_s=60)
@@ -192,19 +195,21 @@ class Naive(Setup):
             "--host", "127.0.0.1", "--port", str(self.port), "--loop", "uvloop",
             "--http", "httptools", "--no-access-log", "--log-level", "warning",
         ]  # fmt: skip
-        env = {"NAIVE_UPSTREAM": f"http://127.0.0.1:{self.backend_port}"}
-        proc = Proc("naive", argv, self.proxy_cpus, self.workdir / "naive.log", env)
+        env = {"NAIVE_UPSTREAM": f"http://127.0.0.1:{self.backend_port}",
+               "NAIVE_CLIENT": "pool" if self.name == "naive-pool" else "httpx"}  # fmt: skip
+        proc = Proc(self.name, argv, self.proxy_cpus, self.workdir / "naive.log", env)
         self.procs.append(proc)
         proc.start()
         wait_http(proc, "127.0.0.1", self.port)
 
     def version(self) -> str:
-        return "FastAPI + httpx.AsyncClient, uvicorn (httptools, uvloop)"
+        client = "forward_pool_draft.UpstreamPool" if self.name == "naive-pool" else "httpx"
+        return f"FastAPI + {client}, uvicorn (httptools, uvloop)"
 
 
-def _serve_argv(config: Path, port: int) -> list[str]:
-    """``sluicegate serve`` once the CLI has it; until then the same app under uvicorn."""
-    if (REPO / "gateway" / "serve.py").exists():
+def _serve_argv(config: Path, port: int, *, experiment: bool = False) -> list[str]:
+    """``sluicegate serve``; the same app under uvicorn for experiments (or without a CLI)."""
+    if (REPO / "gateway" / "serve.py").exists() and not experiment:
         return [shutil.which("sluicegate") or "sluicegate", "serve", "--config", str(config)]
     return [
         sys.executable,
@@ -230,5 +235,7 @@ SETUP_CLASSES: dict[str, type[Setup]] = {
     "nginx": Nginx,
     "litellm": LiteLLM,
     "sluicegate": Sluicegate,
+    "sluicegate-pool": Sluicegate,
     "naive": Naive,
+    "naive-pool": Naive,
 }
