@@ -172,3 +172,11 @@ async def test_scrapes_ask_for_an_uncompressed_body(under_load: str) -> None:
 
     assert await scraper_for(handler, FakeClock()).scrape_once("a")
     assert seen == ["identity"]
+
+
+async def test_a_body_flooded_with_known_series_is_refused() -> None:
+    flood = "".join(f'vllm:num_requests_running{{engine="{i}"}} 1\n' for i in range(6_000))
+    scraper = scraper_for(lambda _: httpx.Response(200, text=flood), FakeClock())
+    assert not await scraper.scrape_once("a")
+    state = scraper.state("a")
+    assert state is not None and "samples of known families" in (state.last_error or "")
