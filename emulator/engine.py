@@ -162,7 +162,9 @@ class Engine:
         self._waiting: deque[_Seq] = deque()
         self._running: list[_Seq] = []
         self._by_id: dict[str, _Seq] = {}
-        self._free_blocks = config.num_gpu_blocks
+        # vLLM's block pool keeps one block aside as the "null block": one fewer is usable.
+        self._usable_blocks = max(1, config.num_gpu_blocks - 1)
+        self._free_blocks = self._usable_blocks
         self.num_preemptions = 0
 
     # -- state -------------------------------------------------------------------------------
@@ -185,8 +187,8 @@ class Engine:
 
     @property
     def kv_cache_usage(self) -> float:
-        """Fraction of KV blocks in use, 0..1 (``vllm:kv_cache_usage_perc``)."""
-        return 1.0 - self._free_blocks / self.config.num_gpu_blocks
+        """Fraction of usable KV blocks in use, 0..1 (``vllm:kv_cache_usage_perc``)."""
+        return 1.0 - self._free_blocks / self._usable_blocks
 
     @property
     def queued_prompt_tokens(self) -> int:
