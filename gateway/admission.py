@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from policies.fleet import FleetSnapshot
+from policies.fleet import FleetSnapshot, Health
 from policies.types import Clock, Decision, DecisionKind, Outcome, RequestInfo, Usage
 
 log = logging.getLogger("sluicegate.admission")
@@ -72,9 +73,13 @@ class Admission:
     def wake(self) -> None:
         self._wake.set()
 
-    def submit(self, req: RequestInfo) -> Result:
-        """The first decision: a Ticket, a REJECT, or a DELAY (then ``wait_dispatch``)."""
-        result = self.scheduler.submit(req, self._snapshot())
+    def submit(self, req: RequestInfo, avoid: frozenset[str] = frozenset()) -> Result:
+        """The first decision: a Ticket, a REJECT, or a DELAY (then ``wait_dispatch``).
+        Backends in ``avoid`` look down to this one decision only."""
+        fleet = self._snapshot()
+        if avoid:
+            fleet = _without(fleet, avoid)
+        result = self.scheduler.submit(req, fleet)
         self._wake.set()
         return result
 
@@ -149,6 +154,13 @@ class Admission:
             timeout = poll if timeout is None else min(timeout, poll)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
+
+
+def _without(fleet: FleetSnapshot, avoid: frozenset[str]) -> FleetSnapshot:
+    views = tuple(
+        dataclasses.replace(b, health=Health.DOWN) if b.name in avoid else b for b in fleet.backends
+    )
+    return FleetSnapshot(fleet.at, views)
 
 
 def _is_reject(result: Result) -> bool:

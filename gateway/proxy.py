@@ -31,7 +31,15 @@ from gateway.records import RequestRecord, prompt_sha256
 from gateway.relay import RelayResponse, race, wait_disconnect
 from gateway.responses import error_response, exhausted, headers, refuse, rejection
 from gateway.streaming import relay_stream
-from policies.types import Decision, DecisionKind, FlowKey, Outcome, RequestInfo, deadline_bucket
+from policies.types import (
+    Decision,
+    DecisionKind,
+    FlowKey,
+    Outcome,
+    Reason,
+    RequestInfo,
+    deadline_bucket,
+)
 
 CLIENT_GONE = 499  # nginx's convention; nobody reads it, the record keeps it
 
@@ -133,30 +141,40 @@ async def _dispatch(
         cls = prepared.request.workload_class
         ctx.metrics.retries.labels(ctx.metrics.tenant_label(prepared.request.tenant), cls).inc()
     attempts = ctx.runtime.loaded.config.server.max_attempts
+    busy: set[str] = set()
     last_failure = "busy"
     for attempt in range(1, attempts + 1):
         req = prepared.request
         if attempt > 1:
             req = replace(req, request_id=f"{req.request_id}~{attempt}")
-        admitted = await _admit(ctx, flight, req, gone)
-        if not isinstance(admitted, Decision | None):
-            outcome = await _open(ctx, flight, prepared, admitted, gone)
-            if isinstance(outcome, str):
-                last_failure = outcome
-                continue
-            return outcome
+        admitted = await _admit(ctx, flight, req, gone, frozenset(busy))
         if admitted is None:
             flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
             return Response(status_code=CLIENT_GONE)
-        return rejection(flight, admitted)
+        if isinstance(admitted, Decision):
+            if busy and admitted.reason is Reason.NO_HEALTHY_BACKEND:
+                break  # only busy backends were left: that is overload, not an outage
+            return rejection(flight, admitted)
+        outcome = await _open(ctx, flight, prepared, admitted, gone)
+        if not isinstance(outcome, str):
+            return outcome
+        last_failure = outcome
+        if outcome == "busy":
+            busy.add(admitted.backend)
     return exhausted(ctx, flight, last_failure)
 
 
 async def _admit(
-    ctx: GatewayContext, flight: Flight, req: RequestInfo, gone: asyncio.Future[Any]
+    ctx: GatewayContext,
+    flight: Flight,
+    req: RequestInfo,
+    gone: asyncio.Future[Any],
+    busy: frozenset[str],
 ) -> Any:
-    """A Ticket, a REJECT Decision, or None when the client left while queued."""
-    result = ctx.admission.submit(req)
+    """A Ticket, a REJECT Decision, or None when the client left while queued.
+    Backends in ``busy`` answered this request "engine busy": it is not sent there again
+    at once (if it has to queue, the dispatcher may still pick them once they have room)."""
+    result = ctx.admission.submit(req, avoid=busy)
     if isinstance(result, Decision) and result.decision is DecisionKind.DELAY:
         flight.decided(result)
         result = await ctx.admission.wait_dispatch(result, gone)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from gateway.forward import upstream_body
 from tests.unit.gateway.conftest import auth, in_process
-from tests.unit.gateway.fakes import FakeFleet, make_config
+from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config
 
 CHAT = "/v1/chat/completions"
 TWO_BACKENDS = [
@@ -44,16 +46,31 @@ async def test_every_backend_refusing_ends_in_one_503(fleet: FakeFleet) -> None:
         assert 'outcome="completed"' not in exposition
 
 
-async def test_engine_busy_is_retried_then_429_without_marking_down(config, fleet) -> None:
+async def test_engine_busy_everywhere_is_429_without_marking_down(config, fleet) -> None:
     fleet.backends["a"].mode = "busy"
     async with in_process(config, fleet) as h:
         r = await h.client.post(CHAT, headers=auth(), json=_body())
         assert r.status_code == 429
         assert r.json()["error"]["type"] == "overloaded"
+        assert r.headers["x-sluicegate-reason"] == "overloaded"
         assert int(r.headers["retry-after"]) >= 1
-        attempts = h.ctx.runtime.loaded.config.server.max_attempts
-        assert len(fleet.backends["a"].requests) == attempts
+        assert len(fleet.backends["a"].requests) == 1  # not hammered again at once
         assert h.ctx.pool.health("a").value == "healthy"
+        assert h.ctx.scheduler.stats().in_flight == 0
+
+
+@pytest.mark.parametrize(("busy", "free"), [("a", "b"), ("b", "a")])
+async def test_busy_backend_is_avoided_for_the_next_attempt(busy: str, free: str) -> None:
+    # Run with each backend busy in turn, so whichever the scheduler tries first, one of
+    # the two runs goes through "busy, then another backend".
+    fleet = FakeFleet(FakeBackend("a"), FakeBackend("b"))
+    fleet.backends[busy].mode = "busy"
+    async with in_process(make_config(backends=TWO_BACKENDS), fleet) as h:
+        r = await h.client.post(CHAT, headers=auth(), json=_body())
+        assert r.status_code == 200
+        assert len(fleet.backends[free].requests) == 1
+        assert len(fleet.backends[busy].requests) <= 1
+        assert h.ctx.pool.health(busy).value == "healthy"
         assert h.ctx.scheduler.stats().in_flight == 0
 
 
