@@ -133,11 +133,10 @@ class Scheduler:
         self, req: RequestInfo, kind: DecisionKind, degradation: Any, shadowed: Any, now: float
     ) -> QueuedEntry:
         self._seq += 1
-        max_wait_at = now + self._policy.queue.max_wait_s
-        if req.deadline is not None and req.deadline <= max_wait_at:
+        if req.deadline is not None:  # the client's own bound replaces the queue's
             expires_at, reason = req.deadline, Reason.DEADLINE_EXPIRED
         else:
-            expires_at, reason = max_wait_at, Reason.OVERLOADED
+            expires_at, reason = now + self._policy.queue.max_wait_s, Reason.OVERLOADED
         return QueuedEntry(req, kind, degradation, shadowed, now, expires_at, reason, self._seq)
 
     def _enqueue(self, entry: QueuedEntry, gate_names: tuple[str, ...]) -> Decision:

@@ -86,3 +86,18 @@ def test_cancel_removes_queued_request_and_release_is_idempotent() -> None:
     assert st.queued == 0 and st.in_flight == 0
     assert st.charged_tokens == st.released_tokens
     assert s.poll(f) == []
+
+
+def test_queue_wait_bound_applies_only_without_a_deadline() -> None:
+    clock = ManualClock()
+    s = scheduler(clock, {"queue": {"max_wait_s": 5}})
+    f = fleet(clock, backend(max_num_seqs=1))
+    s.submit(request(clock), f)
+    patient = s.submit(request(clock, deadline_in=60.0), f)
+    plain = s.submit(request(clock), f)
+    assert isinstance(patient, Decision) and isinstance(plain, Decision)
+    clock.advance(5.0)
+    (out,) = s.poll(f)
+    assert isinstance(out, Decision) and out.request_id == plain.request_id
+    assert out.reason is Reason.OVERLOADED
+    assert s.stats().queued == 1 and s.next_wakeup() == clock.now + 55.0
