@@ -133,8 +133,12 @@ async def progress(run: SwarmRun, n: int) -> None:
             f"\r[swarm N={n}] t={run.now():7.1f}s  turns done {len(run.records):5d}  "
             f"open {run.open_turns:3d}  deferrals {deferred:5d}  failures {run.failures}"
         )
-        print(line, end="", file=sys.stderr, flush=True)
-        await asyncio.sleep(1.0)
+        if sys.stderr.isatty():
+            print(line, end="", file=sys.stderr, flush=True)
+            await asyncio.sleep(1.0)
+        else:  # a log file: one plain line every 10 s
+            print(line.lstrip("\r"), file=sys.stderr, flush=True)
+            await asyncio.sleep(10.0)
 
 
 async def swarm_once(args: argparse.Namespace, workload: AgentWorkload, n: int) -> SwarmRun:
