@@ -9,6 +9,7 @@ ratio. Also checks both parsers agree on the sample, so a fast wrong parser cann
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -31,6 +32,12 @@ def per_call_ms(fn: Callable[[], object], repeat: int) -> list[float]:
     return samples
 
 
+def _parse_and_extract(
+    parse: Callable[[str, frozenset[str]], RawSeries], text: str, wanted: frozenset[str]
+) -> object:
+    return extract(parse(text, wanted), VLLM_0_32)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("dump", nargs="?", type=Path, default=DEFAULT_DUMP)
@@ -48,9 +55,9 @@ def main(argv: list[str]) -> int:
         return 1
     lines = text.count("\n")
     print(f"{args.dump.name}: {lines} lines, {len(text)} bytes, repeat {args.repeat}")
-    medians = {}
-    for name, p in parsers.items():
-        ms = per_call_ms(lambda p=p: extract(p(text, wanted), VLLM_0_32), args.repeat)
+    medians: dict[str, float] = {}
+    for name, parse in parsers.items():
+        ms = per_call_ms(functools.partial(_parse_and_extract, parse, text, wanted), args.repeat)
         medians[name] = statistics.median(ms)
         p90 = sorted(ms)[int(0.9 * len(ms))]
         print(f"  {name:<18} median {medians[name]:.3f} ms  p90 {p90:.3f} ms")

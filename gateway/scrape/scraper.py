@@ -42,7 +42,11 @@ class ScrapeTarget:
 
 @dataclass(frozen=True, slots=True)
 class ScrapeSettings:
-    """Seconds and bytes. ``max_age_s`` None means 3 x ``interval_s``."""
+    """Seconds and bytes. ``max_age_s`` None means 3 x ``interval_s``.
+
+    Intervals of 0.25-1 s are the intended range: each scrape costs the backend ~11 ms of
+    its API server's CPU (docs/signals.md), so faster buys little and costs them.
+    """
 
     interval_s: float = 0.5
     window_s: float = 30.0
