@@ -76,6 +76,7 @@ class UpstreamResponse:
         self._paused = False
         self._last_data = self._loop.time()
         self._released = False
+        self._keep_alive = False
         self.status_code = 0
         self.headers: dict[str, str] = {}
 
@@ -85,6 +86,8 @@ class UpstreamResponse:
 
     def on_headers_complete(self) -> None:
         self.status_code = self._parser.get_status_code()
+        # Only meaningful here: after the message completes, httptools answers False.
+        self._keep_alive = self._parser.should_keep_alive()
         self._head_done = True
         self._wake()
 
@@ -186,7 +189,7 @@ class UpstreamResponse:
             self._timer = None
         conn = self._conn
         conn.response = None
-        if self._complete and self._error is None and self._parser.should_keep_alive():
+        if self._complete and self._error is None and self._keep_alive:
             self._conn.pool.put(conn)
         else:
             conn.close()

@@ -31,7 +31,9 @@ from bench.hotpath.report import MODES, Cell, Sample, Table, markdown_tables, ta
 from bench.hotpath.setups import MODEL, SETUP_CLASSES, Direct, Setup
 
 RESULTS = Path(__file__).resolve().parents[1] / "RESULTS.md"
-ALL_SETUPS = ("direct", "nginx", "litellm", "sluicegate")
+ALL_SETUPS = ("direct", "nginx", "litellm", "sluicegate", "naive")
+"""``naive`` (FastAPI + httpx) is the issue's calibration row; experiments: ``naive-pool``,
+``sluicegate-pool``."""
 
 
 def _args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -96,8 +98,10 @@ def measure(args: argparse.Namespace, setups: Sequence[Setup]) -> Table:
         for index, (mode, conns) in enumerate(cells):
             shift = (rnd + index) % len(setups)
             for setup in [*setups[shift:], *setups[:shift]]:
+                # every proxy idle first: one still chewing on the requests a previous cell
+                # abandoned (LiteLLM at C=256) would steal this cell's core
+                settle([pid for s in setups for pid in s.pids()])
                 groups = setup.pids()
-                settle(groups)
                 before = group_cpu_s(groups)
                 result = run_wrk(
                     setup.url,
