@@ -121,11 +121,18 @@ class BackendPool:
             **extra,  # type: ignore[arg-type]
         )
 
-    def mark_failed(self, backend: str) -> None:
-        """A connect error: the backend is down until a probe says otherwise."""
+    def note_connect_error(self, backend: str) -> None:
+        """A request could not connect: counts like a failed probe (down after
+        ``failures_to_down`` in a row), so one refused connection in a burst does not
+        take a whole backend out."""
         s = self._states[backend]
-        s.failures = max(s.failures, self._health.failures_to_down)
-        self._set_health(s, Health.DOWN)
+        s.failures += 1
+        if s.failures >= self._health.failures_to_down:
+            self._set_health(s, Health.DOWN)
+
+    def note_success(self, backend: str) -> None:
+        """A response arrived: the connect-error streak is over."""
+        self._states[backend].failures = 0
 
     async def probe_all(self) -> None:
         await asyncio.gather(*(self._probe(s) for s in self._states.values()))

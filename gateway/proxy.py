@@ -141,26 +141,25 @@ async def _dispatch(
         cls = prepared.request.workload_class
         ctx.metrics.retries.labels(ctx.metrics.tenant_label(prepared.request.tenant), cls).inc()
     attempts = ctx.runtime.loaded.config.server.max_attempts
-    busy: set[str] = set()
+    avoid: set[str] = set()
     last_failure = "busy"
     for attempt in range(1, attempts + 1):
         req = prepared.request
         if attempt > 1:
             req = replace(req, request_id=f"{req.request_id}~{attempt}")
-        admitted = await _admit(ctx, flight, req, gone, frozenset(busy))
+        admitted = await _admit(ctx, flight, req, gone, frozenset(avoid))
         if admitted is None:
             flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
             return Response(status_code=CLIENT_GONE)
         if isinstance(admitted, Decision):
-            if busy and admitted.reason is Reason.NO_HEALTHY_BACKEND:
-                break  # only busy backends were left: that is overload, not an outage
+            if avoid and admitted.reason is Reason.NO_HEALTHY_BACKEND:
+                break  # only backends that just failed this request were left
             return rejection(flight, admitted)
         outcome = await _open(ctx, flight, prepared, admitted, gone)
         if not isinstance(outcome, str):
             return outcome
         last_failure = outcome
-        if outcome == "busy":
-            busy.add(admitted.backend)
+        avoid.add(admitted.backend)
     return exhausted(ctx, flight, last_failure)
 
 
@@ -169,12 +168,12 @@ async def _admit(
     flight: Flight,
     req: RequestInfo,
     gone: asyncio.Future[Any],
-    busy: frozenset[str],
+    avoid: frozenset[str],
 ) -> Any:
     """A Ticket, a REJECT Decision, or None when the client left while queued.
-    Backends in ``busy`` answered this request "engine busy": it is not sent there again
-    at once (if it has to queue, the dispatcher may still pick them once they have room)."""
-    result = ctx.admission.submit(req, avoid=busy)
+    Backends in ``avoid`` just refused this request (connect error, engine busy): it is
+    not sent there again at once (if it queues, the dispatcher may pick them later)."""
+    result = ctx.admission.submit(req, avoid=avoid)
     if isinstance(result, Decision) and result.decision is DecisionKind.DELAY:
         flight.decided(result)
         result = await ctx.admission.wait_dispatch(result, gone)
@@ -202,7 +201,7 @@ async def _open(
         )
     except (httpx.ConnectError, httpx.ConnectTimeout):
         ctx.metrics.upstream_errors.labels(ticket.backend, "connect").inc()
-        ctx.pool.mark_failed(ticket.backend)
+        ctx.pool.note_connect_error(ticket.backend)
         flight.release_attempt(Outcome.FAILED)
         return "connect"
     except BackendBusy:
@@ -213,6 +212,8 @@ async def _open(
         ctx.metrics.upstream_errors.labels(ticket.backend, "protocol").inc()
         flight.finish(Outcome.FAILED, status=502, error=type(exc).__name__)
         return error_response(flight, 502, "the backend failed before responding", "upstream_error")
+    if upstream is not None:
+        ctx.pool.note_success(ticket.backend)
     if not started or upstream is None:
         flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
         return Response(status_code=CLIENT_GONE)

@@ -66,17 +66,20 @@ def rejection(flight: Flight, decision: Decision) -> Response:
 
 
 def exhausted(ctx: GatewayContext, flight: Flight, failure: str) -> Response:
-    """Every attempt hit a busy engine or a dead connection."""
+    """Every attempt hit a busy engine (429 overloaded) or a refused connection (503 no
+    healthy backend, retry after the next health probe)."""
     if failure == "busy":
-        retry_after = busy_retry_after(ctx, flight)
-        flight.finish(Outcome.REJECTED, status=429, error="backends busy")
-        hdrs = {**headers(flight), **retry_after_headers(retry_after)}
-        hdrs["x-sluicegate-decision"], hdrs["x-sluicegate-reason"] = "reject", "overloaded"
-        body = error_body("every backend tried reported it is busy", "overloaded", None,
-                          "overloaded")  # fmt: skip
-        return JSONResponse(body, status_code=429, headers=hdrs)
-    flight.finish(Outcome.FAILED, status=502, error="connect failed")
-    return error_response(flight, 502, "could not connect to a backend", "upstream_error")
+        status, reason, retry_after = 429, "overloaded", busy_retry_after(ctx, flight)
+        message = "every backend tried reported it is busy"
+    else:
+        status, reason = 503, "no_healthy_backend"
+        retry_after = ctx.runtime.loaded.config.health.interval_s
+        message = "could not connect to any backend"
+    flight.finish(Outcome.REJECTED, status=status, error=failure)
+    hdrs = {**headers(flight), **retry_after_headers(retry_after)}
+    hdrs["x-sluicegate-decision"], hdrs["x-sluicegate-reason"] = "reject", reason
+    body = error_body(message, "overloaded", None, reason)
+    return JSONResponse(body, status_code=status, headers=hdrs)
 
 
 def busy_retry_after(ctx: GatewayContext, flight: Flight) -> float:

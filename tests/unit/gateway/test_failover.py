@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
+from gateway.backends import BackendPool
+from gateway.config import HealthConfig
 from gateway.forward import upstream_body
+from policies.fleet import Health
 from tests.unit.gateway.conftest import auth, in_process
 from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config
 
@@ -26,12 +29,24 @@ def _body(**extra: Any) -> dict[str, Any]:
 async def test_connect_error_fails_over_to_another_backend(fleet: FakeFleet) -> None:
     fleet.backends["a"].mode = "refuse"
     async with in_process(make_config(backends=TWO_BACKENDS), fleet) as h:
-        responses = [await h.client.post(CHAT, headers=auth(), json=_body()) for _ in range(3)]
-        assert [r.status_code for r in responses] == [200, 200, 200]
-        assert len(fleet.backends["b"].requests) == 3
-        assert h.ctx.pool.health("a").value == "down"
+        responses = [await h.client.post(CHAT, headers=auth(), json=_body()) for _ in range(4)]
+        assert [r.status_code for r in responses] == [200] * 4
+        assert len(fleet.backends["b"].requests) == 4
         stats = h.ctx.scheduler.stats()
         assert stats.in_flight == 0 and stats.charged_tokens == stats.released_tokens
+
+
+def test_connect_errors_take_a_backend_down_only_after_a_streak() -> None:
+    pool = BackendPool(
+        make_config().backends, clock=lambda: 0.0, health=HealthConfig(failures_to_down=2),
+        connect_timeout_s=1.0, read_timeout_s=1.0,
+    )  # fmt: skip
+    pool.note_connect_error("a")
+    pool.note_success("a")
+    pool.note_connect_error("a")
+    assert pool.health("a") is Health.HEALTHY
+    pool.note_connect_error("a")
+    assert pool.health("a") is Health.DOWN
 
 
 async def test_every_backend_refusing_ends_in_one_503(fleet: FakeFleet) -> None:
@@ -40,6 +55,8 @@ async def test_every_backend_refusing_ends_in_one_503(fleet: FakeFleet) -> None:
     async with in_process(make_config(backends=TWO_BACKENDS), fleet) as h:
         r = await h.client.post(CHAT, headers=auth(), json=_body())
         assert r.status_code == 503
+        assert r.headers["x-sluicegate-reason"] == "no_healthy_backend"
+        assert int(r.headers["retry-after"]) >= 1
         assert h.ctx.scheduler.stats().in_flight == 0
         exposition = h.ctx.metrics.exposition().decode()
         assert 'outcome="rejected"' in exposition
