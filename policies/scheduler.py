@@ -8,20 +8,20 @@ queues and tickets. Every request ends in exactly one terminal outcome: a REJECT
 
 from __future__ import annotations
 
-import heapq
 import random
-from collections import Counter, deque
 from collections.abc import Iterator
 from typing import Any
 
 from policies.contracts import BackendLoad, GateContext, QueuedEntry
 from policies.fleet import BackendView, FleetSnapshot
-from policies.ladder import apply_ladder, pool_saturation, update_active
+from policies.ladder import apply_ladder, update_active
 from policies.observe import DrainMeter, ExecQuantiles
+from policies.queue_book import QueueBook
 from policies.registry import PolicySet
 from policies.retry_after import drain_seconds, retry_after
 from policies.routing import choose_backend
 from policies.scheduler_types import InFlight, SchedulerStats, Ticket, make_decision
+from policies.snapshot_view import SnapshotView
 from policies.swap import PolicyStates
 from policies.types import Clock, Decision, DecisionKind, Outcome, Reason, RequestInfo, Usage
 
@@ -39,17 +39,9 @@ class Scheduler:
         self._clock = clock
         self._rng = rng or random.Random()
         self._states = PolicyStates.fresh(policy)
-        self._fleet = FleetSnapshot(at=clock())
-        self._serving_cache: dict[str, tuple[BackendView, ...]] = {}
-        self._pool_saturation: dict[str, float] = {}
-        self._served: frozenset[str] | None = None
-        self._queued: dict[str, QueuedEntry] = {}
-        self._arrivals: deque[QueuedEntry] = deque()
-        self._expiry: list[tuple[float, int, QueuedEntry]] = []
-        self._queued_tokens = 0
-        self._queued_models: Counter[str] = Counter()
+        self._view = SnapshotView(FleetSnapshot(at=clock()))
+        self._queue = QueueBook()
         self._in_flight: dict[str, InFlight] = {}
-        self._gate_names: dict[str, tuple[str, ...]] = {}
         self._loads: dict[str, BackendLoad] = {}
         self._seq = 0
         self._drain = DrainMeter()
@@ -64,9 +56,9 @@ class Scheduler:
 
     def swap(self, policy: PolicySet) -> None:
         """Hot reload: new parameters, same queues, same in-flight tickets."""
-        self._states = self._states.carry_over(self._policy, policy, self._live_entries())
+        self._states = self._states.carry_over(self._policy, policy, self._queue.live())
         self._policy = policy
-        self._pool_saturation.clear()
+        self._view.forget_saturation()
 
     # -- submit --------------------------------------------------------------------------
 
@@ -74,25 +66,27 @@ class Scheduler:
         """Ticket: dispatched now. Decision DELAY: queued, comes out of ``poll``. REJECT:
         terminal, nothing taken."""
         now = self._observe(fleet)
-        candidates = self._serving(req.model)
+        candidates = self._view.serving(req.model)
         if not candidates:
             return self._reject(req, Reason.NO_HEALTHY_BACKEND, None, now)
         if req.deadline is not None and req.deadline <= now:
             return self._reject(req, Reason.DEADLINE_INFEASIBLE, None, now)
         self._update_saturation(req.model, now)
-        lad = apply_ladder(req, self._states.ladder, self._policy.ladder, self._served_models)
+        lad = apply_ladder(
+            req, self._states.ladder, self._policy.ladder, self._view.served_models()
+        )
         if lad.reject is not None:
             return self._reject(req, lad.reject, None, now, shadowed=lad.shadowed)
         req, degradation = lad.request, lad.degradation
         kind = DecisionKind.DEGRADE if degradation.steps else DecisionKind.ADMIT
-        backend = None if self._queued else self._pick_backend(req)
+        backend = None if self._queue else self._pick_backend(req)
         room_now = backend is not None
         shadowed, verdict = self._run_gates(req, now, room_now)
         shadowed = lad.shadowed + shadowed
         if verdict is not None:
             return self._reject(req, verdict[0], verdict[1], now, shadowed=shadowed)
         bound = self._policy.queue.max_queued_tokens
-        if not room_now and bound is not None and self._queued_tokens + req.estimate.total > bound:
+        if not room_now and bound is not None and self._queue.tokens + req.estimate.total > bound:
             return self._reject(req, Reason.QUEUE_FULL, None, now, shadowed=shadowed)
         gate_names = self._accept_gates(req, now)
         entry = self._new_entry(req, kind, degradation, shadowed, now)
@@ -108,7 +102,7 @@ class Scheduler:
             return (), None
         ctx = GateContext(
             now=now,
-            queued_tokens=0 if room_now else self._queued_tokens,
+            queued_tokens=0 if room_now else self._queue.tokens,
             drain_tokens_per_s=self._drain.rate(now),
             exec_p95_s=self._exec.p95(req.estimate.total),
             room_now=room_now,
@@ -141,16 +135,11 @@ class Scheduler:
 
     def _enqueue(self, entry: QueuedEntry, gate_names: tuple[str, ...]) -> Decision:
         req = entry.request
-        self._queued[req.request_id] = entry
-        self._arrivals.append(entry)
-        heapq.heappush(self._expiry, (entry.expires_at, entry.seq, entry))
-        self._queued_tokens += req.estimate.total
-        self._queued_models[req.model] += 1
-        self._gate_names[req.request_id] = gate_names
+        self._queue.add(entry, gate_names)
         self._policy.fairness.push(self._states.fairness, entry, entry.enqueued_at)
         return make_decision(
             self._policy, req, DecisionKind.DELAY, Reason.QUEUED_FOR_CAPACITY,
-            queue_position=len(self._queued), degradation=entry.degradation,
+            queue_position=len(self._queue), degradation=entry.degradation,
             shadowed=entry.shadowed,
         )  # fmt: skip
 
@@ -163,8 +152,8 @@ class Scheduler:
         blocked: set[str] = set()
         deferred: list[QueuedEntry] = []
         fairness, fstate = self._policy.fairness, self._states.fairness
-        while self._queued and len(deferred) < _MAX_SKIPS_PER_POLL:
-            if len(blocked) >= len(self._queued_models) or not self._any_room():
+        while self._queue and len(deferred) < _MAX_SKIPS_PER_POLL:
+            if len(blocked) >= len(self._queue.models) or not self._any_room():
                 break
             entry = fairness.pop(fstate, now)
             if entry is None:
@@ -178,43 +167,29 @@ class Scheduler:
             if self._drop_at_dequeue(entry, now):
                 out.append(self._leave_queue(entry, entry_reason=Reason.OVERLOADED, now=now))
                 continue
-            self._unqueue(entry)
-            out.append(self._dispatch(entry, backend, now, self._gate_names.pop(req.request_id)))
+            out.append(self._dispatch(entry, backend, now, self._queue.remove(entry)))
         for entry in reversed(deferred):
             fairness.push_back(fstate, entry)
-        if not self._queued:
+        if not self._queue:
             self._policy.discipline.on_empty(self._states.discipline)
         return out
 
     def _drop_at_dequeue(self, entry: QueuedEntry, now: float) -> bool:
         sojourn = now - entry.enqueued_at
-        backlog = len(self._queued) - 1
+        backlog = len(self._queue) - 1
         return self._policy.discipline.should_drop(self._states.discipline, sojourn, now, backlog)
 
     def _expire(self, now: float) -> Iterator[Decision]:
-        while self._expiry and self._expiry[0][0] <= now:
-            _, _, entry = heapq.heappop(self._expiry)
-            if entry.alive:
-                self._policy.fairness.discard(self._states.fairness, entry)
-                yield self._leave_queue(entry, entry_reason=entry.expiry_reason, now=now)
+        for entry in self._queue.expired(now):
+            self._policy.fairness.discard(self._states.fairness, entry)
+            yield self._leave_queue(entry, entry_reason=entry.expiry_reason, now=now)
 
     def _leave_queue(self, entry: QueuedEntry, *, entry_reason: Reason, now: float) -> Decision:
         """A queued request ends without service: REJECT with a computed Retry-After."""
-        self._unqueue(entry)
+        names = self._queue.remove(entry)
         req = entry.request
-        self._finish_gates(req, now, None, served=False)
+        self._finish_gates(req, now, None, served=False, names=names)
         return self._reject(req, entry_reason, None, now, shadowed=entry.shadowed)
-
-    def _unqueue(self, entry: QueuedEntry) -> None:
-        entry.alive = False
-        req = entry.request
-        del self._queued[req.request_id]
-        self._queued_tokens -= req.estimate.total
-        self._queued_models[req.model] -= 1
-        if self._queued_models[req.model] <= 0:
-            del self._queued_models[req.model]
-
-    # -- dispatch and release --------------------------------------------------------------
 
     def _pick_backend(self, req: RequestInfo) -> BackendView | None:
         limit, lstate = self._policy.limit, self._states.limit
@@ -222,32 +197,16 @@ class Scheduler:
         def has_room(b: BackendView) -> bool:
             return limit.has_room(lstate, b, self._load(b.name))
 
-        candidates = self._serving(req.model)
+        candidates = self._view.serving(req.model)
         return choose_backend(candidates, req.session_id, self._loads, has_room)
-
-    @property
-    def _served_models(self) -> frozenset[str]:
-        """Every model some available backend serves, memoised for the current snapshot."""
-        if self._served is None:
-            self._served = frozenset(
-                m for b in self._fleet.backends if b.available for m in b.models
-            )
-        return self._served
 
     def _any_room(self) -> bool:
         """Cheap pre-check when one model is queued: does any backend for it have room?"""
-        if len(self._queued_models) != 1:
+        if len(self._queue.models) != 1:
             return True
-        (model,) = self._queued_models
+        (model,) = self._queue.models
         limit, lstate = self._policy.limit, self._states.limit
-        return any(limit.has_room(lstate, b, self._load(b.name)) for b in self._serving(model))
-
-    def _serving(self, model: str) -> tuple[BackendView, ...]:
-        """``fleet.serving(model)`` memoised for the current snapshot."""
-        found = self._serving_cache.get(model)
-        if found is None:
-            found = self._serving_cache[model] = self._fleet.serving(model)
-        return found
+        return any(limit.has_room(lstate, b, self._load(b.name)) for b in self._view.serving(model))
 
     def _load(self, name: str) -> BackendLoad:
         load = self._loads.get(name)
@@ -306,19 +265,19 @@ class Scheduler:
             self._exec.add(req.estimate.total, latency_s)
         self._finish_gates(req, now, usage, served=True, names=record.gate_names)
         self._policy.limit.on_sample(
-            self._states.limit, self._fleet.get(ticket.backend), load, ttft_s, latency_s,
+            self._states.limit, self._view.fleet.get(ticket.backend), load, ttft_s, latency_s,
             outcome is Outcome.FAILED,
         )  # fmt: skip
         self._drain.tick(now, bool(self._in_flight))
 
     def cancel(self, request_id: str) -> bool:
         """The client went away while queued: removed at once (outcome CANCELLED)."""
-        entry = self._queued.get(request_id)
+        entry = self._queue.get(request_id)
         if entry is None:
             return False
         self._policy.fairness.discard(self._states.fairness, entry)
-        self._unqueue(entry)
-        self._finish_gates(entry.request, self._clock(), None, served=False)
+        names = self._queue.remove(entry)
+        self._finish_gates(entry.request, self._clock(), None, served=False, names=names)
         return True
 
     def _finish_gates(
@@ -328,44 +287,29 @@ class Scheduler:
         usage: Usage | None,
         *,
         served: bool,
-        names: tuple[str, ...] | None = None,
+        names: tuple[str, ...],
     ) -> None:
-        accepted = names if names is not None else self._gate_names.pop(req.request_id, ())
         for named in self._policy.gates:
-            if named.name in accepted:
+            if named.name in names:
                 named.gate.on_finish(self._states.gates[named.name], req, now, usage, served)
 
     # -- helpers ---------------------------------------------------------------------------
 
     def _observe(self, fleet: FleetSnapshot) -> float:
         now = self._clock()
-        if fleet is not self._fleet:
-            self._fleet = fleet
-            self._serving_cache.clear()
-            self._pool_saturation.clear()
-            self._served = None
+        if fleet is not self._view.fleet:
+            self._view = SnapshotView(fleet)
         self._drain.tick(now, bool(self._in_flight))
         return now
 
     def _update_saturation(self, model: str, now: float) -> None:
-        pool = self._pool_saturation.get(model)
-        if pool is None:
-            pool = pool_saturation(self._serving(model), self._policy.ladder)
-            self._pool_saturation[model] = pool
-        oldest = self._oldest()
+        pool = self._view.saturation(model, self._policy.ladder)
+        oldest = self._queue.oldest()
         queue = (
             0.0 if oldest is None else (now - oldest.enqueued_at) / self._policy.queue.max_wait_s
         )
         self._saturation = max(pool, queue)
         update_active(self._states.ladder, self._policy.ladder, self._saturation)
-
-    def _oldest(self) -> QueuedEntry | None:
-        while self._arrivals and not self._arrivals[0].alive:
-            self._arrivals.popleft()
-        return self._arrivals[0] if self._arrivals else None
-
-    def _live_entries(self) -> list[QueuedEntry]:
-        return [e for e in self._arrivals if e.alive]
 
     def _reject(
         self,
@@ -377,7 +321,7 @@ class Scheduler:
         shadowed: tuple[str, ...] = (),
     ) -> Decision:
         if seconds is None:
-            seconds = drain_seconds(self._queued_tokens + req.estimate.total, self._drain.rate(now))
+            seconds = drain_seconds(self._queue.tokens + req.estimate.total, self._drain.rate(now))
         after = retry_after(seconds, self._policy.retry_after, self._rng)
         return make_decision(
             self._policy, req, DecisionKind.REJECT, reason, retry_after_s=after, shadowed=shadowed
@@ -385,20 +329,18 @@ class Scheduler:
 
     def next_wakeup(self) -> float | None:
         """The earliest clock time at which ``poll`` has work without any other event."""
-        while self._expiry and not self._expiry[0][2].alive:
-            heapq.heappop(self._expiry)
-        return self._expiry[0][0] if self._expiry else None
+        return self._queue.next_expiry()
 
     def stats(self) -> SchedulerStats:
         now = self._clock()
-        oldest = self._oldest()
+        oldest = self._queue.oldest()
         limits = {
             b.name: self._policy.limit.current(self._states.limit, b, self._load(b.name))
-            for b in self._fleet.backends
+            for b in self._view.fleet.backends
         }
         return SchedulerStats(
-            queued=len(self._queued),
-            queued_tokens=self._queued_tokens,
+            queued=len(self._queue),
+            queued_tokens=self._queue.tokens,
             oldest_age_s=None if oldest is None else now - oldest.enqueued_at,
             in_flight=len(self._in_flight),
             in_flight_tokens=sum(ld.in_flight_tokens for ld in self._loads.values()),

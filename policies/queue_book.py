@@ -1,0 +1,72 @@
+"""Bookkeeping of the gateway queue, whatever the fairness policy: entries by request id,
+arrival order (oldest age), an expiry heap (deadlines), and work totals (tokens, models).
+
+Removal is O(1): the arrival deque and the expiry heap drop dead entries lazily.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, deque
+from collections.abc import Iterator
+
+from policies.contracts import QueuedEntry
+
+
+class QueueBook:
+    def __init__(self) -> None:
+        self._entries: dict[str, QueuedEntry] = {}
+        self._gate_names: dict[str, tuple[str, ...]] = {}
+        self._arrivals: deque[QueuedEntry] = deque()
+        self._expiry: list[tuple[float, int, QueuedEntry]] = []
+        self.tokens = 0
+        """Estimated tokens queued (the work-weighted backlog)."""
+        self.models: Counter[str] = Counter()
+        """Queued requests per model."""
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, request_id: str) -> QueuedEntry | None:
+        return self._entries.get(request_id)
+
+    def add(self, entry: QueuedEntry, gate_names: tuple[str, ...]) -> None:
+        req = entry.request
+        self._entries[req.request_id] = entry
+        self._gate_names[req.request_id] = gate_names
+        self._arrivals.append(entry)
+        heapq.heappush(self._expiry, (entry.expires_at, entry.seq, entry))
+        self.tokens += req.estimate.total
+        self.models[req.model] += 1
+
+    def remove(self, entry: QueuedEntry) -> tuple[str, ...]:
+        """Take ``entry`` out (marks it dead); returns the gates that accepted it."""
+        entry.alive = False
+        req = entry.request
+        del self._entries[req.request_id]
+        self.tokens -= req.estimate.total
+        self.models[req.model] -= 1
+        if self.models[req.model] <= 0:
+            del self.models[req.model]
+        return self._gate_names.pop(req.request_id)
+
+    def expired(self, now: float) -> Iterator[QueuedEntry]:
+        """Live entries whose expiry is at or before ``now`` (the caller removes them)."""
+        while self._expiry and self._expiry[0][0] <= now:
+            _, _, entry = heapq.heappop(self._expiry)
+            if entry.alive:
+                yield entry
+
+    def next_expiry(self) -> float | None:
+        while self._expiry and not self._expiry[0][2].alive:
+            heapq.heappop(self._expiry)
+        return self._expiry[0][0] if self._expiry else None
+
+    def oldest(self) -> QueuedEntry | None:
+        while self._arrivals and not self._arrivals[0].alive:
+            self._arrivals.popleft()
+        return self._arrivals[0] if self._arrivals else None
+
+    def live(self) -> list[QueuedEntry]:
+        """Live entries in arrival order."""
+        return [e for e in self._arrivals if e.alive]
