@@ -25,7 +25,13 @@ from policies.snapshot_view import SnapshotView
 from policies.swap import PolicyStates
 from policies.types import Clock, Decision, DecisionKind, Outcome, Reason, RequestInfo, Usage
 
-__all__ = ["Scheduler", "SchedulerStats", "Ticket"]
+__all__ = ["DuplicateRequestId", "Scheduler", "SchedulerStats", "Ticket"]
+
+
+class DuplicateRequestId(ValueError):
+    """``submit`` got a request id that is still queued or in flight. Ids key ``cancel`` and
+    ``release``, so the gateway must keep them unique among live requests."""
+
 
 _MAX_SKIPS_PER_POLL = 64
 """Queued requests set aside per poll because their model has no room (bounds the scan)."""
@@ -64,7 +70,9 @@ class Scheduler:
 
     def submit(self, req: RequestInfo, fleet: FleetSnapshot) -> Decision | Ticket:
         """Ticket: dispatched now. Decision DELAY: queued, comes out of ``poll``. REJECT:
-        terminal, nothing taken."""
+        terminal, nothing taken. Raises ``DuplicateRequestId`` for a live id."""
+        if self._queue.get(req.request_id) is not None or req.request_id in self._in_flight:
+            raise DuplicateRequestId(req.request_id)
         now = self._observe(fleet)
         candidates = self._view.serving(req.model)
         if not candidates:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from policies.scheduler import Ticket
+import pytest
+
+from policies.scheduler import DuplicateRequestId, Ticket
 from policies.types import Decision, DecisionKind, Outcome, Reason, Usage
 
 from .helpers import ManualClock, backend, down, fleet, request, scheduler
@@ -101,3 +103,16 @@ def test_queue_wait_bound_applies_only_without_a_deadline() -> None:
     assert isinstance(out, Decision) and out.request_id == plain.request_id
     assert out.reason is Reason.OVERLOADED
     assert s.stats().queued == 1 and s.next_wakeup() == clock.now + 55.0
+
+
+def test_a_live_request_id_cannot_be_submitted_twice() -> None:
+    clock = ManualClock()
+    s = scheduler(clock)
+    f = fleet(clock, backend(max_num_seqs=1))
+    running = s.submit(request(clock, request_id="same"), f)
+    with pytest.raises(DuplicateRequestId):
+        s.submit(request(clock, request_id="same"), f)
+    assert isinstance(running, Ticket)
+    s.release(running, Outcome.COMPLETED)
+    assert isinstance(s.submit(request(clock, request_id="same"), f), Ticket)  # ended: reusable
+    assert s.stats().in_flight == 1
