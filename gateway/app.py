@@ -28,7 +28,7 @@ from gateway.backends import BackendPool
 from gateway.config import GatewayConfig, LoadedConfig, policy_version
 from gateway.context import Estimator, GatewayContext, Runtime
 from gateway.errors import error_body
-from gateway.inbound import CHAT, COMPLETIONS
+from gateway.inbound import CHAT, COMPLETIONS, request_id_from
 from gateway.metrics import GatewayMetrics, GaugeSample
 from gateway.proxy import handle_completion
 from gateway.records import RecordSink
@@ -212,16 +212,29 @@ def _routes(app: FastAPI, ctx: GatewayContext, scraper: MetricsScraper | None) -
     app.add_exception_handler(Exception, _internal_error)
 
 
-async def _http_error(_request: Request, exc: Exception) -> Response:
+async def _http_error(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
-    kind = "not_found_error" if status == 404 else "invalid_request_error"
-    message = "no such path" if status == 404 else str(getattr(exc, "detail", "error"))
-    return JSONResponse(error_body(message, kind), status_code=status)
+    kind, reason = _HTTP_ERRORS.get(status, ("invalid_request_error", "invalid_request"))
+    message = str(getattr(exc, "detail", "error")) if status not in (404, 405) else reason
+    return JSONResponse(error_body(message, kind), status_code=status,
+                        headers=_refusal_headers(request, reason))  # fmt: skip
 
 
-async def _internal_error(_request: Request, exc: Exception) -> Response:
+async def _internal_error(request: Request, exc: Exception) -> Response:
     log.error("unhandled error", exc_info=exc)
-    return JSONResponse(error_body("internal gateway error", "server_error"), status_code=500)
+    return JSONResponse(error_body("internal gateway error", "server_error"), status_code=500,
+                        headers=_refusal_headers(request, "internal_error"))  # fmt: skip
+
+
+_HTTP_ERRORS = {
+    404: ("not_found_error", "not_found"),
+    405: ("invalid_request_error", "method_not_allowed"),
+}
+
+
+def _refusal_headers(request: Request, reason: str) -> dict[str, str]:
+    return {"x-request-id": request_id_from(request.headers),
+            "x-sluicegate-decision": "reject", "x-sluicegate-reason": reason}  # fmt: skip
 
 
 def _scheduler_gauges(ctx: GatewayContext) -> Iterable[GaugeSample]:

@@ -163,9 +163,11 @@ async def test_anonymous_tenant_only_when_configured(fleet) -> None:
 
 async def test_unknown_path_and_method_have_the_error_shape(config, fleet) -> None:
     async with in_process(config, fleet) as h:
-        r = await h.client.get("/v1/nope")
+        r = await h.client.get("/v1/nope", headers={"x-request-id": "lost-1"})
         assert r.status_code == 404
         _assert_openai_error(r.json())
+        assert r.headers["x-request-id"] == "lost-1"
+        assert r.headers["x-sluicegate-reason"] == "not_found"
         r = await h.client.get(CHAT)
         assert r.status_code == 405
         _assert_openai_error(r.json())
