@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import math
 import random
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -207,7 +209,13 @@ def _routes(app: FastAPI, ctx: GatewayContext, scraper: MetricsScraper | None) -
     app.add_route("/metrics", metrics, methods=["GET"])
     app.add_route("/healthz", healthz, methods=["GET"])
     app.add_route("/readyz", readyz, methods=["GET"])
+
+    async def admin_scheduler(_request: Request) -> Response:
+        stats = dataclasses.asdict(ctx.scheduler.stats())
+        return JSONResponse(_finite({"policy_version": ctx.runtime.version, **stats}))
+
     app.add_route("/admin/backends", admin_backends, methods=["GET"])
+    app.add_route("/admin/scheduler", admin_scheduler, methods=["GET"])
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
 
@@ -235,6 +243,17 @@ _HTTP_ERRORS = {
 def _refusal_headers(request: Request, reason: str) -> dict[str, str]:
     return {"x-request-id": request_id_from(request.headers),
             "x-sluicegate-decision": "reject", "x-sluicegate-reason": reason}  # fmt: skip
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no inf/nan: they become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _scheduler_gauges(ctx: GatewayContext) -> Iterable[GaugeSample]:
