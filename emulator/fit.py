@@ -3,11 +3,14 @@
 Input: the JSON written by ``python -m scripts.vllm.measure`` (default
 ``bench/data/vllm-cpu-medium.json``): streamed completions with exact lengths, in three phases.
 
-* Decode: in every group (phase, concurrency c, prompt, output) the median inter-token interval
-  is one decode step of c sequences holding about ``c * (prompt + output / 2)`` context tokens:
-  ``base_s + c * per_decode_seq_s + context * per_context_token_s``. One least-squares fit over
-  all groups (``concurrency`` sweeps c, ``long_context`` and ``prompt_length`` sweep context)
-  gives the three parameters.
+* Context: ``long_context`` decodes one stream after a long prompt. Its extra inter-token time
+  over the short-prompt single stream of ``concurrency``, per extra context token, is
+  ``per_context_token_s`` (a step of c sequences reads about ``c * (prompt + output / 2)``).
+  Measured directly because in a joint fit the sweep's context grows with c and the two
+  parameters trade off (a joint fit priced context about 2x too low on the shipped data).
+* Decode: ``concurrency`` runs c short-prompt streams together; their inter-token interval,
+  less the context cost, is one decode step: a line over c gives ``base_s`` and
+  ``per_decode_seq_s``.
 * Prefill: ``prompt_length`` sends one request at a time; prompts fit in one chunk, so TTFT is
   one prefill step and its slope over prompt length is ``per_prefill_token_s``.
 
@@ -42,48 +45,34 @@ def _median_by(samples: list[dict[str, Any]], key: str, value: Any) -> dict[int,
     return {k: statistics.median(v) for k, v in sorted(groups.items())}
 
 
-def _least_squares(rows: list[tuple[float, ...]], ys: list[float]) -> list[float]:
-    """Ordinary least squares via the normal equations (few parameters, no numpy needed)."""
-    k = len(rows[0])
-    a = [[sum(r[i] * r[j] for r in rows) for j in range(k)] for i in range(k)]
-    b = [sum(r[i] * y for r, y in zip(rows, ys, strict=True)) for i in range(k)]
-    for col in range(k):  # Gauss-Jordan with partial pivoting
-        pivot = max(range(col, k), key=lambda r: abs(a[r][col]))
-        a[col], a[pivot], b[col], b[pivot] = a[pivot], a[col], b[pivot], b[col]
-        for r in range(k):
-            if r != col and a[col][col]:
-                f = a[r][col] / a[col][col]
-                a[r] = [x - f * y for x, y in zip(a[r], a[col], strict=True)]
-                b[r] -= f * b[col]
-    return [b[i] / a[i][i] if a[i][i] else 0.0 for i in range(k)]
-
-
-def _decode_points(samples: list[dict[str, Any]]) -> list[tuple[int, float, float]]:
-    """(concurrency, mean context tokens of the batch, median inter-token s) per group."""
-    groups: dict[tuple[str, int, int, int], list[float]] = {}
+def _decode_groups(samples: list[dict[str, Any]], phase: str) -> dict[tuple[int, int, int], float]:
+    """(concurrency, prompt, output) -> median inter-token interval (s) for one phase."""
+    groups: dict[tuple[int, int, int], list[float]] = {}
     for s in samples:
-        if s["phase"] != "warmup" and int(s["output_tokens"]) > 1:
-            key = (
-                s["phase"],
-                int(s["concurrency"]),
-                int(s["prompt_tokens"]),
-                int(s["output_tokens"]),
-            )
+        if s["phase"] == phase and int(s["output_tokens"]) > 1:
+            key = (int(s["concurrency"]), int(s["prompt_tokens"]), int(s["output_tokens"]))
             groups.setdefault(key, []).append(_itl(s))
-    return [
-        (c, c * (prompt + out / 2), statistics.median(itls))
-        for (_, c, prompt, out), itls in sorted(groups.items())
-    ]
+    return {k: statistics.median(v) for k, v in sorted(groups.items())}
+
+
+def _batch_context(concurrency: int, prompt: int, output: int) -> float:
+    """Mean KV tokens a decode step reads: every sequence, halfway through its output."""
+    return concurrency * (prompt + output / 2)
 
 
 def fit_step_time(samples: list[dict[str, Any]]) -> StepTimeModel:
-    """Least-squares step-time parameters from measure.py's raw samples (seconds)."""
-    points = _decode_points(samples)
-    ys = [itl for _, _, itl in points]
-    base, per_seq, per_context = _least_squares([(1.0, c, ctx) for c, ctx, _ in points], ys)
-    if per_context < 0:  # context cost not resolvable from this data: leave it out
-        base, per_seq = _least_squares([(1.0, c) for c, _, _ in points], ys)
-        per_context = 0.0
+    """Step-time parameters from measure.py's raw samples (seconds), fitted in three steps."""
+    sweep = _decode_groups(samples, "concurrency")
+    long_ctx = _decode_groups(samples, "long_context")
+    per_context = 0.0
+    single = {k: v for k, v in sweep.items() if k[0] == 1}
+    if long_ctx and single:
+        (lk, litl), (sk, sitl) = next(iter(long_ctx.items())), next(iter(single.items()))
+        extra = _batch_context(*lk) - _batch_context(*sk)
+        per_context = max(0.0, (litl - sitl) / extra) if extra > 0 else 0.0
+    xs = [float(c) for c, _, _ in sweep]
+    ys = [itl - per_context * _batch_context(*k) for k, itl in sweep.items()]
+    per_seq, base = statistics.linear_regression(xs, ys)
     plen = [s for s in samples if s["phase"] == "prompt_length"]
     ttft_by_n = _median_by(plen, "prompt_tokens", lambda s: float(s["ttft_s"]))
     per_prefill, _ = statistics.linear_regression(list(ttft_by_n), list(ttft_by_n.values()))
