@@ -8,7 +8,6 @@ that extra usage-only chunk again when the client did not ask for it.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,8 +135,3 @@ def sse_error_event(message: str, type_: str = "upstream_error") -> bytes:
     """The event that ends a stream that failed after bytes were sent (the SDK raises)."""
     body = {"error": {"message": message, "type": type_, "param": None, "code": None}}
     return b"data: " + json.dumps(body).encode() + b"\n\n"
-
-
-async def iterate_raw(response: httpx.Response) -> AsyncIterator[bytes]:
-    async for chunk in response.aiter_raw():
-        yield chunk
