@@ -60,16 +60,20 @@ def draw_frontier(rows: list[Row], path: Path, *, title: str) -> None:
 
     fig, ax = plt.subplots(figsize=(10, 6), facecolor=BACKGROUND)
     ax.set_facecolor(BACKGROUND)
-    ax.fill_between([0, 13], 0.1, 30, color="#81c784", alpha=0.12, lw=0)
-    ax.text(0.5, 1.5, "goal: wait <= 13 s and felt <= 30 s", color="#81c784")
+    ax.fill_between([0, 13], 1, 30, color="#81c784", alpha=0.15, lw=0)
+    ax.text(0.5, 12, "goal: wait <= 13 s and felt <= 30 s", color="#81c784")
+    markers = "osD^vP*Xh"
     for i, r in enumerate(rows):
-        colour = PALETTE[i % len(PALETTE)]
-        ax.scatter([r.p99_queue_wait_s], [r.p99_felt_wait_s], s=60, color=colour)
-        note = f"{r.policy}  ({r.goodput_tps:.2f}/s, {r.deferral_share:.0%} deferred)"
-        ax.annotate(note, (r.p99_queue_wait_s, r.p99_felt_wait_s), color=colour, fontsize=8,
-                    xytext=(6, 4), textcoords="offset points")  # fmt: skip
+        note = f"{r.policy}: {r.goodput_tps:.3f}/s, {r.deferral_share:.0%} deferred"
+        ax.scatter([r.p99_queue_wait_s], [r.p99_felt_wait_s], s=70, label=note,
+                   color=PALETTE[i % len(PALETTE)], marker=markers[i % len(markers)])  # fmt: skip
     ax.set_yscale("log")
+    ax.set_ylim(10, 400)
+    ax.set_xlim(0, None)
     _style(ax, None, title)
+    legend = ax.legend(loc="upper right", facecolor=BACKGROUND, edgecolor="#777777", fontsize=8)
+    for text in legend.get_texts():
+        text.set_color("white")
     ax.set_xlabel("p99 queue wait (s)", color="white")
     ax.set_ylabel("p99 agent-felt wait, first submission to decoding (s, log)", color="white")
     path.parent.mkdir(parents=True, exist_ok=True)
