@@ -63,6 +63,9 @@ async def handle_completion(ctx: GatewayContext, request: Request, path: str) ->
     gone = asyncio.ensure_future(wait_disconnect(request.receive))
     try:
         return await _dispatch(ctx, flight, prepared, gone)
+    except asyncio.CancelledError:
+        flight.finish(Outcome.CANCELLED, status=CLIENT_GONE, error="cancelled")
+        raise
     except BaseException:
         flight.finish(Outcome.FAILED, status=500, error="gateway error")
         raise
