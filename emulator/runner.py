@@ -125,6 +125,7 @@ class EngineRunner:
     async def _loop(self) -> None:
         start = 0.0
         while True:
+            start = max(start, self._woken_at)  # a submit may precede the loop's first turn
             step = self.engine.step(start) if self.engine.has_work else None
             if step is None or step.duration_s <= 0.0:
                 start = await self._idle_until_submit()
