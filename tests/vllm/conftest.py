@@ -17,12 +17,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import httpx
+import openai
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer, vllm_venv
-from tests.vllm.gateway_thread import GatewayThread, key_digest
+from scripts.vllm.serve import VllmServer, vllm_venv
+from tests.vllm.gateway_thread import GatewayThread
+from tests.vllm.support import OpenSdk, gateway_config, sdk
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts" / "vllm"
@@ -76,60 +76,6 @@ def doomed_vllm(tiny_model_dir: Path) -> Iterator[VllmServer]:
         server.stop()
 
 
-def metric_value(base_url: str, family: str, **labels: str) -> float:
-    """Sum of a family's samples at ``base_url/metrics`` whose labels include ``labels``."""
-    text = httpx.get(f"{base_url}/metrics", timeout=5.0).text
-    total = 0.0
-    for fam in text_string_to_metric_families(text):
-        for sample in fam.samples:
-            if sample.name == family and labels.items() <= sample.labels.items():
-                total += sample.value
-    return total
-
-
-AGENTS_KEY = "sk-test-agents"
-"""API key of tenant ``agents``: no quota, used by most tests."""
-METERED_KEY = "sk-test-metered"
-"""API key of tenant ``metered``: a small token bucket, for the 429 path."""
-METERED_TOKENS_PER_MINUTE = 1200
-METERED_BURST_TOKENS = 64
-
-
-def gateway_config(backends: list[VllmServer]) -> dict[str, Any]:
-    """A gateway config in front of ``backends``, each serving its ``served_name``."""
-    return {
-        "tenants": [
-            {"name": "agents", "api_key_sha256": [key_digest(AGENTS_KEY)]},
-            {"name": "metered", "api_key_sha256": [key_digest(METERED_KEY)]},
-        ],
-        "backends": [
-            {
-                "name": server.served_name,
-                "url": server.url,
-                "models": [server.served_name],
-                "max_num_seqs": MAX_NUM_SEQS,  # the flag the launcher started it with
-            }
-            for server in backends
-        ],
-        "health": {"interval_s": 0.5, "timeout_s": 1.0},
-        "policy": {
-            "gates": [
-                {
-                    "type": "tenant_quota",
-                    "parameters": {
-                        "tenants": {
-                            "metered": {
-                                "tokens_per_minute": METERED_TOKENS_PER_MINUTE,
-                                "burst_tokens": METERED_BURST_TOKENS,
-                            }
-                        }
-                    },
-                }
-            ]
-        },
-    }
-
-
 @pytest.fixture(scope="session")
 def gateway(
     tiny_vllm: VllmServer, tmp_path_factory: pytest.TempPathFactory
@@ -150,3 +96,19 @@ def doomed_gateway(doomed_vllm: VllmServer, tmp_path: Path) -> Iterator[GatewayT
         yield running
     finally:
         running.stop()
+
+
+@pytest.fixture
+def open_sdk() -> Iterator[OpenSdk]:
+    """``open_sdk(server_or_gateway, api_key=..., retries=..., **client_kwargs)``: an SDK
+    client; every one opened is closed at teardown, so no socket is left to the GC."""
+    opened: list[openai.OpenAI] = []
+
+    def open_(target: GatewayThread | VllmServer, *args: Any, **kwargs: Any) -> openai.OpenAI:
+        client = sdk(target.url, *args, **kwargs)
+        opened.append(client)
+        return client
+
+    yield open_
+    for client in opened:
+        client.close()

@@ -6,28 +6,23 @@ import openai
 import pytest
 
 from scripts.vllm.serve import VllmServer
-from tests.vllm.conftest import AGENTS_KEY
 from tests.vllm.gateway_thread import GatewayThread
+from tests.vllm.support import EXACT, PROMPT, OpenSdk
 
 pytestmark = pytest.mark.vllm
 
-PROMPT = [{"role": "user", "content": "Write a haiku about queues."}]
-EXACT = {"ignore_eos": True}
 
-
-def sdk(gateway: GatewayThread, api_key: str = AGENTS_KEY, retries: int = 0) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=api_key, max_retries=retries)
-
-
-def test_models_lists_the_backend_model(gateway: GatewayThread, tiny_vllm: VllmServer) -> None:
-    ids = [m.id for m in sdk(gateway).models.list()]
+def test_models_lists_the_backend_model(
+    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
+) -> None:
+    ids = [m.id for m in open_sdk(gateway).models.list()]
     assert ids == [tiny_vllm.served_name]
 
 
 def test_chat_non_streaming_carries_decision_headers(
-    gateway: GatewayThread, tiny_vllm: VllmServer
+    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
-    raw = sdk(gateway).chat.completions.with_raw_response.create(
+    raw = open_sdk(gateway).chat.completions.with_raw_response.create(
         model=tiny_vllm.served_name, messages=PROMPT, max_tokens=10, extra_body=EXACT
     )
     reply = raw.parse()
@@ -39,9 +34,9 @@ def test_chat_non_streaming_carries_decision_headers(
 
 
 def test_chat_streaming_relays_every_token_and_the_requested_usage(
-    gateway: GatewayThread, tiny_vllm: VllmServer
+    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
-    stream = sdk(gateway).chat.completions.create(
+    stream = open_sdk(gateway).chat.completions.create(
         model=tiny_vllm.served_name,
         messages=PROMPT,
         max_tokens=12,
@@ -57,10 +52,10 @@ def test_chat_streaming_relays_every_token_and_the_requested_usage(
 
 
 def test_streaming_without_include_usage_gets_no_usage_chunk(
-    gateway: GatewayThread, tiny_vllm: VllmServer
+    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
     """The gateway asks vLLM for usage on every stream; the client did not, so it is stripped."""
-    stream = sdk(gateway).chat.completions.create(
+    stream = open_sdk(gateway).chat.completions.create(
         model=tiny_vllm.served_name, messages=PROMPT, max_tokens=6, stream=True, extra_body=EXACT
     )
     chunks = list(stream)
@@ -69,16 +64,20 @@ def test_streaming_without_include_usage_gets_no_usage_chunk(
     assert all(c.usage is None for c in chunks)
 
 
-def test_completions_non_streaming(gateway: GatewayThread, tiny_vllm: VllmServer) -> None:
-    reply = sdk(gateway).completions.create(
+def test_completions_non_streaming(
+    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
+) -> None:
+    reply = open_sdk(gateway).completions.create(
         model=tiny_vllm.served_name, prompt="def main():", max_tokens=9, extra_body=EXACT
     )
     assert reply.usage is not None and reply.usage.completion_tokens == 9
     assert reply.choices[0].text
 
 
-def test_completions_streaming(gateway: GatewayThread, tiny_vllm: VllmServer) -> None:
-    stream = sdk(gateway).completions.create(
+def test_completions_streaming(
+    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
+) -> None:
+    stream = open_sdk(gateway).completions.create(
         model=tiny_vllm.served_name,
         prompt="import sys\n",
         max_tokens=7,
@@ -92,7 +91,9 @@ def test_completions_streaming(gateway: GatewayThread, tiny_vllm: VllmServer) ->
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 7
 
 
-def test_unknown_model_is_a_404_in_openai_shape(gateway: GatewayThread) -> None:
+def test_unknown_model_is_a_404_in_openai_shape(gateway: GatewayThread, open_sdk: OpenSdk) -> None:
     with pytest.raises(openai.NotFoundError) as caught:
-        sdk(gateway).chat.completions.create(model="no-such-model", messages=PROMPT, max_tokens=4)
+        open_sdk(gateway).chat.completions.create(
+            model="no-such-model", messages=PROMPT, max_tokens=4
+        )
     assert isinstance(caught.value.body, dict) and "message" in caught.value.body

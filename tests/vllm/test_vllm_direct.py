@@ -4,22 +4,18 @@ OpenAI API as the notes say, and its live /metrics match the gateway's metric ta
 from __future__ import annotations
 
 import httpx
-import openai
 import pytest
 
 from gateway.scrape.engines import VLLM_0_32
 from gateway.scrape.parse import parse_narrow, parse_reference, wanted_names
 from scripts.vllm.serve import VllmServer
+from tests.vllm.support import OpenSdk
 
 pytestmark = pytest.mark.vllm
 
 
-def _client(server: VllmServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
-
-
-def test_chat_length_is_exact_with_ignore_eos(tiny_vllm: VllmServer) -> None:
-    reply = _client(tiny_vllm).chat.completions.create(
+def test_chat_length_is_exact_with_ignore_eos(tiny_vllm: VllmServer, open_sdk: OpenSdk) -> None:
+    reply = open_sdk(tiny_vllm).chat.completions.create(
         model=tiny_vllm.served_name,
         messages=[{"role": "user", "content": "hello"}],
         max_tokens=12,
@@ -30,8 +26,10 @@ def test_chat_length_is_exact_with_ignore_eos(tiny_vllm: VllmServer) -> None:
     assert reply.choices[0].finish_reason == "length"
 
 
-def test_stream_with_include_usage_ends_in_a_usage_chunk(tiny_vllm: VllmServer) -> None:
-    stream = _client(tiny_vllm).completions.create(
+def test_stream_with_include_usage_ends_in_a_usage_chunk(
+    tiny_vllm: VllmServer, open_sdk: OpenSdk
+) -> None:
+    stream = open_sdk(tiny_vllm).completions.create(
         model=tiny_vllm.served_name,
         prompt="def main():",
         max_tokens=6,
@@ -53,8 +51,10 @@ def test_live_metrics_carry_every_family_of_the_engine_table(tiny_vllm: VllmServ
     assert table - declared == set()
 
 
-def test_narrow_parser_agrees_with_reference_on_live_metrics(tiny_vllm: VllmServer) -> None:
-    _client(tiny_vllm).completions.create(
+def test_narrow_parser_agrees_with_reference_on_live_metrics(
+    tiny_vllm: VllmServer, open_sdk: OpenSdk
+) -> None:
+    open_sdk(tiny_vllm).completions.create(
         model=tiny_vllm.served_name, prompt="x", max_tokens=2, extra_body={"ignore_eos": True}
     )  # so histograms and counters have observations
     text = httpx.get(f"{tiny_vllm.url}/metrics", timeout=5.0).text

@@ -1,0 +1,83 @@
+"""Shared values and probes of the real-vLLM tier: tenants and their keys, the gateway
+config written in front of launched servers, an SDK client, and /metrics readers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import openai
+from openai.types.chat import ChatCompletionMessageParam
+from prometheus_client.parser import text_string_to_metric_families
+
+from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer
+from tests.vllm.gateway_thread import key_digest
+
+PROMPT: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "Write a haiku about queues."}
+]
+EXACT = {"ignore_eos": True}
+"""vLLM extra: generate exactly ``max_tokens`` (random weights rarely stop anyway)."""
+
+AGENTS_KEY = "sk-test-agents"
+"""API key of tenant ``agents``: no quota, used by most tests."""
+METERED_KEY = "sk-test-metered"
+"""API key of tenant ``metered``: a small token bucket, for the 429 path."""
+METERED_TOKENS_PER_MINUTE = 1200
+METERED_BURST_TOKENS = 64
+
+
+def gateway_config(backends: list[VllmServer]) -> dict[str, Any]:
+    """A gateway config in front of ``backends``, each serving its ``served_name``."""
+    return {
+        "tenants": [
+            {"name": "agents", "api_key_sha256": [key_digest(AGENTS_KEY)]},
+            {"name": "metered", "api_key_sha256": [key_digest(METERED_KEY)]},
+        ],
+        "backends": [
+            {
+                "name": server.served_name,
+                "url": server.url,
+                "models": [server.served_name],
+                "max_num_seqs": MAX_NUM_SEQS,  # the flag the launcher started it with
+            }
+            for server in backends
+        ],
+        "health": {"interval_s": 0.5, "timeout_s": 1.0},
+        "policy": {
+            "gates": [
+                {
+                    "type": "tenant_quota",
+                    "parameters": {
+                        "tenants": {
+                            "metered": {
+                                "tokens_per_minute": METERED_TOKENS_PER_MINUTE,
+                                "burst_tokens": METERED_BURST_TOKENS,
+                            }
+                        }
+                    },
+                }
+            ]
+        },
+    }
+
+
+def sdk(base_url: str, api_key: str = AGENTS_KEY, retries: int = 0, **kw: Any) -> openai.OpenAI:
+    """The official SDK pointed at ``base_url`` (a gateway or a server), no retries by default.
+    Prefer the ``open_sdk`` fixture in tests: it closes what it opened."""
+    return openai.OpenAI(base_url=f"{base_url}/v1", api_key=api_key, max_retries=retries, **kw)
+
+
+OpenSdk = Callable[..., openai.OpenAI]
+
+
+def metric_value(base_url: str, family: str, **labels: str) -> float:
+    """Sum of a family's samples at ``base_url/metrics`` whose labels include ``labels``."""
+    text = httpx.get(f"{base_url}/metrics", timeout=5.0).text
+    total = 0.0
+    for fam in text_string_to_metric_families(text):
+        for sample in fam.samples:
+            if sample.name == family and labels.items() <= sample.labels.items():
+                total += sample.value
+    return total

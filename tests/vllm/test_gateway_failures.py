@@ -1,0 +1,158 @@
+"""The hard paths through the gateway, against real vLLM: a 429 the SDK backs off from, a
+client that hangs up mid-stream, a backend that dies mid-stream.
+
+Each waits on observable state (the gateway's and vLLM's own /metrics) with a bounded
+timeout; nothing sleeps to make a test pass and no duration is asserted, except that the
+SDK waited *at least* the Retry-After it was given, which is the behaviour under test.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import httpx2
+import openai
+import pytest
+
+from scripts.vllm.serve import VllmServer
+from tests.vllm.gateway_thread import GatewayThread
+from tests.vllm.support import EXACT, METERED_KEY, PROMPT, OpenSdk, metric_value
+from tests.vllm.waiting import wait_until
+
+pytestmark = pytest.mark.vllm
+
+LONG_OUTPUT = 1900  # near max_model_len: the stream is still running when the test acts
+DRAIN_ATTEMPTS = 20
+
+
+METERED_MAX_TOKENS = 16
+
+
+def _drain_metered_bucket(client: openai.OpenAI, model: str) -> openai.RateLimitError:
+    """Send the metered tenant's request until its bucket no longer holds one more."""
+    for _ in range(DRAIN_ATTEMPTS):
+        try:
+            client.chat.completions.create(
+                model=model, messages=PROMPT, max_tokens=METERED_MAX_TOKENS
+            )
+        except openai.RateLimitError as exc:
+            return exc
+    pytest.fail(f"no 429 after {DRAIN_ATTEMPTS} requests of the metered tenant")
+
+
+class Exchanges:
+    """What the SDK's HTTP client sent and received, with monotonic timestamps."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[float, str | None]] = []
+        self.received: list[tuple[float, int, str | None]] = []
+
+    def on_request(self, request: httpx2.Request) -> None:
+        self.sent.append((time.monotonic(), request.headers.get("x-stainless-retry-count")))
+
+    def on_response(self, response: httpx2.Response) -> None:
+        retry_ms = response.headers.get("retry-after-ms")
+        self.received.append((time.monotonic(), response.status_code, retry_ms))
+
+    def hooks(self) -> dict[str, list[Any]]:
+        return {"request": [self.on_request], "response": [self.on_response]}
+
+
+def test_quota_429_has_retry_after_and_the_sdk_waits_that_long_before_retrying(
+    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
+) -> None:
+    first = _drain_metered_bucket(open_sdk(gateway, METERED_KEY), tiny_vllm.served_name)
+    assert first.status_code == 429
+    assert int(first.response.headers["retry-after"]) >= 1  # integer seconds, RFC 9110
+    assert float(first.response.headers["retry-after-ms"]) > 0
+    assert isinstance(first.body, dict) and first.body.get("type") == "rate_limit_exceeded"
+
+    retried_before = metric_value(gateway.url, "sluicegate_retries_total", tenant="metered")
+    seen = Exchanges()
+    client = open_sdk(
+        gateway, METERED_KEY, retries=4,
+        http_client=openai.DefaultHttpx2Client(event_hooks=seen.hooks()),
+    )  # fmt: skip
+    reply = client.chat.completions.create(  # the same cost as the request just refused
+        model=tiny_vllm.served_name, messages=PROMPT, max_tokens=METERED_MAX_TOKENS,
+        extra_body=EXACT,
+    )  # fmt: skip
+
+    assert reply.usage is not None and reply.usage.completion_tokens == METERED_MAX_TOKENS
+    statuses = [status for _, status, _ in seen.received]
+    assert statuses[0] == 429 and statuses[-1] == 200 and len(statuses) == len(seen.sent)
+    for (got_at, status, retry_ms), (next_sent_at, _) in zip(
+        seen.received, seen.sent[1:], strict=False
+    ):
+        assert status == 429 and retry_ms is not None
+        assert next_sent_at - got_at >= float(retry_ms) / 1000.0
+    assert [count for _, count in seen.sent[1:]] == [str(i) for i in range(1, len(seen.sent))]
+    retried = metric_value(gateway.url, "sluicegate_retries_total", tenant="metered")
+    assert retried - retried_before == len(seen.sent) - 1  # the gateway recognised each retry
+
+
+def test_client_disconnect_mid_stream_frees_the_slot_at_backend_and_gateway(
+    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
+) -> None:
+    def running() -> float:
+        return metric_value(tiny_vllm.url, "vllm:num_requests_running")
+
+    def in_flight() -> float:
+        return metric_value(gateway.url, "sluicegate_in_flight")
+
+    finished_before = metric_value(tiny_vllm.url, "vllm:request_success_total")
+    cancelled_before = metric_value(gateway.url, "sluicegate_outcomes_total", outcome="cancelled")
+    stream = open_sdk(gateway).completions.create(
+        model=tiny_vllm.served_name, prompt="x", max_tokens=LONG_OUTPUT, stream=True,
+        extra_body=EXACT,
+    )  # fmt: skip
+    chunks = iter(stream)
+    for _ in range(3):
+        next(chunks)
+    wait_until(running, lambda n: n >= 1)
+    assert in_flight() >= 1
+
+    stream.close()  # the client hangs up mid-stream
+
+    wait_until(running, lambda n: n == 0)
+    wait_until(in_flight, lambda n: n == 0)
+    cancelled = metric_value(gateway.url, "sluicegate_outcomes_total", outcome="cancelled")
+    assert cancelled - cancelled_before == 1
+    # aborted, not run to completion: vLLM counts no finished request for it
+    assert metric_value(tiny_vllm.url, "vllm:request_success_total") == finished_before
+
+
+def test_backend_killed_mid_stream_ends_in_an_sse_error_and_leaks_nothing(
+    doomed_gateway: GatewayThread, doomed_vllm: VllmServer, open_sdk: OpenSdk
+) -> None:
+    url = doomed_gateway.url
+    failed_before = metric_value(url, "sluicegate_outcomes_total", outcome="failed")
+    stream = open_sdk(doomed_gateway).chat.completions.create(
+        model=doomed_vllm.served_name, messages=PROMPT, max_tokens=LONG_OUTPUT, stream=True,
+        extra_body=EXACT,
+    )  # fmt: skip
+    chunks = iter(stream)
+    next(chunks)
+
+    doomed_vllm.kill()
+
+    with pytest.raises(openai.APIError) as caught:
+        for _ in chunks:
+            pass
+    # an error event the gateway sent, not a torn connection
+    assert not isinstance(caught.value, openai.APIConnectionError)
+    assert isinstance(caught.value.body, dict) and caught.value.body.get("message")
+    wait_until(lambda: metric_value(url, "sluicegate_in_flight"), lambda n: n == 0)
+    failed = metric_value(url, "sluicegate_outcomes_total", outcome="failed")
+    assert failed - failed_before == 1
+
+    # once the probes notice, the next request is a prompt 503 with Retry-After, not a hang
+    wait_until(lambda: httpx.get(f"{url}/readyz", timeout=2.0).status_code, lambda s: s == 503)
+    with pytest.raises(openai.APIStatusError) as refused:
+        open_sdk(doomed_gateway).chat.completions.create(
+            model=doomed_vllm.served_name, messages=PROMPT, max_tokens=4
+        )
+    assert refused.value.status_code == 503
+    assert "retry-after" in refused.value.response.headers
