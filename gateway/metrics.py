@@ -86,6 +86,9 @@ class GatewayMetrics:
         self.reloads = Counter(
             "sluicegate_config_reloads", "Config reload attempts", ["result"], registry=r
         )
+        for result in ("ok", "error"):
+            # Exported at 0 from the start, so increase() sees the first failed reload.
+            self.reloads.labels(result)
         self.config_info = Gauge(
             "sluicegate_config_info", "Active config version", ["version"], registry=r
         )
