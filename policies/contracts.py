@@ -11,7 +11,7 @@ Roles:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -51,6 +51,9 @@ class QueuedEntry:
     seq: int
     alive: bool = True
     gen: int = 0
+
+
+Allow = Callable[[QueuedEntry], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +111,9 @@ class Fairness(Plugin[S, P]):
     def push(self, state: S, entry: QueuedEntry, now: float) -> None: ...
 
     @abstractmethod
-    def pop(self, state: S, now: float) -> QueuedEntry | None: ...
+    def pop(self, state: S, now: float, allow: Allow | None = None) -> QueuedEntry | None:
+        """The next entry to dispatch. ``allow`` (tenant-level headroom) may be honoured to
+        skip entries it refuses, leaving them in place; the scheduler re-checks it."""
 
     @abstractmethod
     def push_back(self, state: S, entry: QueuedEntry) -> None:

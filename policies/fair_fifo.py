@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from policies.contracts import Fairness, NoParams, QueuedEntry
+from policies.contracts import Allow, Fairness, NoParams, QueuedEntry
 
 
 class Fifo(Fairness[deque[QueuedEntry], NoParams]):
@@ -16,7 +16,9 @@ class Fifo(Fairness[deque[QueuedEntry], NoParams]):
     def push(self, state: deque[QueuedEntry], entry: QueuedEntry, now: float) -> None:
         state.append(entry)
 
-    def pop(self, state: deque[QueuedEntry], now: float) -> QueuedEntry | None:
+    def pop(
+        self, state: deque[QueuedEntry], now: float, allow: Allow | None = None
+    ) -> QueuedEntry | None:
         while state:
             entry = state.popleft()
             if entry.alive:

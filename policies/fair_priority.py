@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from pydantic import Field
 
-from policies.contracts import Fairness, Params, QueuedEntry
+from policies.contracts import Allow, Fairness, Params, QueuedEntry
 
 _Item = tuple[float, int, int, QueuedEntry]  # key, seq, gen, entry
 
@@ -45,7 +45,9 @@ class PriorityBands(Fairness[PriorityState, PriorityParams]):
         heapq.heappush(band, (entry.expires_at, entry.seq, entry.gen, entry))
         heapq.heappush(state.by_age, (entry.enqueued_at, entry.seq, entry.gen, entry))
 
-    def pop(self, state: PriorityState, now: float) -> QueuedEntry | None:
+    def pop(
+        self, state: PriorityState, now: float, allow: Allow | None = None
+    ) -> QueuedEntry | None:
         oldest = _top(state.by_age)
         if oldest is not None and now - oldest.enqueued_at >= self.params.starvation_after_s:
             return _take(oldest)

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from policies.contracts import Fairness, NoParams, QueuedEntry
+from policies.contracts import Allow, Fairness, NoParams, QueuedEntry
 from policies.types import RequestInfo
 
 _MIN_WEIGHT = 1e-9
@@ -47,17 +47,24 @@ class Vtc(Fairness[VtcState, NoParams]):
         state.queues.setdefault(tenant, deque()).append(entry)
         _add_live(state, tenant, 1)
 
-    def pop(self, state: VtcState, now: float) -> QueuedEntry | None:
-        while _min_backlogged(state) is not None:
+    def pop(self, state: VtcState, now: float, allow: Allow | None = None) -> QueuedEntry | None:
+        """The least-served backlogged tenant's oldest entry; tenants ``allow`` refuses are
+        passed over (their place is kept)."""
+        passed: list[tuple[float, int, str]] = []
+        found: QueuedEntry | None = None
+        while found is None and _min_backlogged(state) is not None:
             tenant = state.heap[0][2]
-            queue = state.queues[tenant]
-            while queue:
-                entry = queue.popleft()
-                if entry.alive:
-                    _add_live(state, tenant, -1)
-                    return entry
-            state.live[tenant] = 0  # only dead entries were left
-        return None
+            head = _head(state, tenant)
+            if head is None:
+                state.live[tenant] = 0  # only dead entries were left
+            elif allow is not None and not allow(head):
+                passed.append(heapq.heappop(state.heap))
+            else:
+                found = state.queues[tenant].popleft()
+                _add_live(state, tenant, -1)
+        for item in passed:
+            heapq.heappush(state.heap, item)
+        return found
 
     def push_back(self, state: VtcState, entry: QueuedEntry) -> None:
         tenant = entry.request.tenant
@@ -81,6 +88,13 @@ class Vtc(Fairness[VtcState, NoParams]):
         floor = _min_backlogged(state)
         floor = state.last_served if floor is None else floor
         return {t: c - floor for t, c in state.counters.items()}
+
+
+def _head(state: VtcState, tenant: str) -> QueuedEntry | None:
+    queue = state.queues[tenant]
+    while queue and not queue[0].alive:
+        queue.popleft()
+    return queue[0] if queue else None
 
 
 def _add_live(state: VtcState, tenant: str, delta: int) -> None:

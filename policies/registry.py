@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from policies.contracts import Discipline, Fairness, Gate, Limit, NamedGate, Params, Plugin
+from policies.headroom import HeadroomParams
 from policies.ladder import LadderParams
 from policies.retry_after import RetryAfterParams
 
@@ -82,9 +83,10 @@ class PolicySet:
     queue: QueueParams = field(default_factory=QueueParams)
     ladder: LadderParams = field(default_factory=LadderParams)
     retry_after: RetryAfterParams = field(default_factory=RetryAfterParams)
+    headroom: HeadroomParams = field(default_factory=HeadroomParams)
 
 
-_TOP_KEYS = {"name", "limit", "fairness", "queue", "gates", "ladder", "retry_after"}
+_TOP_KEYS = {"name", "limit", "fairness", "queue", "gates", "ladder", "retry_after", "headroom"}
 
 
 def build_policy(raw: Mapping[str, Any] | None) -> PolicySet:
@@ -107,13 +109,14 @@ def build_policy(raw: Mapping[str, Any] | None) -> PolicySet:
     gates = _gates(raw.get("gates"), errors)
     ladder = _model(LadderParams, raw.get("ladder"), ("ladder",), errors)
     retry = _model(RetryAfterParams, raw.get("retry_after"), ("retry_after",), errors)
+    headroom = _model(HeadroomParams, raw.get("headroom"), ("headroom",), errors)
     if errors:
         raise PolicyConfigError(errors)
     assert isinstance(limit, Limit) and isinstance(fairness, Fairness)
-    assert isinstance(discipline, Discipline) and queue and ladder and retry
+    assert isinstance(discipline, Discipline) and queue and ladder and retry and headroom
     return PolicySet(
         str(name), policy_version(raw), limit, fairness, discipline, gates,
-        queue, ladder, retry,
+        queue, ladder, retry, headroom,
     )  # fmt: skip
 
 

@@ -9,11 +9,13 @@ queues and tickets. Every request ends in exactly one terminal outcome: a REJECT
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 from policies.contracts import BackendLoad, GateContext, QueuedEntry
 from policies.fleet import BackendView, FleetSnapshot
+from policies.headroom import ActiveTenants, may_take_slot
 from policies.ladder import apply_ladder, update_active
 from policies.observe import DrainMeter, ExecQuantiles
 from policies.queue_book import QueueBook
@@ -48,6 +50,8 @@ class Scheduler:
         self._view = SnapshotView(FleetSnapshot(at=clock()))
         self._queue = QueueBook()
         self._in_flight: dict[str, InFlight] = {}
+        self._tenant_in_flight: Counter[str] = Counter()
+        self._active = ActiveTenants()
         self._loads: dict[str, BackendLoad] = {}
         self._seq = 0
         self._drain = DrainMeter()
@@ -74,6 +78,7 @@ class Scheduler:
         if self._queue.get(req.request_id) is not None or req.request_id in self._in_flight:
             raise DuplicateRequestId(req.request_id)
         now = self._observe(fleet)
+        self._active.touch(req.tenant, req.weight, now)
         candidates = self._view.serving(req.model)
         if not candidates:
             return self._reject(req, Reason.NO_HEALTHY_BACKEND, None, now)
@@ -87,7 +92,7 @@ class Scheduler:
             return self._reject(req, lad.reject, None, now, shadowed=lad.shadowed)
         req, degradation = lad.request, lad.degradation
         kind = DecisionKind.DEGRADE if degradation.steps else DecisionKind.ADMIT
-        backend = None if self._queue else self._pick_backend(req)
+        backend = None if self._queue or not self._may_take(req) else self._pick_backend(req)
         room_now = backend is not None
         shadowed, verdict = self._run_gates(req, now, room_now)
         shadowed = lad.shadowed + shadowed
@@ -160,12 +165,16 @@ class Scheduler:
         blocked: set[str] = set()
         deferred: list[QueuedEntry] = []
         fairness, fstate = self._policy.fairness, self._states.fairness
+        allow = self._allow if self._policy.headroom.reserve_fraction > 0 else None
         while self._queue and len(deferred) < _MAX_SKIPS_PER_POLL:
             if len(blocked) >= len(self._queue.models) or not self._any_room():
                 break
-            entry = fairness.pop(fstate, now)
+            entry = fairness.pop(fstate, now, allow)
             if entry is None:
                 break
+            if allow is not None and not allow(entry):
+                deferred.append(entry)  # over its share with headroom low; others may go
+                continue
             req = entry.request
             backend = None if req.model in blocked else self._pick_backend(req)
             if backend is None:
@@ -208,6 +217,28 @@ class Scheduler:
         candidates = self._view.serving(req.model)
         return choose_backend(candidates, req.session_id, self._loads, has_room)
 
+    def _allow(self, entry: QueuedEntry) -> bool:
+        return self._may_take(entry.request)
+
+    def _may_take(self, req: RequestInfo) -> bool:
+        """Headroom: may ``req``'s tenant take one more slot of its model's backends?"""
+        params = self._policy.headroom
+        if params.reserve_fraction <= 0:
+            return True
+        limit, lstate = self._policy.limit, self._states.limit
+        total, in_flight = 0.0, 0
+        for b in self._view.serving(req.model):
+            load = self._load(b.name)
+            current = limit.current(lstate, b, load)
+            if current is None:
+                return True  # no slot count: the server's signals alone decide
+            total, in_flight = total + current, in_flight + load.in_flight
+        seen = self._active.weight(req.tenant)
+        weight = req.weight if seen is None else seen
+        active = self._active.total_weight + (weight if seen is None else 0.0)  # with itself
+        mine = self._tenant_in_flight[req.tenant]
+        return may_take_slot(params, total, in_flight, mine, weight, active)
+
     def _any_room(self) -> bool:
         """Cheap pre-check when one model is queued: does any backend for it have room?"""
         if len(self._queue.models) != 1:
@@ -239,6 +270,7 @@ class Scheduler:
         load = self._load(backend.name)
         load.in_flight += 1
         load.in_flight_tokens += req.estimate.total
+        self._tenant_in_flight[req.tenant] += 1
         self._charged += req.estimate.total
         self._policy.fairness.charge(self._states.fairness, req, req.estimate.total)
         self._in_flight[req.request_id] = InFlight(ticket, gate_names)
@@ -263,6 +295,9 @@ class Scheduler:
         load = self._load(ticket.backend)
         load.in_flight -= 1
         load.in_flight_tokens -= req.estimate.total
+        self._tenant_in_flight[req.tenant] -= 1
+        if self._tenant_in_flight[req.tenant] <= 0:
+            del self._tenant_in_flight[req.tenant]
         self._released += req.estimate.total
         if usage is not None:
             self._policy.fairness.charge(
@@ -307,6 +342,7 @@ class Scheduler:
         now = self._clock()
         if fleet is not self._view.fleet:
             self._view = SnapshotView(fleet)
+        self._active.expire(now, self._policy.headroom.active_window_s)
         self._drain.tick(now, bool(self._in_flight))
         return now
 

@@ -51,7 +51,7 @@ def burst(clock: ManualClock, rng: random.Random, alice_tokens: int) -> list[Arr
     return out
 
 
-def run_case(fairness: str, with_burst: bool) -> SimResult:
+def run_case(fairness: str, with_burst: bool, reserve: float = 0.0) -> SimResult:
     clock = ManualClock()
     rng = random.Random(11)
     turns = interactive_turns(clock, rng)
@@ -59,7 +59,12 @@ def run_case(fairness: str, with_burst: bool) -> SimResult:
     if with_burst:
         alice_tokens = sum(make().estimate.total for _, make in turns)
         arrivals += burst(clock, rng, alice_tokens)
-    policy = {"fairness": {"type": fairness}, "queue": {"max_wait_s": 600}, "ladder": {"steps": []}}
+    policy = {
+        "fairness": {"type": fairness},
+        "queue": {"max_wait_s": 600},
+        "ladder": {"steps": []},
+        "headroom": {"reserve_fraction": reserve},
+    }
     s = scheduler(clock, policy)
     f = fleet(clock, backend(max_num_seqs=4))
     return Sim(s, clock, f, service_time).run(arrivals)
@@ -68,15 +73,24 @@ def run_case(fairness: str, with_burst: bool) -> SimResult:
 def test_interactive_p99_wait_stays_near_solo_under_a_burst() -> None:
     solo = run_case("vtc", with_burst=False)
     fair = run_case("vtc", with_burst=True)
+    kept = run_case("vtc", with_burst=True, reserve=0.25)
     fifo = run_case("fifo", with_burst=True)
-    solo_p99, fair_p99, fifo_p99 = (p99(r.waits["alice"]) for r in (solo, fair, fifo))
-    longest_bob = 16_000 / PREFILL_TOKENS_PER_S + 60 / DECODE_TOKENS_PER_S
-    print(
-        f"\nalice p99 queue wait: solo {solo_p99:.2f}s, burst+vtc {fair_p99:.2f}s, "
-        f"burst+fifo {fifo_p99:.2f}s (bob's longest request holds a slot {longest_bob:.2f}s)"
+    solo_p99, fair_p99, kept_p99, fifo_p99 = (
+        p99(r.waits["alice"]) for r in (solo, fair, kept, fifo)
     )
-    assert fair.rejected.get("alice", 0) == 0
-    # Non-preemptive slots: picked first whenever one frees, alice waits at most for one
-    # in-flight request to finish.
+    longest_bob = 16_000 / PREFILL_TOKENS_PER_S + 60 / DECODE_TOKENS_PER_S
+    longest_alice = 900 / PREFILL_TOKENS_PER_S + 40 / DECODE_TOKENS_PER_S
+    print(
+        f"\nalice p99 queue wait: solo {solo_p99:.2f}s | under bob's burst: "
+        f"vtc+headroom {kept_p99:.2f}s, vtc {fair_p99:.2f}s, fifo {fifo_p99:.2f}s "
+        f"(a bob request holds a slot up to {longest_bob:.2f}s, an alice one {longest_alice:.2f}s)"
+    )
+    assert fair.rejected.get("alice", 0) == 0 and kept.rejected.get("alice", 0) == 0
+    # Fair order alone: picked first whenever a slot frees, she waits at most for one of
+    # bob's requests to finish (non-preemptive slots).
     assert fair_p99 <= solo_p99 + longest_bob
+    # With headroom bob never holds the last slot while alice is active: she waits at most
+    # for one of her own requests.
+    assert kept_p99 <= solo_p99 + longest_alice
     assert fifo_p99 > 5 * fair_p99
+    assert sum(kept.served_tokens.values()) == sum(fair.served_tokens.values())  # nothing lost

@@ -26,6 +26,7 @@ GATES = [
 POLICIES: list[dict[str, Any]] = [
     {},
     {"fairness": {"type": "priority"}, "queue": {"discipline": CODEL}},
+    {"headroom": {"reserve_fraction": 0.5, "active_window_s": 2}},
     {"fairness": {"type": "fifo"}, "limit": {"type": "adaptive"}, "gates": GATES},
 ]
 
