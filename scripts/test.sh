@@ -24,7 +24,8 @@ step "tiny random-weight model"
 "$VENV/bin/python" scripts/vllm/build_model.py tiny
 
 step "ruff check"
-"$PY" -m ruff check .
+RUFF_RC=0
+"$PY" -m ruff check . || RUFF_RC=$?  # reported at the end; the tests still run
 
 step "pytest (all tiers)"
 REPORT="$(mktemp -d)/junit.xml"
@@ -41,5 +42,6 @@ esac
 if [ "$PYTEST_RC" -eq 5 ]; then
   echo "FAIL: pytest collected no tests" >&2
 fi
-step "done, pytest exit code $PYTEST_RC"
+step "done: ruff exit code $RUFF_RC, pytest exit code $PYTEST_RC"
+[ "$RUFF_RC" -eq 0 ] || { echo "FAIL: ruff check found problems (listed above)" >&2; exit 1; }
 exit "$PYTEST_RC"
