@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 
 
-class Health(str, enum.Enum):
+class Health(str, enum.Enum):  # noqa: UP042
     HEALTHY = "healthy"
     DEGRADED = "degraded"
     DOWN = "down"

@@ -14,14 +14,14 @@ Clock = Callable[[], float]
 """Monotonic seconds. The gateway passes ``time.monotonic``; the simulator a virtual clock."""
 
 
-class DecisionKind(str, enum.Enum):
+class DecisionKind(str, enum.Enum):  # noqa: UP042
     ADMIT = "admit"
     DELAY = "delay"
     DEGRADE = "degrade"
     REJECT = "reject"
 
 
-class Reason(str, enum.Enum):
+class Reason(str, enum.Enum):  # noqa: UP042
     """Why a decision was made. Small and closed on purpose: it is a metric label."""
 
     CAPACITY_AVAILABLE = "capacity_available"
@@ -38,7 +38,7 @@ class Reason(str, enum.Enum):
     NO_HEALTHY_BACKEND = "no_healthy_backend"
 
 
-class Outcome(str, enum.Enum):
+class Outcome(str, enum.Enum):  # noqa: UP042
     """The one terminal outcome every request ends in."""
 
     COMPLETED = "completed"
