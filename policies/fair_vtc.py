@@ -2,17 +2,18 @@
 
 Each tenant has a counter of the service it received, in tokens divided by its weight
 (``RequestInfo.weight``). The backlogged tenant with the smallest counter dispatches next;
-within a tenant, arrival order. The estimate is charged at dispatch and corrected with the
-actual tokens at release. A tenant that becomes backlogged is lifted to the smallest
-counter among the backlogged (or to the last served counter when nobody is), so idle time
-cannot be banked for a later burst. Between two backlogged tenants the service gap stays
-within 2 x the largest request cost (the VTC bound).
+within a tenant, earliest expiry first (its deadline, else the queue's wait bound, which is
+arrival order), so a tenant's interactive turn is not stuck behind its own batch. The
+estimate is charged at dispatch and corrected with the actual tokens at release. A tenant
+that becomes backlogged is lifted to the smallest counter among the backlogged (or to the
+last served counter when nobody is), so idle time cannot be banked for a later burst.
+Between two backlogged tenants the service gap stays within 2 x the largest request cost
+(the VTC bound).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -20,11 +21,12 @@ from policies.contracts import Allow, Fairness, NoParams, QueuedEntry
 from policies.types import RequestInfo
 
 _MIN_WEIGHT = 1e-9
+_Item = tuple[float, int, int, QueuedEntry]  # expires_at, seq, gen, entry
 
 
 @dataclass
 class VtcState:
-    queues: dict[str, deque[QueuedEntry]] = field(default_factory=dict)
+    queues: dict[str, list[_Item]] = field(default_factory=dict)  # per tenant, EDF heap
     live: dict[str, int] = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
     heap: list[tuple[float, int, str]] = field(default_factory=list)
@@ -44,12 +46,12 @@ class Vtc(Fairness[VtcState, NoParams]):
             floor = _min_backlogged(state)
             floor = state.last_served if floor is None else floor
             state.counters[tenant] = max(state.counters.get(tenant, floor), floor)
-        state.queues.setdefault(tenant, deque()).append(entry)
+        _push_entry(state, entry)
         _add_live(state, tenant, 1)
 
     def pop(self, state: VtcState, now: float, allow: Allow | None = None) -> QueuedEntry | None:
-        """The least-served backlogged tenant's oldest entry; tenants ``allow`` refuses are
-        passed over (their place is kept)."""
+        """The least-served backlogged tenant's most urgent entry; tenants ``allow``
+        refuses are passed over (their place is kept)."""
         passed: list[tuple[float, int, str]] = []
         found: QueuedEntry | None = None
         while found is None and _min_backlogged(state) is not None:
@@ -60,16 +62,16 @@ class Vtc(Fairness[VtcState, NoParams]):
             elif allow is not None and not allow(head):
                 passed.append(heapq.heappop(state.heap))
             else:
-                found = state.queues[tenant].popleft()
+                heapq.heappop(state.queues[tenant])
+                found = head
                 _add_live(state, tenant, -1)
         for item in passed:
             heapq.heappush(state.heap, item)
         return found
 
     def push_back(self, state: VtcState, entry: QueuedEntry) -> None:
-        tenant = entry.request.tenant
-        state.queues.setdefault(tenant, deque()).appendleft(entry)
-        _add_live(state, tenant, 1)
+        _push_entry(state, entry)
+        _add_live(state, entry.request.tenant, 1)
 
     def discard(self, state: VtcState, entry: QueuedEntry) -> None:
         _add_live(state, entry.request.tenant, -1)
@@ -90,11 +92,16 @@ class Vtc(Fairness[VtcState, NoParams]):
         return {t: c - floor for t, c in state.counters.items()}
 
 
+def _push_entry(state: VtcState, entry: QueuedEntry) -> None:
+    queue = state.queues.setdefault(entry.request.tenant, [])
+    heapq.heappush(queue, (entry.expires_at, entry.seq, entry.gen, entry))
+
+
 def _head(state: VtcState, tenant: str) -> QueuedEntry | None:
     queue = state.queues[tenant]
-    while queue and not queue[0].alive:
-        queue.popleft()
-    return queue[0] if queue else None
+    while queue and not (queue[0][3].alive and queue[0][3].gen == queue[0][2]):
+        heapq.heappop(queue)
+    return queue[0][3] if queue else None
 
 
 def _add_live(state: VtcState, tenant: str, delta: int) -> None:

@@ -72,3 +72,15 @@ def test_heavier_weight_gets_proportionally_more() -> None:
         counts[ticket.request.tenant] += 1
         s.release(ticket, Outcome.COMPLETED, Usage(101, 0))
     assert 2.5 <= counts["heavy"] / counts["light"] <= 3.5
+
+
+def test_within_a_tenant_the_earliest_deadline_goes_first() -> None:
+    clock = ManualClock()
+    s = Scheduler(build_policy({}), clock=clock, rng=random.Random(0))
+    f = fleet(clock, backend(max_num_seqs=1))
+    pending = _submit_all(s, f, [request(clock, request_id="running")])
+    batch = request(clock, workload_class="batch", request_id="batch")
+    turn = request(clock, deadline_in=10.0, request_id="turn")
+    assert _submit_all(s, f, [batch, turn]) == []
+    s.release(pending.pop(), Outcome.COMPLETED)
+    assert _next_ticket(s, f, pending).request_id == "turn"
