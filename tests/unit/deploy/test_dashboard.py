@@ -1,0 +1,105 @@
+"""The Grafana dashboard imports, every panel queries, and every query names metrics a
+live gateway exports."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.unit.deploy.conftest import DEPLOY
+from tests.unit.deploy.promql import metric_names, template_selector, unknown_names
+
+DASHBOARD = DEPLOY / "grafana" / "sluicegate.json"
+
+
+@pytest.fixture(scope="module")
+def dashboard() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return data
+
+
+def _panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every panel that shows data (rows are containers), nested rows included."""
+    out = []
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            out += panel.get("panels", [])
+        else:
+            out.append(panel)
+    return out
+
+
+def _exprs(dashboard: dict[str, Any]) -> list[str]:
+    exprs = [t["expr"] for p in _panels(dashboard) for t in p.get("targets", [])]
+    exprs += [a["expr"] for a in dashboard["annotations"]["list"] if "expr" in a]
+    exprs += [template_selector(v["query"]["query"]) for v in dashboard["templating"]["list"]]
+    return exprs
+
+
+def test_it_is_an_importable_dashboard_with_a_prometheus_input(dashboard) -> None:
+    inputs = {i["name"]: i for i in dashboard["__inputs"]}
+    assert inputs["DS_PROMETHEUS"]["pluginId"] == "prometheus"
+    assert dashboard["uid"] and dashboard["title"]
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids)), "panel ids must be unique"
+
+
+def test_every_panel_has_a_query_on_the_input_datasource(dashboard) -> None:
+    panels = _panels(dashboard)
+    assert panels
+    for panel in panels:
+        targets = panel.get("targets", [])
+        assert targets, f"panel {panel['title']!r} has no query"
+        for target in targets:
+            assert target["expr"].strip(), f"panel {panel['title']!r} has an empty query"
+            assert target["datasource"]["uid"] == "${DS_PROMETHEUS}"
+        assert panel["datasource"]["uid"] == "${DS_PROMETHEUS}"
+
+
+def test_panels_do_not_overlap(dashboard) -> None:
+    taken: set[tuple[int, int]] = set()
+    for panel in dashboard["panels"]:
+        g = panel["gridPos"]
+        xs, ys = range(g["x"], g["x"] + g["w"]), range(g["y"], g["y"] + g["h"])
+        cells = {(x, y) for x in xs for y in ys}
+        assert g["x"] + g["w"] <= 24, panel["title"]
+        assert not cells & taken, f"{panel['title']!r} overlaps another panel"
+        taken |= cells
+
+
+def test_every_query_parses_and_names_only_exported_metrics(dashboard, live_metric_names) -> None:
+    exprs = _exprs(dashboard)
+    assert len(exprs) > 20
+    assert unknown_names(exprs, live_metric_names) == {}
+
+
+def test_the_sre_topics_are_on_the_dashboard(dashboard) -> None:
+    """Each topic the dashboard exists for is charted from the metric that measures it."""
+    used = set().union(*(metric_names(e) for e in _exprs(dashboard)))
+    topics = {
+        "decisions and shed %": "sluicegate_decisions_total",
+        "outcomes": "sluicegate_outcomes_total",
+        "queue depth": "sluicegate_queue_depth",
+        "work-weighted backlog": "sluicegate_backlog_tokens",
+        "oldest queued age": "sluicegate_oldest_queued_age_seconds",
+        "queue wait quantiles": "sluicegate_queue_wait_seconds_bucket",
+        "backend health": "sluicegate_backend_health",
+        "running": "sluicegate_backend_running",
+        "waiting": "sluicegate_backend_waiting",
+        "KV usage": "sluicegate_backend_kv_cache_usage",
+        "capacity estimate": "sluicegate_backend_capacity_estimate",
+        "vLLM queue time p90": "sluicegate_backend_queue_time_p90_seconds",
+        "signal age": "sluicegate_backend_signal_age_seconds",
+        "in flight": "sluicegate_in_flight",
+        "in flight per backend": "sluicegate_backend_in_flight",
+        "deficit per tenant": "sluicegate_tenant_deficit_tokens",
+        "estimated tokens": "sluicegate_estimated_tokens_total",
+        "actual tokens": "sluicegate_actual_tokens_total",
+        "deadlines": "sluicegate_deadlines_total",
+        "retries": "sluicegate_retries_total",
+        "config reloads": "sluicegate_config_reloads_total",
+    }
+    missing = {topic: name for topic, name in topics.items() if name not in used}
+    assert missing == {}
