@@ -79,6 +79,9 @@ def markdown_tables(table: Table, setups: Sequence[str], conns: Sequence[int]) -
 
 
 def _row(cell: Cell, direct: Cell | None) -> str:
+    if cell.rate == 0:
+        return (f"| {cell.setup} | {cell.conns} | 0 (none completed within the cell) | 0 | - | - "
+                f"| - | - | {cell.failed} |")  # fmt: skip
     rate = f"{cell.rate:,.0f}"
     if cell.mode == "stream":
         rate += f" ({cell.tokens_per_s:,.0f})"
