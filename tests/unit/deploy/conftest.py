@@ -77,3 +77,9 @@ def live_metric_names(live_exposition: str) -> set[str]:
 
 def load_yaml(path: Path) -> object:
     return yaml.safe_load(path.read_text())
+
+
+def app_paths(config: GatewayConfig) -> set[str]:
+    """The HTTP paths the gateway serves (no lifespan needed to list them)."""
+    app = create_app(config, transport=FakeFleet().transport, background=False)
+    return {route.path for route in app.routes if hasattr(route, "path")}

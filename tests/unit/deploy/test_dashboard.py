@@ -38,7 +38,7 @@ def _exprs(dashboard: dict[str, Any]) -> list[str]:
     return exprs
 
 
-def test_it_is_an_importable_dashboard_with_a_prometheus_input(dashboard) -> None:
+def test_it_is_an_importable_dashboard_with_a_prometheus_input(dashboard: dict[str, Any]) -> None:
     inputs = {i["name"]: i for i in dashboard["__inputs"]}
     assert inputs["DS_PROMETHEUS"]["pluginId"] == "prometheus"
     assert dashboard["uid"] and dashboard["title"]
@@ -46,7 +46,7 @@ def test_it_is_an_importable_dashboard_with_a_prometheus_input(dashboard) -> Non
     assert len(ids) == len(set(ids)), "panel ids must be unique"
 
 
-def test_every_panel_has_a_query_on_the_input_datasource(dashboard) -> None:
+def test_every_panel_has_a_query_on_the_input_datasource(dashboard: dict[str, Any]) -> None:
     panels = _panels(dashboard)
     assert panels
     for panel in panels:
@@ -58,7 +58,7 @@ def test_every_panel_has_a_query_on_the_input_datasource(dashboard) -> None:
         assert panel["datasource"]["uid"] == "${DS_PROMETHEUS}"
 
 
-def test_panels_do_not_overlap(dashboard) -> None:
+def test_panels_do_not_overlap(dashboard: dict[str, Any]) -> None:
     taken: set[tuple[int, int]] = set()
     for panel in dashboard["panels"]:
         g = panel["gridPos"]
@@ -69,13 +69,15 @@ def test_panels_do_not_overlap(dashboard) -> None:
         taken |= cells
 
 
-def test_every_query_parses_and_names_only_exported_metrics(dashboard, live_metric_names) -> None:
+def test_every_query_parses_and_names_only_exported_metrics(
+    dashboard: dict[str, Any], live_metric_names: set[str]
+) -> None:
     exprs = _exprs(dashboard)
     assert len(exprs) > 20
     assert unknown_names(exprs, live_metric_names) == {}
 
 
-def test_the_sre_topics_are_on_the_dashboard(dashboard) -> None:
+def test_the_sre_topics_are_on_the_dashboard(dashboard: dict[str, Any]) -> None:
     """Each topic the dashboard exists for is charted from the metric that measures it."""
     used = set().union(*(metric_names(e) for e in _exprs(dashboard)))
     topics = {
