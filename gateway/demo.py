@@ -3,13 +3,18 @@
 No GPU, no config file: two ``rx9070xt`` emulators (8 slots each, run ``--speed`` times faster
 than a real card) start on free loopback ports, the gateway listens on ``--port`` with an
 anonymous tenant, and one line per second shows decisions by kind, the gateway queue and each
-backend's running / waiting / KV use. Ctrl-C stops everything (``--duration`` stops by itself).
+backend's running / waiting / KV use. ``--load N`` adds N built-in agents (request, think about
+a second, repeat) so there is something to watch. Ctrl-C stops everything (``--duration``
+stops by itself).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
+import random
 import sys
 import threading
 from collections import Counter
@@ -35,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--speed", type=float, default=10.0, help="emulators run K times faster")
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--no-live", action="store_true", help="no live view")
+    p.add_argument(
+        "--load", type=int, default=0, help="also run N built-in agents (request, think ~1 s)"
+    )
     return p
 
 
@@ -98,6 +106,27 @@ def _live_view(base: str, fleet: EmulatorFleet, stop: threading.Event, out: Text
             print(live_line(text, fleet), file=out, flush=True)
 
 
+async def _agent(
+    client: httpx.AsyncClient, base: str, rng: random.Random, stop: threading.Event
+) -> None:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "write a function"}]}
+    while not stop.is_set():
+        with contextlib.suppress(httpx.HTTPError):
+            await client.post(f"{base}/v1/chat/completions", json=body | {"max_tokens": 512})
+        await asyncio.sleep(rng.expovariate(1.0))  # think time, seconds of wall clock
+
+
+def _load(base: str, agents: int, stop: threading.Event) -> None:
+    """A small closed loop of agents so the live view has something to show."""
+
+    async def run() -> None:
+        async with httpx.AsyncClient(timeout=600.0) as client:
+            workers = [_agent(client, base, random.Random(i), stop) for i in range(agents)]
+            await asyncio.gather(*workers)
+
+    asyncio.run(run())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     specs = [
@@ -118,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             threads.append(
                 threading.Thread(target=_live_view, args=(base, fleet, stop, sys.stdout))
             )
+        if args.load > 0:
+            threads.append(threading.Thread(target=_load, args=(base, args.load, stop)))
         if args.duration is not None:
             threads.append(
                 threading.Timer(args.duration, lambda: setattr(server, "should_exit", True))
