@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,6 +32,7 @@ from gateway.records import RequestRecord, prompt_sha256
 from gateway.relay import RelayResponse, race, wait_disconnect
 from gateway.responses import error_response, exhausted, headers, refuse, rejection
 from gateway.streaming import relay_stream
+from policies.scheduler import DuplicateRequestId
 from policies.types import (
     Decision,
     DecisionKind,
@@ -176,7 +178,13 @@ async def _admit(
     """A Ticket, a REJECT Decision, or None when the client left while queued.
     Backends in ``avoid`` just refused this request (connect error, engine busy): it is
     not sent there again at once (if it queues, the dispatcher may pick them later)."""
-    result = ctx.admission.submit(req, avoid=avoid)
+    try:
+        result = ctx.admission.submit(req, avoid=avoid)
+    except DuplicateRequestId:
+        # X-Request-Id is the client's to choose and need not be unique; the scheduler's
+        # key must be. The header and the record keep the client's id.
+        req = replace(req, request_id=f"{req.request_id}#{uuid.uuid4().hex[:12]}")
+        result = ctx.admission.submit(req, avoid=avoid)
     if isinstance(result, Decision) and result.decision is DecisionKind.DELAY:
         flight.decided(result)
         result = await ctx.admission.wait_dispatch(result, gone)

@@ -102,3 +102,22 @@ def _assert_retry_after(headers: Any) -> None:
     seconds, millis = int(headers["retry-after"]), int(headers["retry-after-ms"])
     assert seconds >= 1 and millis >= 1
     assert seconds == max(1, math.ceil(millis / 1000))
+
+
+async def test_two_live_requests_may_share_a_client_request_id(config, fleet) -> None:
+    """X-Request-Id is the client's: a duplicate must neither crash nor leak a slot."""
+    async with over_loopback(config, fleet) as h:
+        same = {**auth(), "x-request-id": "agent-7-turn-3"}
+        gate = h.backend("a").gates[1] = asyncio.Event()
+        holder = h.client.stream("POST", CHAT, headers=same, json=_body(True))
+        await holder.__aenter__()
+        await wait_until(lambda: h.backend("a").sent == [0])
+        second = asyncio.ensure_future(h.client.post(CHAT, headers=same, json=_body()))
+        await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
+        gate.set()
+        await holder.__aexit__(None, None, None)
+        r = await asyncio.wait_for(second, 3.0)
+        assert r.status_code == 200
+        assert r.headers["x-request-id"] == "agent-7-turn-3"
+        await wait_until(lambda: h.ctx.scheduler.stats().in_flight == 0)
+        assert h.ctx.scheduler.stats().queued == 0
