@@ -26,7 +26,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from emulator.embedded import EmulatorFleet, EmulatorSpec, start_emulators
 from gateway.app import create_app
+from gateway.auth import key_digest
 from gateway.config import GatewayConfig, LoadedConfig, load_config_bytes
+from gateway.serve import DEMO_KEY
 
 MODEL = "emulated"
 
@@ -48,7 +50,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def demo_config(urls: list[str]) -> LoadedConfig:
     raw = {
-        "tenants": [{"name": "anonymous"}],
+        "tenants": [
+            {"name": "anonymous"},
+            {"name": "demo", "api_key_sha256": [key_digest(DEMO_KEY)]},
+        ],
         "auth": {"anonymous_tenant": "anonymous"},
         "backends": [
             {"name": f"emulator-{i}", "url": url, "models": [MODEL]} for i, url in enumerate(urls)
@@ -61,14 +66,14 @@ def demo_config(urls: list[str]) -> LoadedConfig:
 def examples(base: str) -> str:
     body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hello"}]})
     return f"""
-Sluicegate demo: gateway on {base}, model {MODEL!r}
+Sluicegate demo: gateway on {base}, model {MODEL!r}, API key {DEMO_KEY!r} (or none)
 
   curl -si {base}/v1/chat/completions -H 'content-type: application/json' \\
        -d '{body}' | grep -i -e '^x-sluicegate' -e '^HTTP'
 
   python - <<'EOF'
   from openai import OpenAI
-  client = OpenAI(base_url="{base}/v1", api_key="demo")
+  client = OpenAI(base_url="{base}/v1", api_key="{DEMO_KEY}")
   raw = client.chat.completions.with_raw_response.create(
       model="{MODEL}", messages=[{{"role": "user", "content": "hello"}}], max_tokens=64)
   print(raw.headers.get("x-sluicegate-decision"), raw.headers.get("x-sluicegate-reason"))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from emulator.embedded import EmulatorFleet
+from gateway.auth import key_digest
 from gateway.demo import demo_config, live_line
+from gateway.serve import DEMO_KEY
 from tests.integration.conftest import StartEmulator
 
 GATEWAY_METRICS = """\
@@ -32,3 +34,6 @@ def test_demo_config_puts_every_emulator_behind_the_gateway() -> None:
     loaded = demo_config(urls)
     assert [b.url for b in loaded.config.backends] == urls
     assert loaded.config.auth.anonymous_tenant == "anonymous"
+    demo = loaded.config.tenant("demo")
+    assert demo is not None
+    assert demo.api_key_sha256 == [key_digest(DEMO_KEY)]
