@@ -141,10 +141,18 @@ async def progress(run: SwarmRun, n: int) -> None:
             await asyncio.sleep(10.0)
 
 
-async def swarm_once(args: argparse.Namespace, workload: AgentWorkload, n: int) -> SwarmRun:
+async def swarm_once(
+    args: argparse.Namespace,
+    workload: AgentWorkload,
+    n: int,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> SwarmRun:
+    """One bounded run of ``n`` agents; ``transport`` replaces the network (tests)."""
     limits = httpx.Limits(max_connections=n + 4, max_keepalive_connections=n + 4)
     timeout = httpx.Timeout(args.request_timeout)
-    async with httpx.AsyncClient(base_url=args.url, limits=limits, timeout=timeout) as client:
+    async with httpx.AsyncClient(
+        base_url=args.url, limits=limits, timeout=timeout, transport=transport
+    ) as client:
         run = SwarmRun(client, args.model, workload, args.speed, stop_at=args.duration)
         rng = random.Random(args.seed)
         agents = [asyncio.create_task(agent(run, i, random.Random(rng.random()))) for i in range(n)]

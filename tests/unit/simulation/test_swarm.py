@@ -1,0 +1,55 @@
+"""The live load generator against an in-process fake server (httpx.MockTransport)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from emulator.profile import load_profile
+from simulation.metrics import summarise
+from simulation.swarm import parser, retry_after_s, swarm_once
+from simulation.workload import AgentWorkload, BackoffPolicy
+
+
+class FakeServer:
+    """Rejects every second request with 429 + retry-after-ms; streams the rest."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.bodies: list[dict[str, object]] = []
+        self.sessions: set[str] = set()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.calls += 1
+        body = json.loads(request.content)
+        self.bodies.append(body)
+        self.sessions.add(request.headers["x-session-id"])
+        if self.calls % 2 == 0:
+            return httpx.Response(429, headers={"retry-after-ms": "2"}, json={"error": {}})
+        chunks = [{"choices": [{"delta": {"content": "tok"}}]} for _ in range(3)]
+        sse = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+        return httpx.Response(200, text=sse, headers={"content-type": "text/event-stream"})
+
+
+async def test_swarm_counts_deferrals_and_completes_every_turn() -> None:
+    fake = FakeServer()
+    args = parser().parse_args(["--model", "m", "--speed", "1000", "--duration", "20",
+                                "--warmup", "0", "--drain", "60"])  # fmt: skip
+    profile = load_profile("rx9070xt")
+    workload = AgentWorkload(profile.output_lengths, backoff=BackoffPolicy(base_s=0.5))
+    run = await swarm_once(args, workload, 3, transport=httpx.MockTransport(fake))
+    assert run.records and run.open_turns == 0 and run.failures == 0
+    for r in run.records:
+        assert r.finished is not None and r.decode_start is not None
+        assert len(r.attempts) == len(r.deferrals) + 1
+    s = summarise(run.records, 0.0, 20.0)
+    assert 0.0 < s.deferral_share < 1.0
+    assert fake.sessions == {"agent-0", "agent-1", "agent-2"}
+    assert all(b["ignore_eos"] is True and b["stream"] is True for b in fake.bodies)
+
+
+def test_retry_after_prefers_milliseconds() -> None:
+    assert retry_after_s(httpx.Headers({"retry-after": "3", "retry-after-ms": "2500"})) == 2.5
+    assert retry_after_s(httpx.Headers({"retry-after": "3"})) == 3.0
+    assert retry_after_s(httpx.Headers({})) == 0.0
