@@ -174,6 +174,13 @@ class Gateway:
         assert stats["charged_tokens"] == stats["released_tokens"]
 
 
+def _fresh(ctx: GatewayContext) -> bool:
+    """Every backend healthy with a fresh scrape (before it, stale counts as saturated)."""
+    views = ctx.pool.snapshot().backends
+    return all(v.health.value == "healthy" and not v.stale and v.waiting is not None
+               for v in views)  # fmt: skip
+
+
 @contextlib.asynccontextmanager
 async def serve_gateway(raw: dict[str, Any], *, check_lost: bool = True) -> AsyncIterator[Gateway]:
     """The gateway on uvicorn on 127.0.0.1 (a socket bound first: no port race)."""
@@ -189,7 +196,7 @@ async def serve_gateway(raw: dict[str, Any], *, check_lost: bool = True) -> Asyn
     try:
         await wait_for(lambda: server.started or task.done(), 10.0, "gateway started")
         assert server.started, "the gateway did not start"
-        await wait_for(lambda: gw.ctx.pool.snapshot().any_available, 10.0, "a backend up")
+        await wait_for(lambda: _fresh(gw.ctx), 10.0, "every backend up with fresh signals")
         yield gw
         if check_lost:
             await gw.assert_nothing_lost()
