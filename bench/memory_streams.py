@@ -17,9 +17,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import resource
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,8 +49,10 @@ def _request(key: str) -> bytes:
     return head.encode() + body
 
 
-async def open_stream(port: int, key: str, timeout_s: float) -> asyncio.StreamWriter | None:
-    """Open one stream and wait for its first event; the writer keeps it open."""
+async def open_stream(port: int, key: str, timeout_s: float) -> asyncio.StreamWriter | str:
+    """Open one stream and wait for its first event: the writer (which keeps it open), or
+    why it failed."""
+    writer = None
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port),
                                                 timeout_s)  # fmt: skip
@@ -58,13 +62,15 @@ async def open_stream(port: int, key: str, timeout_s: float) -> asyncio.StreamWr
         while FIRST_EVENT not in seen.partition(b"\r\n\r\n")[2]:
             left = deadline - time.monotonic()
             chunk = await asyncio.wait_for(reader.read(65536), max(left, 0.001))
-            if not chunk or (not seen.startswith(b"HTTP/1.1 200") and len(seen) > 12):
-                writer.close()
-                return None
             seen += chunk
+            if not chunk or (len(seen) > 12 and not seen.startswith(b"HTTP/1.1 200")):
+                writer.close()
+                return seen.split(b"\r\n", 1)[0].decode(errors="replace") or "closed"
         return writer
-    except (OSError, TimeoutError):
-        return None
+    except (OSError, TimeoutError) as exc:
+        if writer is not None:
+            writer.close()
+        return type(exc).__name__
 
 
 async def hold_streams(pid: int, port: int, args: argparse.Namespace) -> int:
@@ -73,18 +79,22 @@ async def hold_streams(pid: int, port: int, args: argparse.Namespace) -> int:
     print(f"gateway RSS before any stream: {base / 2**20:.1f} MiB")
     writers: list[asyncio.StreamWriter] = []
     failed = 0
+    reasons: Counter[str] = Counter()
     while len(writers) < args.streams and failed <= args.max_failures:
         n = min(args.batch, args.streams - len(writers))
         opened = await asyncio.gather(*(open_stream(port, TENANT_KEYS[i % len(TENANT_KEYS)],
                                                     args.timeout) for i in range(n)))  # fmt: skip
-        writers += [w for w in opened if w is not None]
-        failed += sum(w is None for w in opened)
+        writers += [w for w in opened if not isinstance(w, str)]
+        reasons.update(w for w in opened if isinstance(w, str))
+        failed = sum(reasons.values())
         if checkpoints and len(writers) >= checkpoints[0]:
             checkpoints.pop(0)
             await asyncio.sleep(1.0)  # let the gateway settle (no GC race in the reading)
             _report(pid, base, len(writers), failed)
     if checkpoints:
         _report(pid, base, len(writers), failed)
+    if reasons:
+        print("failures: " + ", ".join(f"{n} x {why}" for why, n in reasons.most_common()))
     for w in writers:
         w.close()
     await asyncio.sleep(3.0)
@@ -107,15 +117,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=250)
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to open one stream")
     p.add_argument("--max-failures", type=int, default=100)
+    p.add_argument(
+        "--setup",
+        default="sluicegate",
+        choices=("sluicegate", "sluicegate-pool"),
+        help="sluicegate-pool: the upstream-pool experiment (setups.py)",
+    )
     args = p.parse_args(argv)
     raise_nofile()
+    fits = fd_bound_streams()
+    if args.streams > fits:
+        print(f"asked for {args.streams} streams; the open-file limit "
+              f"({resource.getrlimit(resource.RLIMIT_NOFILE)[0]}, and this sandbox may not raise "
+              f"it) lets the gateway hold {fits} (two sockets each): measuring {fits}")  # fmt: skip
+        args.streams = fits
     with tempfile.TemporaryDirectory(prefix="sluicegate-memory-") as tmp:
         workdir = Path(tmp)
         port = free_port()
         backend = Proc("fake-backend", [sys.executable, "-m", "bench.hotpath.fake_backend",
                                         "--port", str(port), "--hold"], "0",
                        workdir / "backend.log")  # fmt: skip
-        gateway = Sluicegate("sluicegate", port, free_port(), workdir, "1")
+        gateway = Sluicegate(args.setup, port, free_port(), workdir, "1")
         gateway.max_num_seqs = gateway.max_concurrent_per_tenant = 2 * args.streams
         try:
             backend.start()
@@ -127,8 +149,15 @@ def main(argv: list[str] | None = None) -> int:
             gateway.stop()
             backend.stop()
             with contextlib.suppress(OSError):
-                print("gateway log tail:\n" + gateway.procs[0].tail(5))
+                log = gateway.procs[0].log.read_text(errors="replace").splitlines()
+                notes = [ln for ln in log if not ln.startswith('{"event":"request"')]
+                print("gateway log, other than request records:\n" + "\n".join(notes[-15:]))
     return 1 if failed else 0
+
+
+def fd_bound_streams(spare: int = 300) -> int:
+    """Streams one gateway process can hold: a client and an upstream socket each."""
+    return (resource.getrlimit(resource.RLIMIT_NOFILE)[0] - spare) // 2
 
 
 def _server_pid(leader: int) -> int:
