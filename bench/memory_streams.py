@@ -98,9 +98,22 @@ async def hold_streams(pid: int, port: int, args: argparse.Namespace) -> int:
     for w in writers:
         w.close()
     await asyncio.sleep(3.0)
+    print(f"after closing: gateway in flight {await in_flight(port)} (every slot must be released)")
     print(f"all closed: gateway RSS {rss_bytes(pid) / 2**20:.1f} MiB "
           f"(retained {(rss_bytes(pid) - base) / 2**20:.1f} MiB)")  # fmt: skip
     return failed
+
+
+async def in_flight(port: int) -> str:
+    """``sluicegate_in_flight`` from the gateway's own /metrics."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    text = (await reader.read()).decode(errors="replace")
+    writer.close()
+    for line in text.splitlines():
+        if line.startswith("sluicegate_in_flight "):
+            return line.split()[1]
+    return "?"
 
 
 def _report(pid: int, base: int, open_streams: int, failed: int) -> None:
