@@ -5,6 +5,7 @@ from __future__ import annotations
 from policies.fair_fifo import Fifo
 from policies.fair_priority import PriorityBands
 from policies.fair_vtc import Vtc
+from policies.gate_codel_admission import CodelAdmission
 from policies.gate_deadline import DeadlineFeasibility
 from policies.gate_quota import TenantQuota
 from policies.gate_reservation import WaitReservation
@@ -24,3 +25,4 @@ for _discipline in (DeadlineOnly, Codel):
     register("discipline")(_discipline)
 for _gate in (TenantQuota, RetryBudget, DeadlineFeasibility, WaitReservation):
     register("gate")(_gate)
+register("gate")(CodelAdmission)

@@ -73,6 +73,8 @@ class GateContext:
     drain_tokens_per_s: float | None
     exec_p95_s: float | None
     room_now: bool
+    oldest_queued_s: float | None = None
+    """Seconds the oldest queued request has waited so far; None when nothing is queued."""
 
 
 class Plugin(ABC, Generic[S, P]):
@@ -90,10 +92,18 @@ class Plugin(ABC, Generic[S, P]):
 
 
 class Gate(Plugin[S, P]):
-    """Admission gate. ``check`` has no side effects; ``on_accept``/``on_finish`` account."""
+    """Admission gate. ``check`` has no side effects; ``commit`` records what its answer
+    meant; ``on_accept``/``on_finish`` account."""
 
     @abstractmethod
     def check(self, state: S, req: RequestInfo, ctx: GateContext) -> Verdict | None: ...
+
+    def commit(
+        self, state: S, req: RequestInfo, ctx: GateContext, verdict: Verdict | None, shadow: bool
+    ) -> None:
+        """Called once right after ``check`` with its answer (the chain stops at the first
+        enforced refusal). ``shadow`` True: the answer was only logged, never given to the
+        client, so nothing may be promised to it (e.g. no reservation)."""
 
     def on_accept(self, state: S, req: RequestInfo, now: float) -> None:
         """The request entered the system (queued or dispatched)."""

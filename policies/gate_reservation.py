@@ -13,7 +13,8 @@ each agent feels stays what a FCFS queue would give it.
 Predicted wait = (queued tokens + reserved tokens) / measured drain rate (tokens per second
 of busy time). No evidence never rejects: without a drain rate, a session, or with room
 now, the gate says yes. A reservation not claimed within ``grace_s`` of its time lapses.
-``check`` records the reservation when it says no: the promise is the point of the answer.
+``check`` only answers; ``commit`` records the reservation (or moves its time) when the
+refusal is enforced. A shadow gate's "no" reaches no client, so it reserves nothing.
 """
 
 from __future__ import annotations
@@ -44,10 +45,13 @@ class ReservationState:
     held: dict[str, Reservation] = field(default_factory=dict)
 
     def reserved_tokens(self, now: float, grace_s: float) -> int:
+        """Tokens held by reservations that have not lapsed at ``now`` (read only)."""
+        return sum(r.tokens for r in self.held.values() if r.due + grace_s >= now)
+
+    def forget_lapsed(self, now: float, grace_s: float) -> None:
         lapsed = [s for s, r in self.held.items() if r.due + grace_s < now]
         for session in lapsed:
             del self.held[session]
-        return sum(r.tokens for r in self.held.values())
 
 
 class WaitReservation(Gate[ReservationState, ReservationParams]):
@@ -59,24 +63,48 @@ class WaitReservation(Gate[ReservationState, ReservationParams]):
 
     def check(self, state: ReservationState, req: RequestInfo, ctx: GateContext) -> Verdict | None:
         p, session = self.params, req.session_id
-        reserved = state.reserved_tokens(ctx.now, p.grace_s)
-        mine = state.held.get(session) if session is not None else None
-        rate = ctx.drain_tokens_per_s
+        mine = self._live_reservation(state, session, ctx.now)
         if mine is not None:
             late_s = self._queue_s(ctx) - p.target_wait_s
             if ctx.now >= mine.due and late_s <= 0:
                 return None  # the promise is kept; on_accept consumes it
             # early, or the queue drained slower than predicted: keep the place, move the time
-            mine.due = max(mine.due, ctx.now + late_s)
-            return Verdict(Reason.OVERLOADED, mine.due - ctx.now)
+            return Verdict(Reason.OVERLOADED, max(mine.due, ctx.now + late_s) - ctx.now)
+        rate = ctx.drain_tokens_per_s
         if session is None or rate is None or rate <= 0:
             return None
+        reserved = state.reserved_tokens(ctx.now, p.grace_s)
         wait_s = (ctx.queued_tokens + reserved) / rate
         if wait_s <= p.target_wait_s:
             return None
-        after_s = wait_s - p.target_wait_s
-        state.held[session] = Reservation(ctx.now + after_s, req.estimate.total)
-        return Verdict(Reason.OVERLOADED, after_s)
+        return Verdict(Reason.OVERLOADED, wait_s - p.target_wait_s)
+
+    def commit(
+        self,
+        state: ReservationState,
+        req: RequestInfo,
+        ctx: GateContext,
+        verdict: Verdict | None,
+        shadow: bool,
+    ) -> None:
+        """An enforced refusal is an appointment: hold the place until ``retry_after_s``."""
+        state.forget_lapsed(ctx.now, self.params.grace_s)
+        if verdict is None or shadow or req.session_id is None:
+            return
+        after_s = verdict.retry_after_s or 0.0
+        mine = state.held.get(req.session_id)
+        if mine is not None:
+            mine.due = ctx.now + after_s
+        else:
+            state.held[req.session_id] = Reservation(ctx.now + after_s, req.estimate.total)
+
+    def _live_reservation(
+        self, state: ReservationState, session: str | None, now: float
+    ) -> Reservation | None:
+        mine = state.held.get(session) if session is not None else None
+        if mine is None or mine.due + self.params.grace_s < now:
+            return None
+        return mine
 
     @staticmethod
     def _queue_s(ctx: GateContext) -> float:

@@ -119,10 +119,13 @@ class Scheduler:
             drain_tokens_per_s=self._drain.rate(now),
             exec_p95_s=self._exec.p95(req.estimate.total),
             room_now=room_now,
+            oldest_queued_s=self._oldest_queued_s(now, room_now),
         )
         shadowed: tuple[str, ...] = ()
         for named in self._policy.gates:
-            verdict = named.gate.check(self._states.gates[named.name], req, ctx)
+            state = self._states.gates[named.name]
+            verdict = named.gate.check(state, req, ctx)
+            named.gate.commit(state, req, ctx, verdict, named.shadow)
             if verdict is None:
                 continue
             if named.shadow:
@@ -130,6 +133,10 @@ class Scheduler:
                 continue
             return shadowed, (verdict.reason, verdict.retry_after_s)
         return shadowed, None
+
+    def _oldest_queued_s(self, now: float, room_now: bool) -> float | None:
+        oldest = None if room_now else self._queue.oldest()
+        return None if oldest is None else now - oldest.enqueued_at
 
     def _accept_gates(self, req: RequestInfo, now: float) -> tuple[str, ...]:
         for named in self._policy.gates:

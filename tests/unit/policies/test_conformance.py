@@ -28,6 +28,7 @@ SAMPLE_PARAMS: dict[tuple[Role, str], dict[str, Any]] = {
     ("gate", "retry_budget"): {"ratio": 0.2},
     ("gate", "deadline_feasibility"): {},
     ("gate", "wait_reservation"): {"target_wait_s": 0.5},
+    ("gate", "codel_admission"): {"target_s": 0.5, "interval_s": 3.0},
 }
 ROLES: tuple[Role, ...] = ("limit", "fairness", "discipline", "gate")
 ALL = [(role, name) for role in ROLES for name in registered(role)]
