@@ -69,7 +69,7 @@ def gateway_config(
                 **({"max_num_seqs": max_num_seqs} if max_num_seqs else {}),
             }
             for i, url in enumerate(backends)
-        ],  # fmt: skip
+        ],
         "health": {"interval_s": 0.5, "timeout_s": 2.0},
         "scrape": {"interval_s": 0.1},
         "policy": policy,
@@ -143,7 +143,8 @@ class Gateway:
         http = httpx.AsyncClient(timeout=60.0, event_hooks={"request": [self._count]})
         self._clients.append(http)
         return openai.AsyncOpenAI(
-            base_url=f"{self.base_url}/v1", api_key=api_key(tenant), http_client=http,
+            base_url=f"{self.base_url}/v1", api_key=api_key(tenant),
+            http_client=http,  # type: ignore[arg-type]  # the SDK types its own httpx alias
             max_retries=0,
         )  # fmt: skip
 

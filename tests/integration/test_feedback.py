@@ -5,6 +5,7 @@ never saw), not because of anything the gateway counted itself."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from tests.integration.harness import (
 
 pytestmark = pytest.mark.emulator
 
-NO_LADDER = {"ladder": {"steps": []}}
+NO_LADDER: dict[str, Any] = {"ladder": {"steps": []}}
 
 
 async def test_backend_reported_waiting_holds_new_requests_until_it_drains(

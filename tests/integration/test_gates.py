@@ -30,8 +30,9 @@ EXACT_RETRY_AFTER = {"min_s": 0.01, "max_s": 60, "jitter": 0.0}
 
 
 def _quota_policy(*, shadow: bool, tpm: int, burst: int) -> dict[str, Any]:
+    limits = {"tokens_per_minute": tpm, "burst_tokens": burst}
     gate = {"type": "tenant_quota", "name": "quota", "shadow": shadow,
-            "parameters": {"default": {"tokens_per_minute": tpm, "burst_tokens": burst}}}  # fmt: skip
+            "parameters": {"default": limits}}  # fmt: skip
     return {"gates": [gate], "ladder": {"steps": []}, "retry_after": EXACT_RETRY_AFTER}
 
 
@@ -100,7 +101,9 @@ async def test_infeasible_deadline_is_refused_before_backend_work(
     async with serve_gateway(gateway_config([emulator.url], policy)) as gw:
         client = gw.client()
         for _ in range(EVIDENCE):  # the run time of this cost class, learned
-            assert (await client.post("/v1/chat/completions", json=chat_body(tokens))).status_code == 200
+            assert (
+                await client.post("/v1/chat/completions", json=chat_body(tokens))
+            ).status_code == 200
         before = await engine_gauge(emulator.url, "vllm:request_success_total")
         tight = {"x-request-deadline-ms": f"{run_s * 1000 / 2:.3f}"}
         r = await client.post("/v1/chat/completions", json=chat_body(tokens), headers=tight)
@@ -134,7 +137,7 @@ async def test_ladder_caps_max_tokens_under_backend_saturation(
 
             def saturated() -> bool:  # the gateway's own view of the backend's signals
                 view = gw.ctx.pool.snapshot().backends[0]
-                return (view.waiting or 0.0) / scale >= step["at"]  # type: ignore[operator]
+                return bool((view.waiting or 0.0) / scale >= step["at"])  # type: ignore[operator]
 
             await wait_for(saturated, what="the backend reported as saturated")
             r = await client.post("/v1/chat/completions", json=chat_body(4 * cap))

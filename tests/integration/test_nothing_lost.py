@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -29,7 +30,7 @@ from tests.integration.harness import (
 pytestmark = pytest.mark.emulator
 
 LONG = 4000  # output tokens: far longer than any test waits for
-NO_LADDER = {"ladder": {"steps": []}}
+NO_LADDER: dict[str, Any] = {"ladder": {"steps": []}}
 
 
 def outcome_key(outcome: str, tenant: str = "alice") -> str:
@@ -65,9 +66,7 @@ async def test_client_gone_while_queued(start_emulator: StartEmulator) -> None:
     async with serve_gateway(gateway_config([emu.url], policy)) as gw:
         client = gw.client()
         hold = asyncio.Event()
-        running = asyncio.ensure_future(
-            _stream_until(client, chat_body(LONG, stream=True), hold)
-        )
+        running = asyncio.ensure_future(_stream_until(client, chat_body(LONG, stream=True), hold))
         await wait_for(lambda: gw.ctx.scheduler.stats().in_flight == 1, what="one in flight")
         queued = asyncio.ensure_future(client.post("/v1/chat/completions", json=chat_body(8)))
         await wait_for(lambda: gw.ctx.scheduler.stats().queued == 1, what="one queued")

@@ -35,12 +35,18 @@ pytestmark = pytest.mark.emulator
 SPEED = 50.0
 
 
-async def burst(client: httpx.AsyncClient, bodies: list[dict[str, Any]],
-                headers: list[dict[str, str]] | None = None) -> list[httpx.Response]:  # fmt: skip
+async def burst(
+    client: httpx.AsyncClient,
+    bodies: list[dict[str, Any]],
+    headers: list[dict[str, str]] | None = None,
+) -> list[httpx.Response]:
+    """Every body sent at once; the responses in order."""
     hdrs = headers or [{} for _ in bodies]
-    return list(await asyncio.gather(*(
-        client.post("/v1/chat/completions", json=b, headers=h) for b, h in zip(bodies, hdrs)
-    )))  # fmt: skip
+    posts = [
+        client.post("/v1/chat/completions", json=b, headers=h)
+        for b, h in zip(bodies, hdrs, strict=True)
+    ]
+    return list(await asyncio.gather(*posts))
 
 
 def slots(emulator: EmbeddedEmulator) -> int:
@@ -132,8 +138,8 @@ async def test_fair_share_serves_a_light_tenant_during_a_heavy_burst(
     heavy_n = min(quota["max_concurrent"], 4 * slots(emu))
     raw = gateway_config([emu.url], policy, tenants=("heavy", "light"), max_num_seqs=slots(emu))
     async with serve_gateway(raw) as gw:
-        heavy = asyncio.ensure_future(burst(gw.client("heavy"),
-                                            [chat_body(1000) for _ in range(heavy_n)]))  # fmt: skip
+        heavy_bodies = [chat_body(1000) for _ in range(heavy_n)]
+        heavy = asyncio.ensure_future(burst(gw.client("heavy"), heavy_bodies))
         await _until_queued(gw, 2 * slots(emu))
         light = await burst(gw.client("light"), [chat_body(50) for _ in range(3)])
         still_queued = gw.ctx.scheduler.stats().queued
@@ -172,7 +178,9 @@ async def test_agent_swarm_queues_the_step_keeps_sessions_and_computes_retry_aft
                 r = await client.post("/v1/chat/completions", json=chat_body(8),
                                       headers={"x-session-id": session})  # fmt: skip
                 assert r.status_code == 200
-            gained = sorted([await _success_count(e) - b for e, b in zip(emus, before)])
+            gained = sorted(
+                [await _success_count(e) - b for e, b in zip(emus, before, strict=True)]
+            )
             assert gained == [0, 3], f"session {session} was spread over backends: {gained}"
         await _retry_budget_refusal(gw, client, policy, first_attempts=n + 6, t0=t0)
 

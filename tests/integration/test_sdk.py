@@ -4,6 +4,8 @@ adds upstream stripped unless the client asked for it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from emulator.embedded import EmbeddedEmulator
@@ -17,10 +19,10 @@ DECISION_HEADERS = ("x-request-id", "x-sluicegate-decision", "x-sluicegate-reaso
                     "x-sluicegate-policy-version")  # fmt: skip
 
 
-def assert_disclosed(headers: object) -> None:
+def assert_disclosed(headers: Any) -> None:
     for name in DECISION_HEADERS:
-        assert headers.get(name), f"missing {name}"  # type: ignore[attr-defined]
-    assert headers.get("x-sluicegate-decision") in ("admit", "degrade")  # type: ignore[attr-defined]
+        assert headers.get(name), f"missing {name}"
+    assert headers.get("x-sluicegate-decision") == "admit"
 
 
 async def test_chat_and_completions_plain(emulator: EmbeddedEmulator) -> None:
@@ -44,11 +46,11 @@ async def test_chat_and_completions_plain(emulator: EmbeddedEmulator) -> None:
         assert completion.choices[0].text
 
 
-async def _chat_stream(sdk: object, include_usage: bool | None) -> tuple[object, list[object]]:
+async def _chat_stream(sdk: Any, include_usage: bool | None) -> tuple[Any, list[Any]]:
     kw: dict[str, object] = {}
     if include_usage is not None:
         kw["stream_options"] = {"include_usage": include_usage}
-    raw = await sdk.chat.completions.with_raw_response.create(  # type: ignore[attr-defined]
+    raw = await sdk.chat.completions.with_raw_response.create(
         model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=MAX_TOKENS,
         stream=True, extra_body=PIN, **kw,
     )  # fmt: skip
@@ -94,7 +96,8 @@ async def test_completions_stream(emulator: EmbeddedEmulator, include_usage: boo
         chunks = [c async for c in raw.parse()]
         with_usage = [c for c in chunks if c.usage is not None]
         if include_usage:
-            assert len(with_usage) == 1 and with_usage[0].usage.completion_tokens == MAX_TOKENS
+            usage = with_usage[0].usage if len(with_usage) == 1 else None
+            assert usage is not None and usage.completion_tokens == MAX_TOKENS
         else:
             assert with_usage == []
         assert "".join(c.choices[0].text for c in chunks if c.choices)
