@@ -256,6 +256,11 @@ class UpstreamPool:
             raise
         return response
 
+    @property
+    def idle(self) -> int:
+        """Idle keep-alive connections held now."""
+        return sum(not c.closed for c in self._idle)
+
     def _take_idle(self) -> _Connection | None:
         while self._idle:
             conn = self._idle.pop()
