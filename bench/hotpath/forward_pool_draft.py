@@ -113,12 +113,21 @@ class UpstreamResponse:
         self._wake()
 
     def lost(self, exc: Exception | None) -> None:
-        if not self._complete:
-            if not self._head_done and exc is None:
-                self._fail(httpx.RemoteProtocolError("server disconnected without a response"))
-            else:
-                self._fail(httpx.ReadError(str(exc or "connection closed mid-response")))
+        if self._complete:
+            pass
+        elif not self._head_done:  # nothing came back: safe to retry on a fresh connection
+            why = f" ({exc})" if exc else ""
+            self._fail(httpx.RemoteProtocolError(f"server disconnected without a response{why}"))
+        elif exc is None and self._delimited_by_close():
+            self._complete = True  # HTTP/1.0-style body: it ends where the connection does
+            self._keep_alive = False
+        else:
+            self._fail(httpx.ReadError(str(exc or "connection closed mid-response")))
         self._wake()
+
+    def _delimited_by_close(self) -> bool:
+        framed = "content-length" in self.headers
+        return not framed and "chunked" not in self.headers.get("transfer-encoding", "")
 
     def _fail(self, error: BaseException) -> None:
         if self._error is None:
@@ -264,7 +273,7 @@ class UpstreamPool:
     def _take_idle(self) -> _Connection | None:
         while self._idle:
             conn = self._idle.pop()
-            if not conn.closed:
+            if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
                 return conn
         return None
 
