@@ -20,6 +20,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -93,13 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     rng, clock = random.Random(6), VirtualClock()
     sched = Scheduler(build_policy(POLICY), clock=clock, rng=random.Random(7))
     tickets: list[Ticket] = []
-    seq, fill_ns = 0, ([], [])
+    seq = 0
+    fill_ns: Samples = ([], [])
     snap = fleet(clock.now, args.backends, args.slots)
     queued = 0
     while queued < args.queued:
         clock.now += 1e-5
         req = request(seq, args.tenants, rng, clock.now)
-        out = timed(lambda r=req: sched.submit(r, snap), fill_ns)
+        out = timed(partial(sched.submit, req, snap), fill_ns)
         if isinstance(out, Ticket):
             tickets.append(out)
         elif isinstance(out, Decision) and out.decision is DecisionKind.DELAY:
@@ -115,16 +117,15 @@ def main(argv: list[str] | None = None) -> int:
         snap = fleet(clock.now, args.backends, args.slots)
         done = tickets.pop(rng.randrange(len(tickets)))
         usage = Usage(done.request.estimate.prompt_tokens, rng.randint(1, 512))
-        timed(lambda t=done, u=usage: sched.release(t, Outcome.COMPLETED, u, latency_s=1.0),
-              release_ns)  # fmt: skip
-        out = timed(lambda s=snap: sched.poll(s), poll_ns)
+        timed(partial(sched.release, done, Outcome.COMPLETED, usage, latency_s=1.0), release_ns)
+        out = timed(partial(sched.poll, snap), poll_ns)
         assert isinstance(out, list)
         tickets += [t for t in out if isinstance(t, Ticket)]
         rejected = [d for d in out if isinstance(d, Decision)]
         if rejected:
             raise SystemExit(f"unexpected rejects in steady state: {rejected[0].reason}")
         req = request(seq, args.tenants, rng, clock.now)
-        timed(lambda r=req, s=snap: sched.submit(r, s), submit_ns)
+        timed(partial(sched.submit, req, snap), submit_ns)
         seq += 1
     stats = sched.stats()
     print(f"queued {stats.queued} across {args.tenants} tenants, in flight {stats.in_flight} "

@@ -7,6 +7,7 @@ point between "no proxy" and "a gateway that decides".
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -44,7 +45,7 @@ async def chat(request: Request) -> Response:
         upstream = await client.send(upstream_request, stream=True)
     if upstream.headers.get("content-type", "").startswith("text/event-stream"):
 
-        async def relay() -> object:
+        async def relay() -> AsyncIterator[bytes]:
             try:
                 async for chunk in upstream.aiter_raw():
                     yield chunk

@@ -47,5 +47,5 @@ def build() -> FastAPI:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if os.environ.get("SLUICEGATE_UPSTREAM") == "pool":
         logging.getLogger("httpx").setLevel(logging.WARNING)
-        gateway.proxy.open_upstream = open_upstream_pooled  # type: ignore[assignment]
+        setattr(gateway.proxy, "open_upstream", open_upstream_pooled)  # noqa: B010 (run-time swap)
     return create_app(load_config(path), config_path=path)
