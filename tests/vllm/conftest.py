@@ -21,7 +21,7 @@ import openai
 import pytest
 
 from scripts.vllm.serve import VllmServer, vllm_venv
-from tests.vllm.gateway_thread import GatewayThread
+from tests.vllm.gateway_process import GatewayProcess
 from tests.vllm.support import OpenSdk, gateway_config, sdk
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,9 +96,9 @@ def doomed_vllm(tiny_model_dir: Path) -> Iterator[VllmServer]:
 @pytest.fixture(scope="session")
 def gateway(
     tiny_vllm: VllmServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GatewayThread]:
+) -> Iterator[GatewayProcess]:
     """The gateway in front of the session's tiny server, shared by the session."""
-    running = GatewayThread.start(gateway_config([tiny_vllm]), tmp_path_factory.mktemp("gw"))
+    running = GatewayProcess.start(gateway_config([tiny_vllm]), tmp_path_factory.mktemp("gw"))
     try:
         yield running
     finally:
@@ -106,9 +106,9 @@ def gateway(
 
 
 @pytest.fixture
-def doomed_gateway(doomed_vllm: VllmServer, tmp_path: Path) -> Iterator[GatewayThread]:
+def doomed_gateway(doomed_vllm: VllmServer, tmp_path: Path) -> Iterator[GatewayProcess]:
     """A gateway of its own in front of the server a test kills."""
-    running = GatewayThread.start(gateway_config([doomed_vllm]), tmp_path)
+    running = GatewayProcess.start(gateway_config([doomed_vllm]), tmp_path)
     try:
         yield running
     finally:
@@ -121,7 +121,7 @@ def open_sdk() -> Iterator[OpenSdk]:
     client; every one opened is closed at teardown, so no socket is left to the GC."""
     opened: list[openai.OpenAI] = []
 
-    def open_(target: GatewayThread | VllmServer, *args: Any, **kwargs: Any) -> openai.OpenAI:
+    def open_(target: GatewayProcess | VllmServer, *args: Any, **kwargs: Any) -> openai.OpenAI:
         client = sdk(target.url, *args, **kwargs)
         opened.append(client)
         return client

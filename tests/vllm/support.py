@@ -12,7 +12,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from prometheus_client.parser import text_string_to_metric_families
 
 from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer
-from tests.vllm.gateway_thread import key_digest
+from tests.vllm.gateway_process import key_digest
 
 PROMPT: list[ChatCompletionMessageParam] = [
     {"role": "user", "content": "Write a haiku about queues."}
@@ -24,8 +24,10 @@ AGENTS_KEY = "sk-test-agents"
 """API key of tenant ``agents``: no quota, used by most tests."""
 METERED_KEY = "sk-test-metered"
 """API key of tenant ``metered``: a small token bucket, for the 429 path."""
-METERED_TOKENS_PER_MINUTE = 1200
+METERED_TOKENS_PER_MINUTE = 6000
 METERED_BURST_TOKENS = 64
+"""A bucket smaller than one request of the 429 test: the first is admitted on a full bucket,
+its whole cost is charged, and the next must wait for (cost - what is left) / rate seconds."""
 
 
 def gateway_config(backends: list[VllmServer]) -> dict[str, Any]:

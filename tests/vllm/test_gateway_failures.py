@@ -17,29 +17,18 @@ import openai
 import pytest
 
 from scripts.vllm.serve import VllmServer
-from tests.vllm.gateway_thread import GatewayThread
+from tests.vllm.gateway_process import GatewayProcess
 from tests.vllm.support import EXACT, METERED_KEY, PROMPT, OpenSdk, metric_value
 from tests.vllm.waiting import wait_until
 
 pytestmark = pytest.mark.vllm
 
 LONG_OUTPUT = 1900  # near max_model_len: the stream is still running when the test acts
-DRAIN_ATTEMPTS = 20
 
 
-METERED_MAX_TOKENS = 16
-
-
-def _drain_metered_bucket(client: openai.OpenAI, model: str) -> openai.RateLimitError:
-    """Send the metered tenant's request until its bucket no longer holds one more."""
-    for _ in range(DRAIN_ATTEMPTS):
-        try:
-            client.chat.completions.create(
-                model=model, messages=PROMPT, max_tokens=METERED_MAX_TOKENS
-            )
-        except openai.RateLimitError as exc:
-            return exc
-    pytest.fail(f"no 429 after {DRAIN_ATTEMPTS} requests of the metered tenant")
+METERED_MAX_TOKENS = 400
+"""Each metered request costs far more than the bucket holds, so after one is admitted the
+Retry-After is seconds long, not a sliver a slow test step could outlast."""
 
 
 class Exchanges:
@@ -61,13 +50,23 @@ class Exchanges:
 
 
 def test_quota_429_has_retry_after_and_the_sdk_waits_that_long_before_retrying(
-    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
+    gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
-    first = _drain_metered_bucket(open_sdk(gateway, METERED_KEY), tiny_vllm.served_name)
-    assert first.status_code == 429
-    assert int(first.response.headers["retry-after"]) >= 1  # integer seconds, RFC 9110
-    assert float(first.response.headers["retry-after-ms"]) > 0
-    assert isinstance(first.body, dict) and first.body.get("type") == "rate_limit_exceeded"
+    def metered_request(client: openai.OpenAI) -> openai.types.chat.ChatCompletion:
+        return client.chat.completions.create(
+            model=tiny_vllm.served_name, messages=PROMPT, max_tokens=METERED_MAX_TOKENS,
+            extra_body=EXACT,
+        )  # fmt: skip
+
+    no_retry = open_sdk(gateway, METERED_KEY)
+    metered_request(no_retry)  # admitted on the full bucket; drains it
+    with pytest.raises(openai.RateLimitError) as refused:
+        metered_request(no_retry)
+    headers = refused.value.response.headers
+    assert int(headers["retry-after"]) >= 1  # integer seconds, RFC 9110
+    assert float(headers["retry-after-ms"]) > 0
+    assert isinstance(refused.value.body, dict)
+    assert refused.value.body.get("type") == "rate_limit_exceeded"
 
     retried_before = metric_value(gateway.url, "sluicegate_retries_total", tenant="metered")
     seen = Exchanges()
@@ -75,10 +74,7 @@ def test_quota_429_has_retry_after_and_the_sdk_waits_that_long_before_retrying(
         gateway, METERED_KEY, retries=4,
         http_client=openai.DefaultHttpx2Client(event_hooks=seen.hooks()),
     )  # fmt: skip
-    reply = client.chat.completions.create(  # the same cost as the request just refused
-        model=tiny_vllm.served_name, messages=PROMPT, max_tokens=METERED_MAX_TOKENS,
-        extra_body=EXACT,
-    )  # fmt: skip
+    reply = metered_request(client)
 
     assert reply.usage is not None and reply.usage.completion_tokens == METERED_MAX_TOKENS
     statuses = [status for _, status, _ in seen.received]
@@ -94,7 +90,7 @@ def test_quota_429_has_retry_after_and_the_sdk_waits_that_long_before_retrying(
 
 
 def test_client_disconnect_mid_stream_frees_the_slot_at_backend_and_gateway(
-    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
+    gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
     def running() -> float:
         return metric_value(tiny_vllm.url, "vllm:num_requests_running")
@@ -125,7 +121,7 @@ def test_client_disconnect_mid_stream_frees_the_slot_at_backend_and_gateway(
 
 
 def test_backend_killed_mid_stream_ends_in_an_sse_error_and_leaks_nothing(
-    doomed_gateway: GatewayThread, doomed_vllm: VllmServer, open_sdk: OpenSdk
+    doomed_gateway: GatewayProcess, doomed_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
     url = doomed_gateway.url
     failed_before = metric_value(url, "sluicegate_outcomes_total", outcome="failed")

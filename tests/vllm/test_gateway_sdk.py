@@ -6,21 +6,21 @@ import openai
 import pytest
 
 from scripts.vllm.serve import VllmServer
-from tests.vllm.gateway_thread import GatewayThread
+from tests.vllm.gateway_process import GatewayProcess
 from tests.vllm.support import EXACT, PROMPT, OpenSdk
 
 pytestmark = pytest.mark.vllm
 
 
 def test_models_lists_the_backend_model(
-    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
+    gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
     ids = [m.id for m in open_sdk(gateway).models.list()]
     assert ids == [tiny_vllm.served_name]
 
 
 def test_chat_non_streaming_carries_decision_headers(
-    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
+    gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
     raw = open_sdk(gateway).chat.completions.with_raw_response.create(
         model=tiny_vllm.served_name, messages=PROMPT, max_tokens=10, extra_body=EXACT
@@ -34,7 +34,7 @@ def test_chat_non_streaming_carries_decision_headers(
 
 
 def test_chat_streaming_relays_every_token_and_the_requested_usage(
-    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
+    gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
     stream = open_sdk(gateway).chat.completions.create(
         model=tiny_vllm.served_name,
@@ -52,7 +52,7 @@ def test_chat_streaming_relays_every_token_and_the_requested_usage(
 
 
 def test_streaming_without_include_usage_gets_no_usage_chunk(
-    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
+    gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
     """The gateway asks vLLM for usage on every stream; the client did not, so it is stripped."""
     stream = open_sdk(gateway).chat.completions.create(
@@ -65,7 +65,7 @@ def test_streaming_without_include_usage_gets_no_usage_chunk(
 
 
 def test_completions_non_streaming(
-    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
+    gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
     reply = open_sdk(gateway).completions.create(
         model=tiny_vllm.served_name, prompt="def main():", max_tokens=9, extra_body=EXACT
@@ -75,7 +75,7 @@ def test_completions_non_streaming(
 
 
 def test_completions_streaming(
-    gateway: GatewayThread, tiny_vllm: VllmServer, open_sdk: OpenSdk
+    gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
     stream = open_sdk(gateway).completions.create(
         model=tiny_vllm.served_name,
@@ -91,7 +91,7 @@ def test_completions_streaming(
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 7
 
 
-def test_unknown_model_is_a_404_in_openai_shape(gateway: GatewayThread, open_sdk: OpenSdk) -> None:
+def test_unknown_model_is_a_404_in_openai_shape(gateway: GatewayProcess, open_sdk: OpenSdk) -> None:
     with pytest.raises(openai.NotFoundError) as caught:
         open_sdk(gateway).chat.completions.create(
             model="no-such-model", messages=PROMPT, max_tokens=4
