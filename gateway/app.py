@@ -153,6 +153,9 @@ def _lifespan(
             await ctx.pool.probe_all()
             jobs.append(ctx.pool.run_probes())
             if scraper is not None:
+                # One scrape before serving: with no signal yet every backend is stale, which
+                # counts as saturated, and the first requests would be degraded for nothing.
+                await asyncio.gather(*(scraper.scrape_once(n) for n in scraper.names))
                 jobs.append(scraper.run())
             if ctx.reloader is not None:
                 ctx.reloader.install_sighup(asyncio.get_running_loop())
