@@ -8,7 +8,11 @@ Seed 000 leaves some parameters unstated; the choices are documented in
 - *fixed-cap-12*: at most 12 turns in the system (running + waiting in the engine); a turn
   that finds no room is rejected at once (a one-token queue bound means "never queue"),
   so the agent backs off and resubmits.
-- *codel-8s*: the gateway queue under CoDel (RFC 8289) with target 8 s.
+- *codel-8s*: the gateway queue under CoDel (RFC 8289) with target 8 s, dropping queued
+  turns at dequeue.
+- *codel-admission-8s*: the same state machine on the head-of-line sojourn, applied at
+  submit: while it is in its dropping state, new submissions are deferred (the seed's
+  reading of "CoDel defers X % of submissions"); ``-law`` defers one per control-law tick.
 
 A name that is a path to a YAML file loads that file's ``policy:`` section (or the whole
 file when it has none), so any preset runs in the simulator unchanged.
@@ -31,6 +35,20 @@ CODEL_INTERVAL_S = 8.5
 interval above the 8 s target sheds the most, which is closest to the seed's deferral
 shares (see docs/seed-table.md)."""
 
+CODEL_ADMISSION_INTERVAL_S = 16.0
+"""Unstated in the seed: twice the target. Shorter intervals shed more (12 s: +2-4 points
+of deferral at N = 20-24), longer ones less (24 s: -5 points at N = 20); see seed-table.md."""
+
+
+def _codel_admission(name: str, shed: str) -> dict[str, Any]:
+    params = {"target_s": 8.0, "interval_s": CODEL_ADMISSION_INTERVAL_S, "shed": shed}
+    return {
+        "name": name,
+        "queue": {"max_wait_s": NEVER_S},
+        "gates": [{"type": "codel_admission", "parameters": params}],
+    }
+
+
 SEED_POLICIES: dict[str, dict[str, Any]] = {
     "unbounded": {
         "name": "unbounded",
@@ -51,6 +69,8 @@ SEED_POLICIES: dict[str, dict[str, Any]] = {
             },
         },
     },
+    "codel-admission-8s": _codel_admission("codel-admission-8s", "while_dropping"),
+    "codel-admission-8s-law": _codel_admission("codel-admission-8s-law", "control_law"),
 }
 
 
@@ -73,6 +93,7 @@ FRONTIER: dict[str, tuple[dict[str, Any], BackoffPolicy]] = {
     "unbounded": (SEED_POLICIES["unbounded"], EXPONENTIAL),
     "fixed-cap-12": (SEED_POLICIES["fixed-cap-12"], EXPONENTIAL),
     "codel-8s": (SEED_POLICIES["codel-8s"], EXPONENTIAL),
+    "codel-admission-8s": (SEED_POLICIES["codel-admission-8s"], EXPONENTIAL),
     "fixed-cap-12/exact": (SEED_POLICIES["fixed-cap-12"], EXACT),
     "queue-deadline-12s/exact": ({"name": "queue-deadline-12s", "queue": {"max_wait_s": 12.0},
                                   "retry_after": {"jitter": 0.0}}, EXACT),

@@ -16,6 +16,7 @@ from emulator.profile import Profile, load_profile
 from simulation.catalog import FRONTIER, resolve
 from simulation.chart import ChartUnavailable, draw, draw_frontier
 from simulation.engine_adapter import knee_agents
+from simulation.lengths import resolve_lengths
 from simulation.results import Row, format_table, write_csv
 from simulation.run import Candidate, RunSpec, sweep
 from simulation.workload import AgentWorkload, BackoffPolicy
@@ -34,6 +35,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=3600.0, help="simulated seconds per run")
     p.add_argument("--warmup", type=float, default=300.0, help="unmeasured seconds at the start")
     p.add_argument("--seeds", type=_ints, default=[1], help="seeds pooled per row, e.g. 1,2,3")
+    p.add_argument("--lengths", default="profile",
+                   help="turn lengths: profile, lognormal-S (profile's mean, shape S) or a "
+                   "YAML file with components (see simulation/lengths.py)")  # fmt: skip
     p.add_argument("--think", type=float, default=4.5, help="mean think time (s), exponential")
     p.add_argument("--prompt-tokens", type=int, default=64, help="prefill per turn (tokens)")
     p.add_argument("--backoff-base", type=float, default=6.0, help="first backoff (s)")
@@ -61,14 +65,13 @@ def main(argv: list[str] | None = None) -> int:
         jitter=args.backoff_jitter,
         honour_retry_after=not args.ignore_retry_after,
     )
-    workload = AgentWorkload(
-        profile.output_lengths, args.think, args.prompt_tokens, backoff=backoff
-    )
     try:
+        lengths = resolve_lengths(args.lengths, profile.output_lengths)
         candidates = _candidates(args.policies, args.frontier)
     except ValueError as exc:
         print(f"sluicegate simulate: {exc}", file=sys.stderr)
         return 2
+    workload = AgentWorkload(lengths, args.think, args.prompt_tokens, backoff=backoff)
     agents = args.agents or ([24] if args.frontier else [8, 12, 16, 20, 24])
     base = RunSpec(profile, workload, {}, 0, args.duration, args.warmup, args.seeds[0])
     rows = sweep(base, candidates, agents, args.seeds, progress=print)

@@ -46,7 +46,7 @@ def simulate(spec: RunSpec) -> RunOutput:
         spec.policy,
         clock=clock,
         model=MODEL,
-        estimated_output_tokens=round(spec.profile.output_lengths.mean),
+        estimated_output_tokens=round(spec.workload.lengths.mean),
         seed=spec.seed,
     )
     sim = Simulation(

@@ -25,6 +25,7 @@ import httpx
 from emulator.profile import load_profile
 from simulation.chart import ChartUnavailable, draw
 from simulation.engine_adapter import knee_agents
+from simulation.lengths import resolve_lengths
 from simulation.metrics import TurnRecord, summarise_runs
 from simulation.results import Row, format_table, write_csv
 from simulation.workload import AgentWorkload, BackoffPolicy
@@ -178,6 +179,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--drain", type=float, default=120.0, help="emulated seconds to finish")
     p.add_argument("--request-timeout", type=float, default=600.0, help="wall seconds")
     p.add_argument("--profile", default="rx9070xt", help="output-length mixture from this profile")
+    p.add_argument("--lengths", default="profile",
+                   help="profile, lognormal-S or a YAML file (simulation/lengths.py)")  # fmt: skip
     p.add_argument("--think", type=float, default=4.5)
     p.add_argument("--prompt-tokens", type=int, default=64)
     p.add_argument("--backoff-base", type=float, default=6.0)
@@ -193,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     profile = load_profile(args.profile)
     backoff = BackoffPolicy(args.backoff_base, args.backoff_growth, args.backoff_cap)
-    workload = AgentWorkload(profile.output_lengths, args.think, args.prompt_tokens, backoff)
+    lengths = resolve_lengths(args.lengths, profile.output_lengths)
+    workload = AgentWorkload(lengths, args.think, args.prompt_tokens, backoff)
     rows: list[Row] = []
     for n in (int(x) for x in args.agents.split(",") if x):
         run = asyncio.run(swarm_once(args, workload, n))
