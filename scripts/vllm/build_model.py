@@ -88,7 +88,7 @@ def build_tokenizer(out_dir: Path) -> None:
         show_progress=False,
     )
     tok.train_from_iterator(stdlib_texts(TOKENIZER_CORPUS_BYTES), trainer=trainer)
-    fast = PreTrainedTokenizerFast(
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tok,
         bos_token="<|bos|>",
         eos_token="<|eos|>",
@@ -117,9 +117,10 @@ def build_weights(out_dir: Path, shape: Shape, vocab_size: int) -> int:
         eos_token_id=SPECIAL_TOKENS.index("<|eos|>"),
         pad_token_id=SPECIAL_TOKENS.index("<|pad|>"),
         tie_word_embeddings=True,
-        torch_dtype="bfloat16",
+        dtype="bfloat16",
     )
-    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    # transformers ships partial types: its model classes are untyped callables
+    model = LlamaForCausalLM(config).to(torch.bfloat16)  # type: ignore[no-untyped-call,arg-type]
     model.save_pretrained(out_dir, safe_serialization=True)
     return sum(p.numel() for p in model.parameters())
 
