@@ -4,8 +4,10 @@ Nothing here skips. When vLLM cannot be installed or a server does not come up, 
 raise and the tests *error*; deselect the tier explicitly with ``-m "not vllm"``.
 
 Two cores are shared by everything, so the tier keeps one long-lived tiny server for the whole
-session; a test that must kill a backend starts its own (``doomed_vllm``). Every server is
-stopped in the fixture's ``finally``, on failure and on SIGTERM as well.
+session, and one second server (``doomed_vllm``) started with vLLM's own queue cap
+(``--max-num-queued-reqs``): tests that saturate that cap and the test that kills a backend
+share it; a test that finds it killed gets a fresh one. Every server is stopped in the
+fixture's ``finally``, on failure and on SIGTERM as well.
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ from typing import Any
 import openai
 import pytest
 
-from scripts.vllm.serve import VllmServer, vllm_venv
+from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer, vllm_venv
 from tests.vllm.gateway_process import GatewayProcess
 from tests.vllm.support import OpenSdk, gateway_config, sdk
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts" / "vllm"
 TINY_NAME = "tiny"
+ENGINE_QUEUE_CAP = MAX_NUM_SEQS // 2
+"""``--max-num-queued-reqs`` of the second server: below its batch slots, so vLLM's own cap
+(HTTP 503 "engine busy") bites before the gateway's ``max_num_seqs`` limit would."""
 
 
 def _run_setup_step(argv: list[str], what: str) -> str:
@@ -49,8 +54,8 @@ START_TIMES: list[tuple[str, float]] = []
 """(served name, seconds until healthy) of every server this session started."""
 
 
-def _started(model_dir: Path, served_name: str) -> VllmServer:
-    server = VllmServer.start(model_dir, served_name=served_name)
+def _started(model_dir: Path, served_name: str, extra_args: tuple[str, ...] = ()) -> VllmServer:
+    server = VllmServer.start(model_dir, served_name=served_name, extra_args=extra_args)
     START_TIMES.append((served_name, server.started_in_s))
     return server
 
@@ -83,14 +88,41 @@ def tiny_vllm(tiny_model_dir: Path) -> Iterator[VllmServer]:
         signal.signal(signal.SIGTERM, previous)
 
 
-@pytest.fixture
-def doomed_vllm(tiny_model_dir: Path) -> Iterator[VllmServer]:
-    """A second tiny server, served as ``tiny-doomed``, that the test may kill."""
-    server = _started(tiny_model_dir, "tiny-doomed")
+class ReusableServer:
+    """The second server, started on first use and again only after a test killed it."""
+
+    def __init__(self, model_dir: Path) -> None:
+        self.model_dir = model_dir
+        self.server: VllmServer | None = None
+
+    def live(self) -> VllmServer:
+        if self.server is not None and self.server.process.poll() is not None:
+            self.server.stop()  # killed by a test: reap it, start another
+            self.server = None
+        if self.server is None:
+            cap = ("--max-num-queued-reqs", str(ENGINE_QUEUE_CAP))
+            self.server = _started(self.model_dir, "tiny-doomed", cap)
+        return self.server
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+@pytest.fixture(scope="session")
+def second_vllm_slot(tiny_model_dir: Path) -> Iterator[ReusableServer]:
+    slot = ReusableServer(tiny_model_dir)
     try:
-        yield server
+        yield slot
     finally:
-        server.stop()
+        slot.stop()
+
+
+@pytest.fixture
+def doomed_vllm(second_vllm_slot: ReusableServer) -> VllmServer:
+    """A second tiny server, served as ``tiny-doomed``, with vLLM's own queue capped at
+    ``ENGINE_QUEUE_CAP``; the test may kill it (the next user then gets a fresh one)."""
+    return second_vllm_slot.live()
 
 
 @pytest.fixture(scope="session")
