@@ -74,7 +74,8 @@ async def open_stream(port: int, key: str, timeout_s: float) -> asyncio.StreamWr
 
 
 async def hold_streams(pid: int, port: int, args: argparse.Namespace) -> int:
-    checkpoints = sorted({c for c in (1000, args.streams // 2, args.streams) if c > 0})
+    n = args.streams
+    checkpoints = sorted({c for c in (1000, n // 2, n) if 0 < c <= n})
     base = rss_bytes(pid)
     print(f"gateway RSS before any stream: {base / 2**20:.1f} MiB")
     writers: list[asyncio.StreamWriter] = []
