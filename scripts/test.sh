@@ -27,6 +27,10 @@ step "ruff check"
 RUFF_RC=0
 "$PY" -m ruff check . || RUFF_RC=$?  # reported at the end; the tests still run
 
+step "mypy (strict, the packages)"
+MYPY_RC=0
+"$PY" -m mypy || MYPY_RC=$?  # reported at the end; the tests still run
+
 step "pytest (all tiers)"
 REPORT="$(mktemp -d)/junit.xml"
 set +e
@@ -42,6 +46,7 @@ esac
 if [ "$PYTEST_RC" -eq 5 ]; then
   echo "FAIL: pytest collected no tests" >&2
 fi
-step "done: ruff exit code $RUFF_RC, pytest exit code $PYTEST_RC"
+step "done: ruff exit code $RUFF_RC, mypy exit code $MYPY_RC, pytest exit code $PYTEST_RC"
 [ "$RUFF_RC" -eq 0 ] || { echo "FAIL: ruff check found problems (listed above)" >&2; exit 1; }
+[ "$MYPY_RC" -eq 0 ] || { echo "FAIL: mypy found problems (listed above)" >&2; exit 1; }
 exit "$PYTEST_RC"
