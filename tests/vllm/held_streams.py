@@ -4,7 +4,9 @@ The real-vLLM tier needs load it controls: more long streams than the server has
 slots (so vLLM itself reports ``num_requests_waiting``), or exactly as many as its own
 queue cap. ``HeldStreams`` opens them on an event loop of its own thread and, on
 ``stop()``, cancels every one: the connection closes and vLLM aborts the request, so no
-load outlives the test. A stream that ends by itself is counted in ``completed``.
+load outlives the test. A stream that ends by itself is counted in ``completed``; with
+``repeat`` it is opened again at once, so the load stays as it was for as long as it is held
+(however long the test's steps take on a loaded machine).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ STOP_TIMEOUT_S = 30.0
 
 
 class HeldStreams:
-    """``count`` identical streaming POSTs to ``url``, open until ``stop()`` (idempotent)."""
+    """``count`` identical streaming POSTs to ``url``, open until ``stop()`` (idempotent);
+    with ``repeat`` each is sent again whenever it completes."""
 
     def __init__(
         self,
@@ -29,8 +32,10 @@ class HeldStreams:
         body: Mapping[str, Any],
         count: int,
         headers: Mapping[str, str] | None = None,
+        *,
+        repeat: bool = False,
     ) -> None:
-        self.url, self.body, self.count = url, dict(body), count
+        self.url, self.body, self.count, self.repeat = url, dict(body), count, repeat
         self.headers = dict(headers or {})
         self.completed = 0
         self.errors: list[str] = []
@@ -84,11 +89,16 @@ class HeldStreams:
 
     async def _one(self, client: httpx.AsyncClient) -> None:
         try:
-            async with client.stream("POST", self.url, json=self.body, headers=self.headers) as r:
-                if r.status_code != 200:
-                    self.errors.append(f"status {r.status_code}")
-                async for _ in r.aiter_raw():
-                    pass
-            self.completed += 1
+            while True:
+                async with client.stream(
+                    "POST", self.url, json=self.body, headers=self.headers
+                ) as response:
+                    if response.status_code != 200:
+                        self.errors.append(f"status {response.status_code}")
+                    async for _ in response.aiter_raw():
+                        pass
+                self.completed += 1
+                if not self.repeat or self.errors:
+                    return
         except httpx.HTTPError as exc:
             self.errors.append(repr(exc))
