@@ -131,12 +131,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=250)
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to open one stream")
     p.add_argument("--max-failures", type=int, default=100)
-    p.add_argument(
-        "--setup",
-        default="sluicegate",
-        choices=("sluicegate", "sluicegate-pool"),
-        help="sluicegate-pool: the upstream-pool experiment (setups.py)",
-    )
     args = p.parse_args(argv)
     raise_nofile()
     fits = fd_bound_streams()
@@ -151,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         backend = Proc("fake-backend", [sys.executable, "-m", "bench.hotpath.fake_backend",
                                         "--port", str(port), "--hold"], "0",
                        workdir / "backend.log")  # fmt: skip
-        gateway = Sluicegate(args.setup, port, free_port(), workdir, "1")
+        gateway = Sluicegate("sluicegate", port, free_port(), workdir, "1")
         gateway.max_num_seqs = gateway.max_concurrent_per_tenant = 2 * args.streams
         try:
             backend.start()

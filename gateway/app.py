@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import inspect
 import logging
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.admission import Admission, SchedulerLike
 from gateway.auth import Authenticator
@@ -30,6 +32,8 @@ from gateway.backends import BackendPool
 from gateway.config import GatewayConfig, LoadedConfig, policy_version
 from gateway.context import Estimator, GatewayContext, Runtime
 from gateway.errors import error_body
+from gateway.forward import route_through_pool
+from gateway.forward_pool import UpstreamPool
 from gateway.inbound import CHAT, COMPLETIONS, request_id_from
 from gateway.metrics import GatewayMetrics, GaugeSample
 from gateway.proxy import handle_completion
@@ -44,6 +48,7 @@ from policies.scheduler import Scheduler
 from policies.types import Clock
 
 log = logging.getLogger("sluicegate.app")
+Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def create_app(
@@ -74,11 +79,19 @@ def create_app(
         )  # fmt: skip
     app = FastAPI(
         lifespan=_lifespan(ctx, ctx.scraper, background, closers), docs_url=None,
-        redoc_url=None, openapi_url=None,
+        redoc_url=None, openapi_url=None, **_without_otel(),
     )  # fmt: skip
     app.state.ctx = ctx
     _routes(app, ctx, ctx.scraper)
+    app.add_middleware(HotPaths, endpoints={p: _completion(ctx, p) for p in (CHAT, COMPLETIONS)})
     return app
+
+
+def _completion(ctx: GatewayContext, path: str) -> Endpoint:
+    async def endpoint(request: Request) -> Response:
+        return await handle_completion(ctx, request, path)
+
+    return endpoint
 
 
 def _context(
@@ -93,6 +106,8 @@ def _context(
         cfg.backends, clock=clock, health=cfg.health, transport=transport, signals=scraper,
         connect_timeout_s=cfg.server.connect_timeout_s, read_timeout_s=cfg.server.read_timeout_s,
     )  # fmt: skip
+    if transport is None:
+        _upstream_pools(cfg, pool, closers)
     admission = Admission(scheduler, pool.snapshot, clock=clock)
     pool.on_change.append(admission.wake)
     wakers.append(admission.wake)
@@ -106,6 +121,50 @@ def _context(
     if scraper is not None:
         register_backend_metrics(metrics.registry, scraper, clock=clock, health=pool.health)
     return ctx
+
+
+def _upstream_pools(cfg: GatewayConfig, pool: BackendPool, closers: list[Any]) -> None:
+    """Completions to each http:// backend go through a lean keep-alive pool
+    (``gateway/forward_pool.py``, chosen by measurement: docs/performance.md); httpx stays
+    for health probes, /v1/models and scrapes, and for https backends."""
+    for backend in cfg.backends:
+        if not backend.url.startswith("http://"):
+            continue
+        upstream = UpstreamPool(
+            backend.url, connect_timeout_s=cfg.server.connect_timeout_s,
+            read_timeout_s=cfg.server.read_timeout_s,
+        )  # fmt: skip
+        route_through_pool(pool.client(backend.name), upstream)
+        closers.append(upstream.aclose)
+
+
+class HotPaths:
+    """ASGI middleware: ``POST`` to the completion paths goes straight to its endpoint,
+    past FastAPI's router and its exception and exit-stack layers (a sixth of the CPU per
+    request, docs/performance.md). Everything else passes through unchanged. It sits inside
+    ``ServerErrorMiddleware``, so an unhandled error still gets the gateway's 500 body."""
+
+    def __init__(self, app: ASGIApp, endpoints: dict[str, Endpoint]) -> None:
+        self.app = app
+        self.endpoints = endpoints
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            endpoint = self.endpoints.get(scope["path"])
+            if endpoint is not None:
+                response = await endpoint(Request(scope, receive, send))
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _without_otel() -> dict[str, Any]:
+    """FastAPI >= 0.16x asks OpenTelemetry's global providers on every request whether
+    to trace it (environment lookups included): 3-5 % of the CPU per request here, for
+    nothing, since the gateway exports Prometheus metrics and records of its own."""
+    if "telemetry" not in inspect.signature(FastAPI).parameters:
+        return {}
+    return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
 
 
 def _as_loaded(cfg: GatewayConfig) -> LoadedConfig:

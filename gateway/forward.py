@@ -8,11 +8,14 @@ that extra usage-only chunk again when the client did not ask for it.
 from __future__ import annotations
 
 import json
+import weakref
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
+from gateway.forward_pool import UpstreamPool
 from policies.types import Usage
 
 _UPSTREAM_HEADERS = {"content-type": "application/json", "accept-encoding": "identity"}
@@ -23,24 +26,54 @@ class BackendBusy(Exception):
     """vLLM said 503 "engine is currently busy": a saturation signal, not a failure."""
 
 
+class Upstream(Protocol):
+    """What the gateway reads of an upstream response: an ``httpx.Response`` or an
+    ``UpstreamResponse`` of the hot-path pool."""
+
+    status_code: int
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    async def aread(self) -> bytes: ...
+
+    def aiter_raw(self) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+_POOLS: weakref.WeakKeyDictionary[httpx.AsyncClient, UpstreamPool] = weakref.WeakKeyDictionary()
+
+
+def route_through_pool(client: httpx.AsyncClient, pool: UpstreamPool) -> None:
+    """Completions sent with ``client`` go through ``pool`` instead (``create_app`` does
+    this for real backends; a client built on an injected test transport keeps httpx)."""
+    _POOLS[client] = pool
+
+
 async def open_upstream(
     client: httpx.AsyncClient, path: str, body: bytes, request_id: str
-) -> httpx.Response:
+) -> Upstream:
     """Send the request and wait for the response head; the body stays unread (owned).
 
     Raises ``httpx.ConnectError``/``ConnectTimeout`` when nothing reached the backend (safe
     to retry elsewhere) and ``BackendBusy`` on the engine's own 503.
     """
     headers = {**_UPSTREAM_HEADERS, "x-request-id": request_id}
-    request = client.build_request("POST", path, content=body, headers=headers)
-    response = await client.send(request, stream=True)
+    pool = _POOLS.get(client)
+    response: Upstream
+    if pool is not None:
+        response = await pool.send("POST", path, body, headers)
+    else:
+        request = client.build_request("POST", path, content=body, headers=headers)
+        response = await client.send(request, stream=True)
     if response.status_code == 503:
         await _drain_and_close(response)
         raise BackendBusy(response.status_code)
     return response
 
 
-async def _drain_and_close(response: httpx.Response) -> None:
+async def _drain_and_close(response: Upstream) -> None:
     """Read a small error body so the connection can be reused, then close."""
     try:
         read = 0

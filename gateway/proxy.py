@@ -20,7 +20,14 @@ from starlette.responses import Response
 from gateway.context import GatewayContext
 from gateway.errors import ApiError
 from gateway.flight import Flight
-from gateway.forward import BackendBusy, SseRelay, open_upstream, upstream_body, usage_from
+from gateway.forward import (
+    BackendBusy,
+    SseRelay,
+    Upstream,
+    open_upstream,
+    upstream_body,
+    usage_from,
+)
 from gateway.inbound import (
     ParsedBody,
     decode_json_object,
@@ -232,7 +239,7 @@ async def _open(
 
 
 async def _respond(
-    flight: Flight, prepared: Prepared, upstream: httpx.Response, gone: asyncio.Future[Any]
+    flight: Flight, prepared: Prepared, upstream: Upstream, gone: asyncio.Future[Any]
 ) -> Response:
     if prepared.parsed.stream and upstream.status_code == 200:
         relay = SseRelay(strip_usage=not prepared.parsed.client_wants_usage)

@@ -98,3 +98,5 @@ def _embedded_emulators() -> Iterator[LoadedConfig]:
 def _logging(level: str, *, records: bool) -> None:
     logging.basicConfig(level=level.upper(), format="%(message)s", stream=sys.stdout)
     logging.getLogger("sluicegate.records").setLevel(logging.INFO if records else logging.ERROR)
+    # httpx logs one INFO line per request (every probe and scrape): noise, and CPU
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))

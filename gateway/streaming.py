@@ -9,12 +9,12 @@ from collections.abc import AsyncGenerator
 import httpx
 
 from gateway.flight import Flight
-from gateway.forward import SseRelay, sse_error_event
+from gateway.forward import SseRelay, Upstream, sse_error_event
 from policies.types import Outcome, Usage
 
 
 async def relay_stream(
-    flight: Flight, upstream: httpx.Response, relay: SseRelay
+    flight: Flight, upstream: Upstream, relay: SseRelay
 ) -> AsyncGenerator[bytes, None]:
     """Yields upstream SSE events one by one as they arrive (one flush per event)."""
     outcome, status, error = Outcome.CANCELLED, 499, None

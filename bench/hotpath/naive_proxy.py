@@ -15,11 +15,11 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from bench.hotpath.forward_pool_draft import UpstreamPool
+from gateway.forward_pool import UpstreamPool
 
 UPSTREAM = os.environ.get("NAIVE_UPSTREAM", "http://127.0.0.1:18000")
 FAST = os.environ.get("NAIVE_CLIENT") == "pool"
-"""``pool``: the lean upstream pool instead of httpx, same app otherwise."""
+"""``pool``: the gateway's upstream pool instead of httpx, same app otherwise."""
 client = httpx.AsyncClient(base_url=UPSTREAM, timeout=600.0)
 pool = UpstreamPool(UPSTREAM, connect_timeout_s=3.0, read_timeout_s=600.0)
 app = FastAPI()

@@ -32,8 +32,8 @@ from bench.hotpath.setups import MODEL, SETUP_CLASSES, Direct, Setup
 
 RESULTS = Path(__file__).resolve().parents[1] / "RESULTS.md"
 ALL_SETUPS = ("direct", "nginx", "litellm", "sluicegate", "naive")
-"""``naive`` (FastAPI + httpx) is the issue's calibration row; experiments: ``naive-pool``,
-``sluicegate-pool``."""
+"""``naive`` (FastAPI + httpx) is the issue's calibration row; ``naive-pool`` is the
+same pass-through on the gateway's upstream pool (how much of the gain is the client)."""
 
 
 def _args(argv: Sequence[str] | None) -> argparse.Namespace:

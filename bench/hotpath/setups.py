@@ -164,12 +164,8 @@ class Sluicegate(Setup):
         )  # fmt: skip
         path = self.workdir / f"{self.name}.yaml"
         path.write_text(conf)
-        experiment = self.name == "sluicegate-pool"
-        env = {"SLUICEGATE_CONFIG": str(path)}
-        if experiment:
-            env["SLUICEGATE_UPSTREAM"] = "pool"
-        argv = _serve_argv(path, self.port, experiment=experiment)
-        proc = Proc(self.name, argv, self.proxy_cpus, self.workdir / f"{self.name}.log", env)
+        argv = [shutil.which("sluicegate") or "sluicegate", "serve", "--config", str(path)]
+        proc = Proc(self.name, argv, self.proxy_cpus, self.workdir / f"{self.name}.log")
         self.procs.append(proc)
         proc.start()
         wait_http(proc, "127.0.0.1", self.port, "/healthz", timeout_s=60)
@@ -203,39 +199,14 @@ class Naive(Setup):
         wait_http(proc, "127.0.0.1", self.port)
 
     def version(self) -> str:
-        client = "forward_pool_draft.UpstreamPool" if self.name == "naive-pool" else "httpx"
+        client = "gateway.forward_pool.UpstreamPool" if self.name == "naive-pool" else "httpx"
         return f"FastAPI + {client}, uvicorn (httptools, uvloop)"
-
-
-def _serve_argv(config: Path, port: int, *, experiment: bool = False) -> list[str]:
-    """``sluicegate serve``; the same app under uvicorn for experiments (or without a CLI)."""
-    if (REPO / "gateway" / "serve.py").exists() and not experiment:
-        return [shutil.which("sluicegate") or "sluicegate", "serve", "--config", str(config)]
-    return [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "--factory",
-        "bench.hotpath.sluicegate_app:build",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--loop",
-        "uvloop",
-        "--http",
-        "httptools",
-        "--no-access-log",
-        "--log-level",
-        "warning",
-    ]
 
 
 SETUP_CLASSES: dict[str, type[Setup]] = {
     "nginx": Nginx,
     "litellm": LiteLLM,
     "sluicegate": Sluicegate,
-    "sluicegate-pool": Sluicegate,
     "naive": Naive,
     "naive-pool": Naive,
 }
