@@ -4,10 +4,9 @@ Nothing here skips. When vLLM cannot be installed or a server does not come up, 
 raise and the tests *error*; deselect the tier explicitly with ``-m "not vllm"``.
 
 Two cores are shared by everything, so the tier keeps one long-lived tiny server for the whole
-session, and one second server (``doomed_vllm``) started with vLLM's own queue cap
-(``--max-num-queued-reqs``): tests that saturate that cap and the test that kills a backend
-share it; a test that finds it killed gets a fresh one. Every server is stopped in the
-fixture's ``finally``, on failure and on SIGTERM as well.
+session; a test that must kill a backend starts its own (``doomed_vllm``), and the test of
+vLLM's own queue cap starts one with ``--max-num-queued-reqs`` (``capped_vllm``). Every
+server is stopped in the fixture's ``finally``, on failure and on SIGTERM as well.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts" / "vllm"
 TINY_NAME = "tiny"
 ENGINE_QUEUE_CAP = MAX_NUM_SEQS // 2
-"""``--max-num-queued-reqs`` of the second server: below its batch slots, so vLLM's own cap
+"""``--max-num-queued-reqs`` of ``capped_vllm``: below its batch slots, so vLLM's own cap
 (HTTP 503 "engine busy") bites before the gateway's ``max_num_seqs`` limit would."""
 
 
@@ -88,41 +87,37 @@ def tiny_vllm(tiny_model_dir: Path) -> Iterator[VllmServer]:
         signal.signal(signal.SIGTERM, previous)
 
 
-class ReusableServer:
-    """The second server, started on first use and again only after a test killed it."""
-
-    def __init__(self, model_dir: Path) -> None:
-        self.model_dir = model_dir
-        self.server: VllmServer | None = None
-
-    def live(self) -> VllmServer:
-        if self.server is not None and self.server.process.poll() is not None:
-            self.server.stop()  # killed by a test: reap it, start another
-            self.server = None
-        if self.server is None:
-            cap = ("--max-num-queued-reqs", str(ENGINE_QUEUE_CAP))
-            self.server = _started(self.model_dir, "tiny-doomed", cap)
-        return self.server
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-
-
-@pytest.fixture(scope="session")
-def second_vllm_slot(tiny_model_dir: Path) -> Iterator[ReusableServer]:
-    slot = ReusableServer(tiny_model_dir)
+@pytest.fixture
+def doomed_vllm(tiny_model_dir: Path) -> Iterator[VllmServer]:
+    """A second tiny server, served as ``tiny-doomed``, that the test may kill."""
+    server = _started(tiny_model_dir, "tiny-doomed")
     try:
-        yield slot
+        yield server
     finally:
-        slot.stop()
+        server.stop()
 
 
 @pytest.fixture
-def doomed_vllm(second_vllm_slot: ReusableServer) -> VllmServer:
-    """A second tiny server, served as ``tiny-doomed``, with vLLM's own queue capped at
-    ``ENGINE_QUEUE_CAP``; the test may kill it (the next user then gets a fresh one)."""
-    return second_vllm_slot.live()
+def capped_vllm(tiny_model_dir: Path) -> Iterator[VllmServer]:
+    """A tiny server, served as ``tiny-capped``, with vLLM's own queue capped at
+    ``ENGINE_QUEUE_CAP`` (``--max-num-queued-reqs``): past it vLLM answers 503 itself."""
+    server = _started(
+        tiny_model_dir, "tiny-capped", ("--max-num-queued-reqs", str(ENGINE_QUEUE_CAP))
+    )
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def capped_gateway(capped_vllm: VllmServer, tmp_path: Path) -> Iterator[GatewayProcess]:
+    """A gateway of its own in front of the capped server."""
+    running = GatewayProcess.start(gateway_config([capped_vllm]), tmp_path)
+    try:
+        yield running
+    finally:
+        running.stop()
 
 
 @pytest.fixture(scope="session")
