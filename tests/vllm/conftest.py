@@ -4,9 +4,10 @@ Nothing here skips. When vLLM cannot be installed or a server does not come up, 
 raise and the tests *error*; deselect the tier explicitly with ``-m "not vllm"``.
 
 Two cores are shared by everything, so the tier keeps one long-lived tiny server for the whole
-session; a test that must kill a backend starts its own (``doomed_vllm``), and the test of
-vLLM's own queue cap starts one with ``--max-num-queued-reqs`` (``capped_vllm``). Every
-server is stopped in the fixture's ``finally``, on failure and on SIGTERM as well.
+session; a test that must kill a backend starts its own (``doomed_vllm``). vLLM's own queue
+cap (``--max-num-queued-reqs``, documented as approximate) is tested against the emulator's
+exact one in ``tests/integration/test_engine_busy.py``. Every server is stopped in the
+fixture's ``finally``, on failure and on SIGTERM as well.
 """
 
 from __future__ import annotations
@@ -21,16 +22,13 @@ from typing import Any
 import openai
 import pytest
 
-from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer, vllm_venv
+from scripts.vllm.serve import VllmServer, vllm_venv
 from tests.vllm.gateway_process import GatewayProcess
 from tests.vllm.support import OpenSdk, gateway_config, sdk
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts" / "vllm"
 TINY_NAME = "tiny"
-ENGINE_QUEUE_CAP = MAX_NUM_SEQS // 2
-"""``--max-num-queued-reqs`` of ``capped_vllm``: below its batch slots, so vLLM's own cap
-(HTTP 503 "engine busy") bites before the gateway's ``max_num_seqs`` limit would."""
 
 
 def _run_setup_step(argv: list[str], what: str) -> str:
@@ -95,29 +93,6 @@ def doomed_vllm(tiny_model_dir: Path) -> Iterator[VllmServer]:
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture
-def capped_vllm(tiny_model_dir: Path) -> Iterator[VllmServer]:
-    """A tiny server, served as ``tiny-capped``, with vLLM's own queue capped at
-    ``ENGINE_QUEUE_CAP`` (``--max-num-queued-reqs``): past it vLLM answers 503 itself."""
-    server = _started(
-        tiny_model_dir, "tiny-capped", ("--max-num-queued-reqs", str(ENGINE_QUEUE_CAP))
-    )
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def capped_gateway(capped_vllm: VllmServer, tmp_path: Path) -> Iterator[GatewayProcess]:
-    """A gateway of its own in front of the capped server."""
-    running = GatewayProcess.start(gateway_config([capped_vllm]), tmp_path)
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from prometheus_client.samples import Sample
 
 
 def _samples(base_url: str, name: str) -> list[Sample]:
-    text = httpx.get(f"{base_url}/metrics", timeout=5.0).text
+    text = httpx.get(f"{base_url}/metrics", timeout=30.0).text
     families = text_string_to_metric_families(text)
     return [s for fam in families for s in fam.samples if s.name == name]
 

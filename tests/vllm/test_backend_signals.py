@@ -79,7 +79,7 @@ def test_diagnose_live_reports_phases_and_capacity_from_the_live_cache_config(
 
 
 def backend_entry(gateway: GatewayProcess, name: str) -> tuple[dict[str, Any], float]:
-    body = httpx.get(f"{gateway.url}/admin/backends", timeout=5.0).json()
+    body = httpx.get(f"{gateway.url}/admin/backends", timeout=30.0).json()
     entry: dict[str, Any] = next(b for b in body["backends"] if b["name"] == name)
     return entry, float(body["stale_after_s"])
 

@@ -49,12 +49,12 @@ def short_request(model: str) -> dict[str, Any]:
 
 
 def scheduler(gateway: GatewayProcess) -> dict[str, Any]:
-    body: dict[str, Any] = httpx.get(f"{gateway.url}/admin/scheduler", timeout=5.0).json()
+    body: dict[str, Any] = httpx.get(f"{gateway.url}/admin/scheduler", timeout=30.0).json()
     return body
 
 
 def backend_entry(gateway: GatewayProcess, name: str) -> dict[str, Any]:
-    body = httpx.get(f"{gateway.url}/admin/backends", timeout=5.0).json()
+    body = httpx.get(f"{gateway.url}/admin/backends", timeout=30.0).json()
     entry: dict[str, Any] = next(b for b in body["backends"] if b["name"] == name)
     return entry
 

@@ -45,7 +45,7 @@ def test_stream_with_include_usage_ends_in_a_usage_chunk(
 
 
 def test_live_metrics_carry_every_family_of_the_engine_table(tiny_vllm: VllmServer) -> None:
-    text = httpx.get(f"{tiny_vllm.url}/metrics", timeout=5.0).text
+    text = httpx.get(f"{tiny_vllm.url}/metrics", timeout=30.0).text
     declared = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
     table = set(VLLM_0_32.gauges()) | set(VLLM_0_32.counters()) | set(VLLM_0_32.histograms())
     assert table - declared == set()
@@ -57,7 +57,7 @@ def test_narrow_parser_agrees_with_reference_on_live_metrics(
     open_sdk(tiny_vllm).completions.create(
         model=tiny_vllm.served_name, prompt="x", max_tokens=2, extra_body={"ignore_eos": True}
     )  # so histograms and counters have observations
-    text = httpx.get(f"{tiny_vllm.url}/metrics", timeout=5.0).text
+    text = httpx.get(f"{tiny_vllm.url}/metrics", timeout=30.0).text
     wanted = wanted_names(VLLM_0_32)
     narrow, reference = parse_narrow(text, wanted), parse_reference(text, wanted)
     assert narrow.bad_lines == 0
