@@ -92,6 +92,19 @@ def test_quota_429_has_retry_after_and_the_sdk_waits_that_long_before_retrying(
 def test_client_disconnect_mid_stream_frees_the_slot_at_backend_and_gateway(
     gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
+    """On 2 busy cores the tiny model can finish a whole stream before a /metrics probe
+    answers; such an attempt proves nothing either way, so it is drained and tried again
+    (at most ``ATTEMPTS``). A conclusive attempt must show the abort and the release."""
+    for _ in range(ATTEMPTS):
+        if _disconnect_attempt(gateway, tiny_vllm, open_sdk):
+            return
+    raise AssertionError(f"vLLM never reported the stream running in {ATTEMPTS} attempts")
+
+
+ATTEMPTS = 3
+
+
+def _disconnect_attempt(gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk: OpenSdk) -> bool:
     def running() -> float:
         return metric_value(tiny_vllm.url, "vllm:num_requests_running")
 
@@ -107,8 +120,14 @@ def test_client_disconnect_mid_stream_frees_the_slot_at_backend_and_gateway(
     chunks = iter(stream)
     for _ in range(3):
         next(chunks)
-    wait_until(running, lambda n: n >= 1)
     assert in_flight() >= 1
+    try:
+        wait_until(running, lambda n: n >= 1, timeout_s=5.0)
+    except AssertionError:  # inconclusive: vLLM was already done with it
+        for _ in chunks:
+            pass
+        wait_until(in_flight, lambda n: n == 0)
+        return False
 
     stream.close()  # the client hangs up mid-stream
 
@@ -118,6 +137,7 @@ def test_client_disconnect_mid_stream_frees_the_slot_at_backend_and_gateway(
     assert cancelled - cancelled_before == 1
     # aborted, not run to completion: vLLM counts no finished request for it
     assert metric_value(tiny_vllm.url, "vllm:request_success_total") == finished_before
+    return True
 
 
 def test_backend_killed_mid_stream_ends_in_an_sse_error_and_leaks_nothing(
