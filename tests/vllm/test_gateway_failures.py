@@ -101,7 +101,8 @@ def test_client_disconnect_mid_stream_frees_the_slot_at_backend_and_gateway(
     raise AssertionError(f"vLLM never reported the stream running in {ATTEMPTS} attempts")
 
 
-ATTEMPTS = 3
+ATTEMPTS = 4
+PARALLEL_SAMPLES = 4
 
 
 def _disconnect_attempt(gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk: OpenSdk) -> bool:
@@ -113,17 +114,19 @@ def _disconnect_attempt(gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk
 
     finished_before = metric_value(tiny_vllm.url, "vllm:request_success_total")
     cancelled_before = metric_value(gateway.url, "sluicegate_outcomes_total", outcome="cancelled")
+    # n parallel samples: a longer stream for vLLM and for the relay, so it is still running
+    # when the test acts (one 1,900-token sample takes the tiny model ~3 s)
     stream = open_sdk(gateway).completions.create(
         model=tiny_vllm.served_name, prompt="x", max_tokens=LONG_OUTPUT, stream=True,
-        extra_body=EXACT,
+        extra_body=EXACT, n=PARALLEL_SAMPLES,
     )  # fmt: skip
     chunks = iter(stream)
     for _ in range(3):
         next(chunks)
-    assert in_flight() >= 1
     try:
+        wait_until(in_flight, lambda n: n >= 1, timeout_s=1.0)
         wait_until(running, lambda n: n >= 1, timeout_s=5.0)
-    except AssertionError:  # inconclusive: vLLM was already done with it
+    except AssertionError:  # inconclusive: the stream was already done before we looked
         for _ in chunks:
             pass
         wait_until(in_flight, lambda n: n == 0)
