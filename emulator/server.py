@@ -117,16 +117,20 @@ async def _stream(
     runner: EngineRunner, shape: _Completion, include_usage: bool
 ) -> AsyncGenerator[str, None]:
     emitted = 0
-    if shape.chat:
-        yield _sse(shape.chunk(None, None))
+    role_sent = not shape.chat
     async for event in runner.events(shape.req_id):
         if not isinstance(event, TokenBatch):
             break
+        if not role_sent:  # like vLLM: the role chunk comes with the first output, not before
+            yield _sse(shape.chunk(None, None))
+            role_sent = True
         for _ in range(event.count):
             last = emitted + 1 == shape.plan.output_tokens
             finish = shape.plan.finish_reason if last else None
             yield _sse(shape.chunk(text.token_text(emitted), finish))
             emitted += 1
+    if not role_sent:  # no output at all: the stream still opens with the role chunk
+        yield _sse(shape.chunk(None, None))
     if include_usage:
         yield _sse(shape.usage_chunk(emitted))
     yield "data: [DONE]\n\n"

@@ -109,13 +109,24 @@ async def attempt(run: SwarmRun, record: TurnRecord, prompt: str, sent: float) -
             run.failures += 1
             return 0.0
         async for line in r.aiter_lines():
-            if record.decode_start is None and '"content"' in line:
+            if record.decode_start is None and is_first_token(line):
                 record.decode_start = run.now()
                 record.accepted_submit = sent
     record.finished = run.now()
     if record.decode_start is None:  # an empty stream: count it as starting at its end
         record.decode_start, record.accepted_submit = record.finished, sent
     return None
+
+
+def is_first_token(line: str) -> bool:
+    """A chunk that carries generated content: the start of decoding.
+
+    A chat stream opens with a chunk whose delta is ``{"role": "assistant", "content": ""}``.
+    vLLM sends it together with the first output token, but a server may send it as soon as
+    it accepts the request (the emulator did, while the request still waited for a slot), so
+    it is never taken as the first token.
+    """
+    return line.startswith("data: {") and '"content"' in line and '"role":' not in line
 
 
 def retry_after_s(headers: httpx.Headers) -> float:

@@ -200,3 +200,25 @@ def test_reported_durations_are_engine_time_at_any_speed(start_emulator: StartEm
         assert httpx.post(f"{emu.url}/v1/completions", json=payload).status_code == 200
         reported = metric(emu.url, "vllm:e2e_request_latency_seconds_sum")
         assert reported == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_queued_chat_stream_opens_with_its_first_token(start_emulator: StartEmulator) -> None:
+    """Like vLLM, the role chunk comes with the first output, not while the request waits."""
+    emu = start_emulator(model_name="emulated", speed=1.0)
+    slots = emu.runner.profile.engine.max_num_seqs
+    holders = [
+        threading.Thread(target=chat, args=(emu,), kwargs={"max_tokens": 30, "ignore_eos": True})
+        for _ in range(slots)
+    ]
+    for t in holders:
+        t.start()
+    wait_for(lambda: metric(emu.url, "vllm:num_requests_running") == slots)
+    payload = {"model": "emulated", "messages": [{"role": "user", "content": "hi"}],
+               "max_tokens": 3, "ignore_eos": True, "stream": True}  # fmt: skip
+    with httpx.stream("POST", f"{emu.url}/v1/chat/completions", json=payload) as r:
+        first = next(ln for ln in r.iter_lines() if ln.startswith("data: "))
+        # the queued request got a slot only when a holder finished
+        assert metric(emu.url, "vllm:request_success_total", finished_reason="length") >= 1
+        assert json.loads(first[6:])["choices"][0]["delta"]["role"] == "assistant"
+    for t in holders:
+        t.join(WAIT_S)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+from collections.abc import AsyncIterator
 
 import httpx
 
 from emulator.profile import load_profile
-from simulation.metrics import summarise
-from simulation.swarm import parser, retry_after_s, swarm_once
+from simulation.metrics import TurnRecord, summarise
+from simulation.swarm import SwarmRun, attempt, is_first_token, parser, retry_after_s, swarm_once
 from simulation.workload import AgentWorkload, BackoffPolicy
 
 
@@ -56,3 +59,44 @@ def test_retry_after_prefers_milliseconds() -> None:
     assert retry_after_s(httpx.Headers({"retry-after": "3", "retry-after-ms": "2500"})) == 2.5
     assert retry_after_s(httpx.Headers({"retry-after": "3"})) == 3.0
     assert retry_after_s(httpx.Headers({})) == 0.0
+
+
+class QueuedStream(httpx.AsyncByteStream):
+    """vLLM-like stream whose request waits for a slot: the role chunk comes first, the
+    first token only after the wait (like the emulator did before it was fixed)."""
+
+    def __init__(self, run_clock: list[float]) -> None:
+        self.run_clock = run_clock  # filled with the swarm clock when the token is sent
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        role = {"choices": [{"delta": {"role": "assistant", "content": ""}}]}
+        yield f"data: {json.dumps(role, separators=(',', ':'))}\n\n".encode()
+        await asyncio.sleep(0.02)  # the engine's queue: the slot is not free yet
+        self.run_clock.append(time.monotonic())
+        token = {"choices": [{"delta": {"content": "role"}}]}  # a token whose text is "role"
+        yield f"data: {json.dumps(token, separators=(',', ':'))}\n\n".encode()
+        yield b"data: [DONE]\n\n"
+
+
+async def test_decoding_starts_at_the_first_token_not_at_the_role_chunk() -> None:
+    token_sent: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=QueuedStream(token_sent))
+
+    args = parser().parse_args(["--model", "m", "--speed", "1"])
+    workload = AgentWorkload(load_profile("rx9070xt").output_lengths)
+    async with httpx.AsyncClient(base_url="http://x", transport=httpx.MockTransport(handler)) as c:
+        run = SwarmRun(c, "m", workload, args.speed, stop_at=1.0)
+        record = TurnRecord(0, 5, first_submit=run.now())
+        sent = run.now()
+        assert await attempt(run, record, "p", sent) is None
+    assert record.decode_start is not None and token_sent
+    assert record.decode_start >= token_sent[0] - run.start
+
+
+def test_first_token_chunk_is_told_from_role_and_usage_chunks() -> None:
+    assert not is_first_token('data: {"choices":[{"delta":{"role":"assistant","content":""}}]}')
+    assert is_first_token('data: {"choices":[{"delta":{"content":"x"}}]}')
+    assert not is_first_token('data: {"choices":[],"usage":{"prompt_tokens":3}}')
+    assert not is_first_token("data: [DONE]")
