@@ -106,6 +106,7 @@ def _context(
         cfg.backends, clock=clock, health=cfg.health, transport=transport, signals=scraper,
         connect_timeout_s=cfg.server.connect_timeout_s, read_timeout_s=cfg.server.read_timeout_s,
     )  # fmt: skip
+    wakers.append(pool.invalidate)  # a scrape landed: the next snapshot rebuilds its views
     if transport is None:
         _upstream_pools(cfg, pool, closers)
     admission = Admission(scheduler, pool.snapshot, clock=clock)

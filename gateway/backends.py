@@ -22,8 +22,18 @@ log = logging.getLogger("sluicegate.backends")
 _VIEW_FIELDS = frozenset(f.name for f in fields(BackendView)) - {"name", "models", "health"}
 
 
+SNAPSHOT_MAX_AGE_S = 0.05
+"""How long ``snapshot()`` may reuse its backend views when nothing announced a change
+(bounds how old ``signal_age_s`` can read; staleness flips and scrapes are exact)."""
+
+
 class SignalSource(Protocol):
-    """Live load signals per backend, keyed by ``BackendView`` field names."""
+    """Live load signals per backend, keyed by ``BackendView`` field names.
+
+    A source may also offer ``changes_at(backend) -> float | None``: the clock time at which
+    ``signals`` will next answer differently on its own (a signal going stale), so cached
+    views are rebuilt exactly then; a new scrape must be announced with
+    ``BackendPool.invalidate``."""
 
     def signals(self, backend: str, now: float) -> Mapping[str, object]: ...
 
@@ -68,6 +78,9 @@ class BackendPool:
         }
         self.on_change: list[Callable[[], None]] = []
         """Called when any backend's health changes (the dispatcher re-polls)."""
+        self._models = frozenset(m for s in self._states.values() for m in s.config.models)
+        self._views: tuple[BackendView, ...] | None = None
+        self._views_until = float("-inf")
 
     @property
     def names(self) -> list[str]:
@@ -80,7 +93,7 @@ class BackendPool:
         return self._states[backend].health
 
     def known_models(self) -> frozenset[str]:
-        return frozenset(m for s in self._states.values() for m in s.config.models)
+        return self._models
 
     def healthy_models(self) -> dict[str, int | None]:
         """Model name → smallest known context limit, over backends that are not down."""
@@ -101,8 +114,29 @@ class BackendPool:
         return limit
 
     def snapshot(self) -> FleetSnapshot:
+        """The fleet now. The views are cached (rebuilding them was a measurable share of
+        each request): rebuilt after ``invalidate`` (a scrape landed), a health or model
+        limit change, when a signal goes stale, and at least every ``SNAPSHOT_MAX_AGE_S``."""
         now = self._clock()
-        return FleetSnapshot(now, tuple(self._view(s, now) for s in self._states.values()))
+        views = self._views
+        if views is None or now >= self._views_until:
+            views = self._views = tuple(self._view(s, now) for s in self._states.values())
+            self._views_until = self._next_change(now)
+        return FleetSnapshot(now, views)
+
+    def invalidate(self) -> None:
+        """The signals changed (a scrape landed): the next snapshot rebuilds its views."""
+        self._views = None
+
+    def _next_change(self, now: float) -> float:
+        until = now + SNAPSHOT_MAX_AGE_S
+        changes_at = getattr(self._signals, "changes_at", None)
+        if changes_at is not None:
+            for name in self._states:
+                at = changes_at(name)
+                if at is not None and now < at < until:
+                    until = at
+        return until
 
     def _view(self, s: _BackendState, now: float) -> BackendView:
         extra: dict[str, object] = {}
@@ -152,6 +186,7 @@ class BackendPool:
             s.failures = 0
             if s.max_model_len is None:
                 s.max_model_len = await self._learn_model_len(s)
+                self.invalidate()
             self._set_health(s, Health.HEALTHY)
             return
         s.failures += 1
@@ -172,6 +207,7 @@ class BackendPool:
         if s.health is not health:
             log.warning("backend %s is now %s", s.config.name, health.value)
             s.health = health
+            self.invalidate()
             for callback in self.on_change:
                 callback()
 

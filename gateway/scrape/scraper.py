@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -117,6 +118,14 @@ class MetricsScraper:
         if state is None:
             return {}
         return view_fields(state.derived, now, self.settings.stale_after_s)
+
+    def changes_at(self, name: str) -> float | None:
+        """The first clock time at which ``signals(name, ...)`` turns stale on its own
+        (None: no signal yet, so already stale until a scrape lands)."""
+        state = self._states.get(name)
+        if state is None or state.derived is None:
+            return None
+        return math.nextafter(state.derived.at + self.settings.stale_after_s, math.inf)
 
     async def run(self) -> None:
         """Scrape every backend until ``stop()``; backends are staggered over one interval."""
