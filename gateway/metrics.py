@@ -8,6 +8,7 @@ configured tenants or ``other``; ``class`` is a configured workload class; ``dec
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -35,6 +36,22 @@ class _ScrapeTimeGauges(Collector):
                 family = families[name] = GaugeMetricFamily(name, help_, labels=list(labels))
             family.add_metric(list(labels.values()), value)
         yield from families.values()
+
+
+class _Children:
+    """``metric.labels(*values)`` looked up once per label combination, then from a dict
+    (prometheus_client's ``labels`` re-validates and locks on every call). Every label
+    value here comes from a bounded set, so the dict stays small."""
+
+    def __init__(self, metric: Counter | Histogram) -> None:
+        self._labels = metric.labels
+        self._cache: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._cache.get(values)
+        if child is None:
+            child = self._cache[values] = self._labels(*values)
+        return child
 
 
 class GatewayMetrics:
@@ -92,6 +109,14 @@ class GatewayMetrics:
         self.config_info = Gauge(
             "sluicegate_config_info", "Active config version", ["version"], registry=r
         )
+        self._decision = _Children(self.decisions)
+        self._shed = _Children(self.shed)
+        self._outcome = _Children(self.outcomes)
+        self._waited = _Children(self.queue_wait)
+        self.deadline = _Children(self.deadlines)
+        """``deadline("met")`` is ``deadlines.labels("met")``, cached."""
+        self._est = {k: self.est_tokens.labels(k) for k in ("prompt", "output")}
+        self._actual = {k: self.actual_tokens.labels(k) for k in ("prompt", "output")}
 
     def set_tenants(self, tenants: Sequence[str], limit: int) -> None:
         self._named_tenants = frozenset(list(tenants)[:limit])
@@ -104,21 +129,21 @@ class GatewayMetrics:
 
     def decision(self, d: Decision, workload_class: str) -> None:
         tenant = self.tenant_label(d.tenant)
-        self.decisions.labels(d.decision.value, d.reason.value, tenant, workload_class).inc()
+        self._decision(d.decision.value, d.reason.value, tenant, workload_class).inc()
         if d.decision is DecisionKind.REJECT:
-            self.shed.labels(tenant, workload_class).inc()
+            self._shed(tenant, workload_class).inc()
 
     def outcome(self, outcome: Outcome, tenant: str, workload_class: str) -> None:
-        self.outcomes.labels(outcome.value, self.tenant_label(tenant), workload_class).inc()
+        self._outcome(outcome.value, self.tenant_label(tenant), workload_class).inc()
 
     def waited(self, seconds: float, tenant: str, workload_class: str) -> None:
-        self.queue_wait.labels(self.tenant_label(tenant), workload_class).observe(seconds)
+        self._waited(self.tenant_label(tenant), workload_class).observe(seconds)
 
     def tokens(self, estimate: WorkEstimate, usage: Usage) -> None:
-        self.est_tokens.labels("prompt").inc(estimate.prompt_tokens)
-        self.est_tokens.labels("output").inc(estimate.output_tokens)
-        self.actual_tokens.labels("prompt").inc(usage.prompt_tokens)
-        self.actual_tokens.labels("output").inc(usage.completion_tokens)
+        self._est["prompt"].inc(estimate.prompt_tokens)
+        self._est["output"].inc(estimate.output_tokens)
+        self._actual["prompt"].inc(usage.prompt_tokens)
+        self._actual["output"].inc(usage.completion_tokens)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
