@@ -16,12 +16,14 @@ from typing import Any
 from policies.types import Decision, Outcome, Usage
 
 log = logging.getLogger("sluicegate.records")
+# Bound once: ``json.dumps`` with any keyword builds a new encoder on every call.
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_compact = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def prompt_sha256(payload: Any) -> str:
     """A stable hash of the prompt part of a request (messages or prompt)."""
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return hashlib.sha256(_canonical(payload).encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -100,4 +102,7 @@ class RecordSink:
 
     def emit(self, record: RequestRecord) -> None:
         if self.enabled and log.isEnabledFor(logging.INFO):
-            log.info(json.dumps(record.as_json(), separators=(",", ":")))
+            # ``log.handle`` of a ready record: what ``log.info`` does, minus walking the
+            # stack for the caller's file and line, which no record format uses.
+            line = _compact(record.as_json())
+            log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, line, (), None))
