@@ -1,8 +1,9 @@
 """Admission: submit to the scheduler, park delayed requests on futures, one dispatcher task.
 
-The dispatcher calls ``Scheduler.poll`` whenever something changed (submit, release,
-cancel, backend health), at ``next_wakeup()``, and every ``poll_interval_s`` while anything
-is queued (the scraper's signals change without telling us). Futures are resolved in the
+The dispatcher calls ``Scheduler.poll`` whenever something changed that a queued request
+could gain from (a delayed submit, a release or submit while someone waits, a cancel, backend
+health, a scrape), at ``next_wakeup()``, and every ``poll_interval_s`` while anything is
+queued (the scraper's signals change without telling us). Futures are resolved in the
 same synchronous step as ``poll``, so a future that is not done is still queued in the
 scheduler: cancelling it there is exact.
 """
@@ -80,7 +81,10 @@ class Admission:
         if avoid:
             fleet = _without(fleet, avoid)
         result = self.scheduler.submit(req, fleet)
-        self._wake.set()
+        if self._waiters or isinstance(result, Decision):
+            # A Ticket at once with nobody queued changes nothing the dispatcher could act
+            # on: no wake-up, no extra poll per request.
+            self._wake.set()
         return result
 
     async def wait_dispatch(self, delay: Decision, gone: asyncio.Future[Any]) -> Result | None:
@@ -119,7 +123,8 @@ class Admission:
         latency_s: float | None = None,
     ) -> None:
         self.scheduler.release(ticket, outcome, usage, ttft_s=ttft_s, latency_s=latency_s)
-        self._wake.set()
+        if self._waiters:  # freed capacity matters only to someone queued
+            self._wake.set()
 
     def poll_once(self) -> None:
         for result in self.scheduler.poll(self._snapshot()):

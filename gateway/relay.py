@@ -9,7 +9,7 @@ releases the slot and closes the upstream) runs within one event-loop turn.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import inspect
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Mapping
 from typing import Any, TypeVar
@@ -69,15 +69,36 @@ async def wait_disconnect(receive: Receive) -> None:
 
 async def race(work: Awaitable[T], gone: asyncio.Future[Any]) -> tuple[bool, T | None]:
     """Run ``work`` unless ``gone`` fires first: (True, result) or (False, None) once the
-    work has been cancelled. Exceptions of ``work`` propagate."""
-    task = asyncio.ensure_future(work)
-    try:
-        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-    if task.cancelled():
+    work has been cancelled. Exceptions of ``work`` propagate.
+
+    ``work`` runs in the calling task (no task, no ``asyncio.wait`` per call: this is on
+    every request's path twice); ``gone`` firing cancels the caller's task, and that one
+    cancellation is taken back here (``uncancel``), so a cancellation from anyone else
+    still propagates."""
+    if gone.done():
+        if inspect.iscoroutine(work):
+            work.close()
         return False, None
-    return True, task.result()
+    task = asyncio.current_task()
+    assert task is not None
+    armed, fired = True, False
+
+    def cut(_: asyncio.Future[Any]) -> None:
+        nonlocal fired
+        if armed:  # a callback already scheduled may run after ``work`` finished
+            fired = True
+            task.cancel()
+
+    gone.add_done_callback(cut)
+    try:
+        result = await work
+    except asyncio.CancelledError:
+        if fired and task.uncancel() == 0:
+            return False, None
+        raise
+    finally:
+        armed = False
+        gone.remove_done_callback(cut)
+    if fired:  # ``work`` swallowed the cancellation and finished: its result stands
+        task.uncancel()
+    return True, result
