@@ -20,6 +20,8 @@ from policies.types import Usage
 
 _UPSTREAM_HEADERS = {"content-type": "application/json", "accept-encoding": "identity"}
 _BUSY_BODY_LIMIT = 64 * 1024
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_decode_at = json.JSONDecoder().raw_decode
 
 
 class BackendBusy(Exception):
@@ -99,7 +101,7 @@ def upstream_body(
     if stream:
         options = body.get("stream_options") or {}
         out["stream_options"] = {**options, "include_usage": True}
-    return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _encode(out).encode("utf-8")
 
 
 def usage_from(payload: Any) -> Usage | None:
@@ -115,6 +117,27 @@ def usage_from(payload: Any) -> Usage | None:
     return Usage(prompt, completion)
 
 
+def usage_from_body(data: bytes) -> Usage | None:
+    """``usage`` of a non-streamed completion body. vLLM writes it after ``choices``, near
+    the end, so the last ``"usage"`` key is decoded on its own; only when that fails is the
+    whole body parsed (the answer is the same as ``usage_from(json.loads(data))``)."""
+    at = data.rfind(b'"usage"')
+    if at > 0 and data[:1] == b"{":
+        text = data[at + 7 :].lstrip()
+        if text[:1] == b":":
+            try:
+                value, _ = _decode_at(text[1:].lstrip().decode("utf-8", "replace"))
+            except ValueError:
+                value = None
+            usage = usage_from({"usage": value})
+            if usage is not None:
+                return usage
+    try:
+        return usage_from(json.loads(data))
+    except ValueError:
+        return None
+
+
 @dataclass
 class SseRelay:
     """Splits upstream bytes into SSE events; notes usage; drops the usage-only chunk
@@ -127,15 +150,15 @@ class SseRelay:
 
     def feed(self, data: bytes) -> list[bytes]:
         """Complete events (each ending in a blank line) ready to forward, in order."""
-        self._pending += data
+        buf = self._pending + data if self._pending else data
         out: list[bytes] = []
-        while True:
-            end = self._pending.find(b"\n\n")
-            if end < 0:
-                return out
-            event, self._pending = self._pending[: end + 2], self._pending[end + 2 :]
+        start = 0
+        while (end := buf.find(b"\n\n", start)) >= 0:
+            event, start = buf[start : end + 2], end + 2
             if self._keep(event):
                 out.append(event)
+        self._pending = buf[start:]
+        return out
 
     def rest(self) -> bytes:
         """Whatever trailing bytes never formed a complete event."""

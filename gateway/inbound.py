@@ -17,6 +17,7 @@ from gateway.errors import ApiError
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 _MAX_ID_LEN = 128
+_encode_unicode = json.JSONEncoder(ensure_ascii=False).encode
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,12 @@ class ParsedBody:
     max_tokens: int | None
     prompt: Any
     prompt_chars: int
+
+
+def header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """ASGI's raw header list as a dict read in O(1); the first of repeated headers wins,
+    as with ``starlette.datastructures.Headers.get`` (names are lowercase in ASGI)."""
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in reversed(raw)}
 
 
 def request_id_from(headers: Mapping[str, str]) -> str:
@@ -137,9 +144,7 @@ def parse_body(
         raise ApiError(400, "'stream_options' must be an object", param="stream_options")
     wants_usage = bool(options and options.get("include_usage") is True)
     max_tokens = _max_tokens(body, model_limit(model))
-    chars = (
-        len(json.dumps(prompt, ensure_ascii=False)) if not isinstance(prompt, str) else len(prompt)
-    )
+    chars = len(_encode_unicode(prompt)) if not isinstance(prompt, str) else len(prompt)
     return ParsedBody(body, model, stream, wants_usage, max_tokens, prompt, chars)
 
 

@@ -8,8 +8,8 @@ it, every path goes through ``Flight.finish`` exactly once.
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,11 +26,12 @@ from gateway.forward import (
     Upstream,
     open_upstream,
     upstream_body,
-    usage_from,
+    usage_from_body,
 )
 from gateway.inbound import (
     ParsedBody,
     decode_json_object,
+    header_map,
     parse_body,
     parse_metadata,
     request_id_from,
@@ -61,10 +62,11 @@ class Prepared:
 
 
 async def handle_completion(ctx: GatewayContext, request: Request, path: str) -> Response:
-    request_id = request_id_from(request.headers)
+    hdrs = header_map(request.scope["headers"])
+    request_id = request_id_from(hdrs)
     arrival = ctx.clock()
     try:
-        prepared = await _prepare(ctx, request, path, request_id, arrival)
+        prepared = await _prepare(ctx, request, hdrs, path, request_id, arrival)
     except ApiError as err:
         return refuse(ctx, err, request_id, path, arrival)
     flight = Flight(ctx, _record(prepared, arrival), prepared.request)
@@ -83,16 +85,17 @@ async def handle_completion(ctx: GatewayContext, request: Request, path: str) ->
 
 
 async def _prepare(
-    ctx: GatewayContext, request: Request, path: str, request_id: str, arrival: float
-) -> Prepared:
+    ctx: GatewayContext, request: Request, hdrs: Mapping[str, str], path: str, request_id: str,
+    arrival: float,
+) -> Prepared:  # fmt: skip
     runtime = ctx.runtime
-    tenant = runtime.auth.authenticate(request.headers.get("authorization"))
+    tenant = runtime.auth.authenticate(hdrs.get("authorization"))
     if tenant is None:
         raise ApiError(401, "missing or unknown API key", type_="authentication_error",
                        code="invalid_api_key", reason="unauthenticated")  # fmt: skip
-    raw = await read_body(request, runtime.loaded.config.server.max_body_bytes)
+    raw = await read_body(request, runtime.loaded.config.server.max_body_bytes, hdrs)
     body = decode_json_object(raw)
-    meta = parse_metadata(request.headers, tenant, request_id)
+    meta = parse_metadata(hdrs, tenant, request_id)
     parsed = parse_body(path, body, ctx.pool.known_models(), ctx.pool.model_limit)
     model_limit = ctx.pool.model_limit(parsed.model)
     flow = FlowKey(tenant.name, meta.workload_class, parsed.model, deadline_bucket(meta.deadline_s))
@@ -118,8 +121,8 @@ async def _prepare(
     return Prepared(path, parsed, info)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
+async def read_body(request: Request, limit: int, hdrs: Mapping[str, str] | None = None) -> bytes:
+    declared = (request.headers if hdrs is None else hdrs).get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     chunks, size = [], 0
@@ -255,16 +258,9 @@ async def _respond(
         flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
         return Response(status_code=CLIENT_GONE)
     flight.first_byte()
-    usage = usage_from(_json_or_none(data)) if upstream.status_code == 200 else None
+    usage = usage_from_body(data) if upstream.status_code == 200 else None
     status = upstream.status_code
     flight.finish(Outcome.COMPLETED if status < 500 else Outcome.FAILED, status=status,
                   usage=usage)  # fmt: skip
     media = upstream.headers.get("content-type", "application/json")
     return Response(data, status_code=status, headers=headers(flight), media_type=media)
-
-
-def _json_or_none(data: bytes) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
