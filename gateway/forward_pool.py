@@ -169,10 +169,13 @@ class UpstreamResponse:
             await self._wait()
 
     async def aiter_raw(self) -> AsyncIterator[bytes]:
-        """Body bytes as they arrive (transfer decoding done, no content decoding)."""
+        """Body bytes as they arrive (transfer decoding done, no content decoding): all that
+        is buffered now as one piece (several HTTP chunks of one read are one relay step)."""
         while True:
             if self._chunks:
-                chunk = self._chunks.popleft()
+                chunks = self._chunks
+                chunk = chunks.popleft() if len(chunks) == 1 else b"".join(chunks)
+                chunks.clear()
                 self._buffered -= len(chunk)
                 if self._paused and self._buffered <= _HIGH_WATER // 4:
                     self._paused = False

@@ -16,13 +16,15 @@ from policies.types import Outcome, Usage
 async def relay_stream(
     flight: Flight, upstream: Upstream, relay: SseRelay
 ) -> AsyncGenerator[bytes, None]:
-    """Yields upstream SSE events one by one as they arrive (one flush per event)."""
+    """Yields upstream SSE events as they arrive: all complete events of one upstream read
+    as one chunk (one send to the client; none waits for a later read)."""
     outcome, status, error = Outcome.CANCELLED, 499, None
     try:
         async for chunk in upstream.aiter_raw():
-            for event in relay.feed(chunk):
+            events = relay.feed(chunk)
+            if events:
                 flight.first_byte()
-                yield event
+                yield events[0] if len(events) == 1 else b"".join(events)
         rest = relay.rest()
         if rest:
             yield rest
