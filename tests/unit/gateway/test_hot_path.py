@@ -1,0 +1,239 @@
+"""The hot path's shortcuts change cost, never answers: a cached fleet snapshot still sees
+every scrape, health change and signal going stale; ``race`` without a task still cancels
+exactly; usage read from the tail equals usage read from the whole body; an immediately
+admitted request does not wake the dispatcher, a queued one still does."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+
+from gateway.admission import Admission
+from gateway.backends import SNAPSHOT_MAX_AGE_S, BackendPool
+from gateway.config import BackendConfig, HealthConfig
+from gateway.forward import usage_from, usage_from_body
+from gateway.inbound import header_map
+from gateway.relay import race
+from policies.fleet import FleetSnapshot, Health
+from policies.types import (
+    Decision,
+    DecisionKind,
+    FlowKey,
+    Outcome,
+    Reason,
+    RequestInfo,
+    Usage,
+    WorkEstimate,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Signals:
+    """A signal source whose numbers the test changes, as a scrape would."""
+
+    def __init__(self) -> None:
+        self.waiting = 0.0
+        self.scraped_at = 100.0
+        self.max_age_s = 1.0
+
+    def signals(self, backend: str, now: float) -> Mapping[str, object]:
+        age = now - self.scraped_at
+        return {"waiting": self.waiting, "signal_age_s": age, "stale": age > self.max_age_s}
+
+    def changes_at(self, backend: str) -> float | None:
+        return self.scraped_at + self.max_age_s + 1e-9
+
+
+def _pool(clock: Clock, signals: Signals) -> BackendPool:
+    backend = BackendConfig(name="a", url="http://127.0.0.1:9", models=["m"], max_num_seqs=4)
+    return BackendPool(
+        [backend], clock=clock, health=HealthConfig(), connect_timeout_s=1.0,
+        read_timeout_s=1.0, signals=signals,
+    )  # fmt: skip
+
+
+def test_cached_snapshot_follows_scrapes_health_and_staleness() -> None:
+    clock, signals = Clock(), Signals()
+    pool = _pool(clock, signals)
+    first = pool.snapshot().get("a")
+    assert first is not None and first.waiting == 0.0 and not first.stale
+
+    signals.waiting = 7.0  # a scrape landed ...
+    pool.invalidate()  # ... and said so
+    view = pool.snapshot().get("a")
+    assert view is not None and view.waiting == 7.0
+
+    clock.now = signals.scraped_at + signals.max_age_s + 0.001  # nobody says anything
+    view = pool.snapshot().get("a")
+    assert view is not None and view.stale
+
+    for _ in range(HealthConfig().failures_to_down):
+        pool.note_connect_error("a")
+    view = pool.snapshot().get("a")
+    assert view is not None and view.health is Health.DOWN
+
+
+def test_cached_snapshot_is_rebuilt_within_its_age_bound_and_reports_the_time_now() -> None:
+    clock, signals = Clock(), Signals()
+    signals.max_age_s = 1000.0
+    pool = _pool(clock, signals)
+    pool.snapshot()
+    signals.waiting = 3.0  # changed without an announcement
+    clock.now += SNAPSHOT_MAX_AGE_S / 2
+    snap = pool.snapshot()
+    assert snap.at == clock.now
+    clock.now += SNAPSHOT_MAX_AGE_S
+    view = pool.snapshot().get("a")
+    assert view is not None and view.waiting == 3.0
+
+
+def test_usage_from_the_tail_equals_usage_from_the_whole_body() -> None:
+    usage = {"prompt_tokens": 11, "total_tokens": 27, "completion_tokens": 16}
+    bodies = [
+        {"id": "x", "choices": [{"message": {"content": '"usage": {"prompt_tokens": 1}'}}],
+         "usage": usage, "prompt_logprobs": None},
+        {"choices": [], "usage": usage},
+        {"usage": usage, "choices": [{"message": {"content": "no usage after this"}}]},
+        {"choices": [], "usage": None},
+        {"choices": [], "usage": {"prompt_tokens": "11", "completion_tokens": 2}},
+        {"choices": []},
+    ]  # fmt: skip
+    for body in bodies:
+        for separators in ((",", ":"), (", ", ": ")):
+            data = json.dumps(body, separators=separators).encode()
+            assert usage_from_body(data) == usage_from(body), data
+    assert usage_from_body(b"not json") is None
+    assert usage_from_body(b'{"usage": {"prompt_tokens": 1, "completion_tokens": 2}') == Usage(
+        1, 2
+    )  # a cut body still has its usage object: as good as it gets, never an exception
+
+
+def test_header_map_keeps_the_first_of_repeated_headers() -> None:
+    raw = [(b"x-request-id", b"one"), (b"authorization", b"Bearer k"), (b"x-request-id", b"two")]
+    assert header_map(raw) == {"x-request-id": "one", "authorization": "Bearer k"}
+
+
+async def test_race_returns_the_result_or_cancels_the_work_when_gone_fires() -> None:
+    loop = asyncio.get_running_loop()
+    gone: asyncio.Future[None] = loop.create_future()
+
+    async def quick() -> int:
+        await asyncio.sleep(0)
+        return 5
+
+    assert await race(quick(), gone) == (True, 5)
+
+    cancelled = asyncio.Event()
+
+    async def slow() -> int:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cancelled.set()
+        return 1
+
+    loop.call_soon(gone.set_result, None)
+    assert await race(slow(), gone) == (False, None)
+    assert cancelled.is_set()
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0  # our own cancellation taken back
+    assert await race(quick(), gone) == (False, None)  # already gone: not even started
+
+
+async def test_race_lets_a_cancellation_from_outside_through() -> None:
+    gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    started = asyncio.Event()
+
+    async def slow() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    task = asyncio.ensure_future(race(slow(), gone))
+    await started.wait()
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    else:
+        raise AssertionError("the outside cancellation was swallowed")
+
+
+async def test_a_stale_gone_callback_never_cancels_later_work() -> None:
+    """``gone`` firing in the very turn ``work`` finishes: the scheduled callback must not
+    cancel whatever the task awaits next."""
+    loop = asyncio.get_running_loop()
+    gone: asyncio.Future[None] = loop.create_future()
+    ready: asyncio.Future[int] = loop.create_future()
+
+    async def work() -> int:
+        return await ready
+
+    def both() -> None:
+        ready.set_result(3)
+        gone.set_result(None)
+
+    loop.call_soon(both)
+    started, value = await race(work(), gone)
+    await asyncio.sleep(0)  # the callback of ``gone`` runs here, if it still can
+    await asyncio.sleep(0)
+    assert (started, value) in ((True, 3), (False, None))
+
+
+class Scheduler:
+    """Answers as told; counts nothing itself (the test reads the dispatcher's wake-ups)."""
+
+    def __init__(self, result: object) -> None:
+        self.result = result
+        self.released = 0
+
+    def submit(self, req: RequestInfo, fleet: FleetSnapshot) -> object:
+        return self.result
+
+    def release(self, ticket: object, outcome: Outcome, usage: Usage | None = None, *,
+                ttft_s: float | None = None, latency_s: float | None = None) -> None:  # fmt: skip
+        self.released += 1
+
+    def cancel(self, request_id: str) -> bool:
+        return True
+
+
+class Ticket:
+    request_id = "r1"
+
+
+def _delay() -> Decision:
+    flow = FlowKey("t", "interactive", "m", "none")
+    return Decision(DecisionKind.DELAY, Reason.QUEUED_FOR_CAPACITY, "r1", "t", flow,
+                    WorkEstimate(1, 1), "p", "v", queue_position=1)  # fmt: skip
+
+
+async def test_an_immediate_ticket_does_not_wake_the_dispatcher_a_delay_does() -> None:
+    scheduler = Scheduler(Ticket())
+    empty = FleetSnapshot(0.0, ())
+    admission = Admission(scheduler, lambda: empty, clock=Clock())  # type: ignore[arg-type]
+    request: RequestInfo = None  # type: ignore[assignment]  # the fake never reads it
+    admission.submit(request)
+    assert not admission._wake.is_set()
+    admission.release(Ticket(), Outcome.COMPLETED)
+    assert not admission._wake.is_set() and scheduler.released == 1
+
+    scheduler.result = _delay()  # a queued request: the dispatcher must poll for it
+    delay = admission.submit(request)
+    assert admission._wake.is_set()
+    admission._wake.clear()
+    gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    waiting = asyncio.ensure_future(admission.wait_dispatch(delay, gone))
+    await asyncio.sleep(0)
+    admission.release(Ticket(), Outcome.COMPLETED)  # freed capacity: someone is waiting
+    assert admission._wake.is_set()
+    gone.set_result(None)
+    assert await waiting is None
