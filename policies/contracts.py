@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from policies.fleet import BackendView
+from policies.quick_init import quick_init
 from policies.types import DecisionKind, Degradation, Reason, RequestInfo, Usage
 
 S = TypeVar("S")
@@ -56,6 +57,7 @@ class QueuedEntry:
 Allow = Callable[[QueuedEntry], bool]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """A gate's "no": the reason and the exact seconds until it could say yes (or None)."""
@@ -64,6 +66,7 @@ class Verdict:
     retry_after_s: float | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class GateContext:
     """What a gate may read besides the request. Units: seconds, tokens, tokens/second."""

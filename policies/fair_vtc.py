@@ -93,7 +93,10 @@ class Vtc(Fairness[VtcState, NoParams]):
 
 
 def _push_entry(state: VtcState, entry: QueuedEntry) -> None:
-    queue = state.queues.setdefault(entry.request.tenant, [])
+    tenant = entry.request.tenant
+    queue = state.queues.get(tenant)
+    if queue is None:
+        queue = state.queues[tenant] = []
     heapq.heappush(queue, (entry.expires_at, entry.seq, entry.gen, entry))
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from policies.quick_init import quick_init
+
 
 class Health(str, enum.Enum):  # noqa: UP042
     HEALTHY = "healthy"
@@ -17,6 +19,7 @@ class Health(str, enum.Enum):  # noqa: UP042
     DOWN = "down"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class BackendView:
     """Live signals of one backend, derived from its own /metrics over a sliding window.
@@ -53,6 +56,7 @@ class BackendView:
         return model in self.models
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class FleetSnapshot:
     """All backends at one instant ``at`` (clock seconds)."""
@@ -68,7 +72,8 @@ class FleetSnapshot:
 
     def serving(self, model: str) -> tuple[BackendView, ...]:
         """Backends that are not down and serve ``model``."""
-        return tuple(b for b in self.backends if b.available and b.serves(model))
+        down = Health.DOWN  # (``available`` and ``serves``, inlined: read per decision)
+        return tuple([b for b in self.backends if b.health is not down and model in b.models])
 
     @property
     def any_available(self) -> bool:

@@ -37,7 +37,7 @@ class QuotaParams(Params):
         return self.tenants.get(tenant, self.default)
 
 
-@dataclass
+@dataclass(slots=True)
 class Bucket:
     level: float
     updated: float
@@ -59,13 +59,13 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
     def check(self, state: QuotaState, req: RequestInfo, ctx: GateContext) -> Verdict | None:
         limits = self.params.limits(req.tenant)
         if limits.max_concurrent is not None and (
-            state.concurrent[req.tenant] >= limits.max_concurrent
+            state.concurrent.get(req.tenant, 0) >= limits.max_concurrent
         ):
             return Verdict(Reason.TENANT_CONCURRENCY, ctx.exec_p95_s)
         bucket = self._bucket(state, req.tenant, limits, ctx.now)
-        size = limits.bucket_size
-        if bucket is None or size is None or limits.tokens_per_minute is None:
+        if bucket is None or limits.tokens_per_minute is None:
             return None
+        size = limits.burst_tokens or limits.tokens_per_minute  # bucket_size, not None here
         need = min(float(req.estimate.total), size)
         if bucket.level >= need:
             return None
@@ -73,7 +73,7 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
         return Verdict(Reason.TENANT_QUOTA, (need - bucket.level) / rate)
 
     def on_accept(self, state: QuotaState, req: RequestInfo, now: float) -> None:
-        state.concurrent[req.tenant] += 1
+        state.concurrent[req.tenant] = state.concurrent.get(req.tenant, 0) + 1
         bucket = self._bucket(state, req.tenant, self.params.limits(req.tenant), now)
         if bucket is not None:
             bucket.level -= req.estimate.total
@@ -81,9 +81,11 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
     def on_finish(
         self, state: QuotaState, req: RequestInfo, now: float, usage: Usage | None, served: bool
     ) -> None:
-        state.concurrent[req.tenant] -= 1
-        if state.concurrent[req.tenant] <= 0:
-            del state.concurrent[req.tenant]
+        left = state.concurrent.get(req.tenant, 0) - 1
+        if left <= 0:
+            state.concurrent.pop(req.tenant, None)
+        else:
+            state.concurrent[req.tenant] = left
         limits = self.params.limits(req.tenant)
         bucket = self._bucket(state, req.tenant, limits, now)
         if bucket is None or limits.bucket_size is None:
@@ -97,13 +99,17 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
     def _bucket(
         self, state: QuotaState, tenant: str, limits: TenantLimits, now: float
     ) -> Bucket | None:
-        size, tpm = limits.bucket_size, limits.tokens_per_minute
-        if size is None or tpm is None:
+        tpm = limits.tokens_per_minute
+        if tpm is None:
             return None
+        size = limits.burst_tokens or tpm  # bucket_size
         bucket = state.buckets.get(tenant)
         if bucket is None:
             bucket = state.buckets[tenant] = Bucket(size, now)
-        elapsed = max(0.0, now - bucket.updated)
-        bucket.level = min(size, bucket.level + elapsed * tpm / 60.0)
+        elapsed = now - bucket.updated
+        if elapsed < 0.0:
+            elapsed = 0.0
+        level = bucket.level + elapsed * tpm / 60.0
+        bucket.level = level if level < size else size  # min(size, level)
         bucket.updated = now
         return bucket

@@ -25,7 +25,7 @@ class RetryBudgetParams(Params):
     per_tenant: bool = True
 
 
-@dataclass
+@dataclass(slots=True)
 class Window:
     slices: deque[list[float]] = field(default_factory=deque)  # [start, firsts, retries]
     firsts: float = 0.0
@@ -69,9 +69,12 @@ class RetryBudget(Gate[RetryState, RetryBudgetParams]):
 
     def _window(self, state: RetryState, req: RequestInfo, now: float) -> Window:
         key = req.tenant if self.params.per_tenant else ""
-        window = state.windows.setdefault(key, Window())
-        while window.slices and window.slices[0][0] + self.params.window_s <= now:
-            _, firsts, retries = window.slices.popleft()
+        window = state.windows.get(key)
+        if window is None:
+            window = state.windows[key] = Window()
+        slices, window_s = window.slices, self.params.window_s
+        while slices and slices[0][0] + window_s <= now:
+            _, firsts, retries = slices.popleft()
             window.firsts -= firsts
             window.retries -= retries
         return window

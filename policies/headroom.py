@@ -31,6 +31,8 @@ class HeadroomParams(Params):
 class ActiveTenants:
     """Weights of tenants seen in the last ``window_s`` seconds, with their running sum."""
 
+    __slots__ = ("_order", "_seen", "total_weight")
+
     def __init__(self) -> None:
         self._seen: dict[str, tuple[float, float]] = {}  # tenant -> (last seen, weight)
         self._order: deque[tuple[float, str]] = deque()
@@ -45,13 +47,16 @@ class ActiveTenants:
         self._order.append((now, tenant))
 
     def expire(self, now: float, window_s: float) -> None:
-        while self._order and self._order[0][0] < now - window_s:
-            seen_at, tenant = self._order.popleft()
-            current = self._seen.get(tenant)
+        order, seen = self._order, self._seen
+        if not order or order[0][0] >= now - window_s:
+            return  # nothing left the window (and an empty map was already zeroed)
+        while order and order[0][0] < now - window_s:
+            seen_at, tenant = order.popleft()
+            current = seen.get(tenant)
             if current is not None and current[0] == seen_at:
-                del self._seen[tenant]
+                del seen[tenant]
                 self.total_weight -= current[1]
-        if not self._seen:
+        if not seen:
             self.total_weight = 0.0  # no float drift once empty
 
     def weight(self, tenant: str) -> float | None:

@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 
 from policies.contracts import Params
 from policies.fleet import BackendView
+from policies.quick_init import quick_init
 from policies.types import Degradation, Reason, RequestInfo, WorkEstimate
 
 Action = Literal["shed_classes", "cap_max_tokens", "route_model", "reject"]
@@ -87,6 +88,7 @@ def update_active(active: set[str], params: LadderParams, saturation: float) -> 
             active.discard(step.name)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class LadderResult:
     request: RequestInfo

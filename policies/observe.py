@@ -1,8 +1,15 @@
 """What the scheduler learns from completed requests: the token drain rate while busy and
-the execution time per cost class. Pure: every method takes the clock reading."""
+the execution time per cost class. Pure: every method takes the clock reading.
+
+Both are read on every decision, so each keeps what a read needs ready: the drain meter
+the running sums of its closed buckets, the quantiles a sorted copy of each class's
+samples. Results are the same floats the plain definitions give (same summation order,
+same order statistic).
+"""
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import deque
 
 _BUCKETS = 10
@@ -22,16 +29,23 @@ class DrainMeter:
     backlog look slower to drain than it is.
     """
 
+    __slots__ = ("_bucket_s", "_buckets", "_busy", "_closed", "_last", "_span")
+
     def __init__(self, window_s: float = 30.0) -> None:
         self._bucket_s = window_s / _BUCKETS
+        self._span = self._bucket_s * _BUCKETS
         self._buckets: deque[list[float]] = deque()  # [start, tokens, busy_s]
         self._last: float | None = None
         self._busy = False
+        self._closed = [0.0, 0.0]
+        """Sums of tokens and busy seconds over every bucket but the newest, added left to
+        right as ``sum`` would (only the newest bucket still changes)."""
 
     def tick(self, now: float, busy: bool) -> None:
         """Account the time since the last tick to the busy state that held during it."""
-        if self._last is not None and self._busy and now > self._last:
-            self._bucket(now)[2] += now - self._last
+        last = self._last
+        if last is not None and self._busy and now > last:
+            self._bucket(now)[2] += now - last
         self._last = now
         self._busy = busy
 
@@ -41,47 +55,72 @@ class DrainMeter:
     def rate(self, now: float) -> float | None:
         """Tokens/second, or None before the first completion."""
         self._evict(now)
-        tokens = sum(b[1] for b in self._buckets)
-        busy = sum(b[2] for b in self._buckets)
+        if not self._buckets:
+            return None
+        newest, closed = self._buckets[-1], self._closed
+        tokens = closed[0] + newest[1]
+        busy = closed[1] + newest[2]
         if tokens <= 0 or busy <= 0:
             return None
         return tokens / busy
 
     def _bucket(self, now: float) -> list[float]:
         self._evict(now)
-        if not self._buckets or now >= self._buckets[-1][0] + self._bucket_s:
-            self._buckets.append([now, 0.0, 0.0])
-        return self._buckets[-1]
+        buckets = self._buckets
+        if not buckets:
+            buckets.append([now, 0.0, 0.0])
+        elif now >= buckets[-1][0] + self._bucket_s:
+            newest, closed = buckets[-1], self._closed
+            closed[0] += newest[1]
+            closed[1] += newest[2]
+            buckets.append([now, 0.0, 0.0])
+        return buckets[-1]
 
     def _evict(self, now: float) -> None:
-        horizon = now - self._bucket_s * _BUCKETS
-        while self._buckets and self._buckets[0][0] + self._bucket_s < horizon:
-            self._buckets.popleft()
+        buckets = self._buckets
+        horizon = now - self._span
+        if not buckets or buckets[0][0] + self._bucket_s >= horizon:
+            return
+        while buckets and buckets[0][0] + self._bucket_s < horizon:
+            buckets.popleft()
+        tokens = busy = 0.0
+        for i in range(len(buckets) - 1):
+            tokens += buckets[i][1]
+            busy += buckets[i][2]
+        self._closed = [tokens, busy]
 
 
 class ExecQuantiles:
     """p95 of observed end-to-end latency (seconds) per cost class, last 128 samples each."""
 
+    __slots__ = ("_samples", "_sorted")
+
     def __init__(self) -> None:
         self._samples: dict[int, deque[float]] = {}
-        self._cache: dict[int, float] = {}
+        self._sorted: dict[int, list[float]] = {}
+        """The same samples in ascending order, kept by insertion."""
 
     def add(self, tokens: int, latency_s: float) -> None:
+        if latency_s != latency_s:  # NaN: no order to keep it in
+            return
         cls = cost_class(tokens)
-        self._samples.setdefault(cls, deque(maxlen=_SAMPLES_PER_CLASS)).append(latency_s)
-        self._cache.pop(cls, None)
+        samples = self._samples.get(cls)
+        if samples is None:
+            samples = self._samples[cls] = deque()
+            self._sorted[cls] = []
+        ordered = self._sorted[cls]
+        if len(samples) >= _SAMPLES_PER_CLASS:
+            del ordered[bisect_left(ordered, samples.popleft())]
+        samples.append(latency_s)
+        insort(ordered, latency_s)
 
     def p95(self, tokens: int) -> float | None:
         """p95 for this class, or for the nearest cheaper class with enough samples (an
         underestimate, so a cold class never causes a false rejection); None if none."""
+        sorted_by_class = self._sorted
         for cls in range(cost_class(tokens), 0, -1):
-            cached = self._cache.get(cls)
-            if cached is not None:
-                return cached
-            samples = self._samples.get(cls)
-            if samples is not None and len(samples) >= _MIN_SAMPLES:
-                ordered = sorted(samples)
-                value = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
-                self._cache[cls] = value
-                return value
+            ordered = sorted_by_class.get(cls)
+            if ordered is not None and len(ordered) >= _MIN_SAMPLES:
+                n = len(ordered)
+                return ordered[min(n - 1, int(0.95 * n))]
         return None

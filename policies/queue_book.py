@@ -7,7 +7,7 @@ Removal is O(1): the arrival deque and the expiry heap drop dead entries lazily.
 from __future__ import annotations
 
 import heapq
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterator
 
 from policies.contracts import QueuedEntry
@@ -21,7 +21,7 @@ class QueueBook:
         self._expiry: list[tuple[float, int, QueuedEntry]] = []
         self.tokens = 0
         """Estimated tokens queued (the work-weighted backlog)."""
-        self.models: Counter[str] = Counter()
+        self.models: dict[str, int] = {}
         """Queued requests per model."""
 
     def __len__(self) -> int:
@@ -37,7 +37,7 @@ class QueueBook:
         self._arrivals.append(entry)
         heapq.heappush(self._expiry, (entry.expires_at, entry.seq, entry))
         self.tokens += req.estimate.total
-        self.models[req.model] += 1
+        self.models[req.model] = self.models.get(req.model, 0) + 1
 
     def remove(self, entry: QueuedEntry) -> tuple[str, ...]:
         """Take ``entry`` out (marks it dead); returns the gates that accepted it."""
@@ -45,10 +45,16 @@ class QueueBook:
         req = entry.request
         del self._entries[req.request_id]
         self.tokens -= req.estimate.total
-        self.models[req.model] -= 1
-        if self.models[req.model] <= 0:
-            del self.models[req.model]
+        left = self.models.get(req.model, 0) - 1
+        if left <= 0:
+            self.models.pop(req.model, None)
+        else:
+            self.models[req.model] = left
         return self._gate_names.pop(req.request_id)
+
+    def due(self, now: float) -> bool:
+        """Whether ``expired(now)`` may yield anything (an expiry at or before ``now``)."""
+        return bool(self._expiry) and self._expiry[0][0] <= now
 
     def expired(self, now: float) -> Iterator[QueuedEntry]:
         """Live entries whose expiry is at or before ``now`` (the caller removes them)."""

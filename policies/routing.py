@@ -4,17 +4,20 @@ least outstanding work (estimated tokens in flight), or the session's consistent
 Affinity uses rendezvous hashing: adding or removing a backend moves only the sessions that
 hashed to it, so prefix caches stay warm (seed 002 §4). When the home backend has no room,
 the request spills to the least-loaded backend that does, rather than waiting.
+
+Candidates come as (backend, the gateway's load on it) pairs, built once per snapshot.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from policies.contracts import BackendLoad
+from policies.contracts import BackendLoad, Limit
 from policies.fleet import BackendView
 
-HasRoom = Callable[[BackendView], bool]
+Candidate = tuple[BackendView, BackendLoad]
 
 
 def affinity_score(session_id: str, backend: str) -> int:
@@ -22,34 +25,48 @@ def affinity_score(session_id: str, backend: str) -> int:
     return int.from_bytes(digest, "big")
 
 
-def home_backend(session_id: str, candidates: Sequence[BackendView]) -> BackendView:
-    return max(candidates, key=lambda b: affinity_score(session_id, b.name))
+def home_backend(session_id: str, backends: Sequence[BackendView]) -> BackendView:
+    return max(backends, key=lambda b: affinity_score(session_id, b.name))
+
+
+def _home(session_id: str, candidates: Sequence[Candidate]) -> Candidate:
+    """``home_backend`` of the candidates' backends, with its load."""
+    return max(candidates, key=lambda c: affinity_score(session_id, c[0].name))
+
+
+def any_room(limit: Limit[Any, Any], state: Any, candidates: Sequence[Candidate]) -> bool:
+    has_room = limit.has_room
+    for b, load in candidates:  # noqa: SIM110 (a plain loop: no generator per call)
+        if has_room(state, b, load):
+            return True
+    return False
 
 
 def least_loaded(
-    candidates: Sequence[BackendView], loads: Mapping[str, BackendLoad], has_room: HasRoom
+    limit: Limit[Any, Any], state: Any, candidates: Sequence[Candidate]
 ) -> BackendView | None:
+    """The candidate with room and the least (tokens, requests) in flight; ties by name."""
+    has_room = limit.has_room
     best: BackendView | None = None
     best_key: tuple[int, int, str] | None = None
-    for b in candidates:
-        load = loads.get(b.name) or BackendLoad()
+    for b, load in candidates:
         key = (load.in_flight_tokens, load.in_flight, b.name)
-        if (best_key is None or key < best_key) and has_room(b):
+        if (best_key is None or key < best_key) and has_room(state, b, load):
             best, best_key = b, key
     return best
 
 
 def choose_backend(
-    candidates: Sequence[BackendView],
+    limit: Limit[Any, Any],
+    state: Any,
+    candidates: Sequence[Candidate],
     session_id: str | None,
-    loads: Mapping[str, BackendLoad],
-    has_room: HasRoom,
 ) -> BackendView | None:
     """The backend to dispatch to now, or None when none of ``candidates`` has room."""
     if not candidates:
         return None
     if session_id:
-        home = home_backend(session_id, candidates)
-        if has_room(home):
+        home, load = _home(session_id, candidates)
+        if limit.has_room(state, home, load):
             return home
-    return least_loaded(candidates, loads, has_room)
+    return least_loaded(limit, state, candidates)

@@ -9,23 +9,32 @@ queues and tickets. Every request ends in exactly one terminal outcome: a REJECT
 from __future__ import annotations
 
 import random
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from policies.contracts import BackendLoad, GateContext, QueuedEntry
+from policies.contracts import BackendLoad, GateContext, Limit, QueuedEntry
 from policies.fleet import BackendView, FleetSnapshot
+from policies.gate_chain import GateChain
 from policies.headroom import ActiveTenants, may_take_slot
 from policies.ladder import apply_ladder, update_active
 from policies.observe import DrainMeter, ExecQuantiles
 from policies.queue_book import QueueBook
 from policies.registry import PolicySet
 from policies.retry_after import drain_seconds, retry_after
-from policies.routing import choose_backend
-from policies.scheduler_types import InFlight, SchedulerStats, Ticket, make_decision
+from policies.routing import any_room, choose_backend
+from policies.scheduler_types import NO_DEGRADATION, InFlight, SchedulerStats, Ticket, make_decision
 from policies.snapshot_view import SnapshotView
 from policies.swap import PolicyStates
-from policies.types import Clock, Decision, DecisionKind, Outcome, Reason, RequestInfo, Usage
+from policies.types import (
+    Clock,
+    Decision,
+    DecisionKind,
+    Degradation,
+    Outcome,
+    Reason,
+    RequestInfo,
+    Usage,
+)
 
 __all__ = ["DuplicateRequestId", "Scheduler", "SchedulerStats", "Ticket"]
 
@@ -47,10 +56,12 @@ class Scheduler:
         self._clock = clock
         self._rng = rng or random.Random()
         self._states = PolicyStates.fresh(policy)
+        self._gates = GateChain(policy.gates, self._states.gates)
+        self._limit_learns = _learns(policy.limit)
         self._view = SnapshotView(FleetSnapshot(at=clock()))
         self._queue = QueueBook()
         self._in_flight: dict[str, InFlight] = {}
-        self._tenant_in_flight: Counter[str] = Counter()
+        self._tenant_in_flight: dict[str, int] = {}
         self._active = ActiveTenants()
         self._loads: dict[str, BackendLoad] = {}
         self._seq = 0
@@ -68,6 +79,8 @@ class Scheduler:
         """Hot reload: new parameters, same queues, same in-flight tickets."""
         self._states = self._states.carry_over(self._policy, policy, self._queue.live())
         self._policy = policy
+        self._gates = GateChain(policy.gates, self._states.gates)
+        self._limit_learns = _learns(policy.limit)
         self._view.forget_saturation()
 
     # -- submit --------------------------------------------------------------------------
@@ -79,69 +92,52 @@ class Scheduler:
             raise DuplicateRequestId(req.request_id)
         now = self._observe(fleet)
         self._active.touch(req.tenant, req.weight, now)
-        candidates = self._view.serving(req.model)
-        if not candidates:
+        if not self._view.serving(req.model):
             return self._reject(req, Reason.NO_HEALTHY_BACKEND, None, now)
         if req.deadline is not None and req.deadline <= now:
             return self._reject(req, Reason.DEADLINE_INFEASIBLE, None, now)
-        self._update_saturation(req.model, now)
-        lad = apply_ladder(
-            req, self._states.ladder, self._policy.ladder, self._view.served_models()
-        )
-        if lad.reject is not None:
-            return self._reject(req, lad.reject, None, now, shadowed=lad.shadowed)
-        req, degradation = lad.request, lad.degradation
+        oldest = self._update_saturation(req.model, now)
+        degradation: Degradation = NO_DEGRADATION
+        shadowed: tuple[str, ...] = ()
+        if self._states.ladder:  # some step is on (none on: the request passes unchanged)
+            lad = apply_ladder(
+                req, self._states.ladder, self._policy.ladder, self._view.served_models()
+            )
+            if lad.reject is not None:
+                return self._reject(req, lad.reject, None, now, shadowed=lad.shadowed)
+            req, degradation, shadowed = lad.request, lad.degradation, lad.shadowed
         kind = DecisionKind.DEGRADE if degradation.steps else DecisionKind.ADMIT
         backend = None if self._queue or not self._may_take(req) else self._pick_backend(req)
         room_now = backend is not None
-        shadowed, verdict = self._run_gates(req, now, room_now)
-        shadowed = lad.shadowed + shadowed
-        if verdict is not None:
-            return self._reject(req, verdict[0], verdict[1], now, shadowed=shadowed)
+        if self._gates:
+            ctx = self._gate_context(req, now, room_now, oldest)
+            gate_shadowed, verdict = self._gates.run(req, ctx)
+            shadowed += gate_shadowed
+            if verdict is not None:
+                return self._reject(
+                    req, verdict.reason, verdict.retry_after_s, now, shadowed=shadowed
+                )
         bound = self._policy.queue.max_queued_tokens
         if not room_now and bound is not None and self._queue.tokens + req.estimate.total > bound:
             return self._reject(req, Reason.QUEUE_FULL, None, now, shadowed=shadowed)
-        gate_names = self._accept_gates(req, now)
+        gate_names = self._gates.accept(req, now)
         entry = self._new_entry(req, kind, degradation, shadowed, now)
         if backend is not None:
             self._policy.discipline.on_empty(self._states.discipline)
             return self._dispatch(entry, backend, now, gate_names)
         return self._enqueue(entry, gate_names)
 
-    def _run_gates(
-        self, req: RequestInfo, now: float, room_now: bool
-    ) -> tuple[tuple[str, ...], tuple[Reason, float | None] | None]:
-        if not self._policy.gates:
-            return (), None
-        ctx = GateContext(
+    def _gate_context(
+        self, req: RequestInfo, now: float, room_now: bool, oldest: QueuedEntry | None
+    ) -> GateContext:
+        return GateContext(
             now=now,
             queued_tokens=0 if room_now else self._queue.tokens,
             drain_tokens_per_s=self._drain.rate(now),
             exec_p95_s=self._exec.p95(req.estimate.total),
             room_now=room_now,
-            oldest_queued_s=self._oldest_queued_s(now, room_now),
+            oldest_queued_s=None if room_now or oldest is None else now - oldest.enqueued_at,
         )
-        shadowed: tuple[str, ...] = ()
-        for named in self._policy.gates:
-            state = self._states.gates[named.name]
-            verdict = named.gate.check(state, req, ctx)
-            named.gate.commit(state, req, ctx, verdict, named.shadow)
-            if verdict is None:
-                continue
-            if named.shadow:
-                shadowed += (named.name,)
-                continue
-            return shadowed, (verdict.reason, verdict.retry_after_s)
-        return shadowed, None
-
-    def _oldest_queued_s(self, now: float, room_now: bool) -> float | None:
-        oldest = None if room_now else self._queue.oldest()
-        return None if oldest is None else now - oldest.enqueued_at
-
-    def _accept_gates(self, req: RequestInfo, now: float) -> tuple[str, ...]:
-        for named in self._policy.gates:
-            named.gate.on_accept(self._states.gates[named.name], req, now)
-        return tuple(g.name for g in self._policy.gates)
 
     def _new_entry(
         self, req: RequestInfo, kind: DecisionKind, degradation: Any, shadowed: Any, now: float
@@ -168,13 +164,14 @@ class Scheduler:
     def poll(self, fleet: FleetSnapshot) -> list[Ticket | Decision]:
         """Expire, then dispatch queued requests while capacity allows (fairness picks)."""
         now = self._observe(fleet)
-        out: list[Ticket | Decision] = list(self._expire(now))
+        queue = self._queue
+        out: list[Ticket | Decision] = list(self._expire(now)) if queue.due(now) else []
         blocked: set[str] = set()
         deferred: list[QueuedEntry] = []
         fairness, fstate = self._policy.fairness, self._states.fairness
         allow = self._allow if self._policy.headroom.reserve_fraction > 0 else None
-        while self._queue and len(deferred) < _MAX_SKIPS_PER_POLL:
-            if len(blocked) >= len(self._queue.models) or not self._any_room():
+        while queue and len(deferred) < _MAX_SKIPS_PER_POLL:
+            if len(blocked) >= len(queue.models) or not self._any_room():
                 break
             entry = fairness.pop(fstate, now, allow)
             if entry is None:
@@ -191,10 +188,10 @@ class Scheduler:
             if self._drop_at_dequeue(entry, now):
                 out.append(self._leave_queue(entry, entry_reason=Reason.OVERLOADED, now=now))
                 continue
-            out.append(self._dispatch(entry, backend, now, self._queue.remove(entry)))
+            out.append(self._dispatch(entry, backend, now, queue.remove(entry)))
         for entry in reversed(deferred):
             fairness.push_back(fstate, entry)
-        if not self._queue:
+        if not queue:
             self._policy.discipline.on_empty(self._states.discipline)
         return out
 
@@ -212,17 +209,12 @@ class Scheduler:
         """A queued request ends without service: REJECT with a computed Retry-After."""
         names = self._queue.remove(entry)
         req = entry.request
-        self._finish_gates(req, now, None, served=False, names=names)
+        self._gates.finish(req, now, None, served=False, names=names)
         return self._reject(req, entry_reason, None, now, shadowed=entry.shadowed)
 
     def _pick_backend(self, req: RequestInfo) -> BackendView | None:
-        limit, lstate = self._policy.limit, self._states.limit
-
-        def has_room(b: BackendView) -> bool:
-            return limit.has_room(lstate, b, self._load(b.name))
-
-        candidates = self._view.serving(req.model)
-        return choose_backend(candidates, req.session_id, self._loads, has_room)
+        candidates = self._view.candidates(req.model, self._load)
+        return choose_backend(self._policy.limit, self._states.limit, candidates, req.session_id)
 
     def _allow(self, entry: QueuedEntry) -> bool:
         return self._may_take(entry.request)
@@ -234,8 +226,7 @@ class Scheduler:
             return True
         limit, lstate = self._policy.limit, self._states.limit
         total, in_flight = 0.0, 0
-        for b in self._view.serving(req.model):
-            load = self._load(b.name)
+        for b, load in self._view.candidates(req.model, self._load):
             current = limit.current(lstate, b, load)
             if current is None:
                 return True  # no slot count: the server's signals alone decide
@@ -243,16 +234,16 @@ class Scheduler:
         seen = self._active.weight(req.tenant)
         weight = req.weight if seen is None else seen
         active = self._active.total_weight + (weight if seen is None else 0.0)  # with itself
-        mine = self._tenant_in_flight[req.tenant]
+        mine = self._tenant_in_flight.get(req.tenant, 0)
         return may_take_slot(params, total, in_flight, mine, weight, active)
 
     def _any_room(self) -> bool:
         """Cheap pre-check when one model is queued: does any backend for it have room?"""
-        if len(self._queue.models) != 1:
+        models = self._queue.models
+        if len(models) != 1:
             return True
-        (model,) = self._queue.models
-        limit, lstate = self._policy.limit, self._states.limit
-        return any(limit.has_room(lstate, b, self._load(b.name)) for b in self._view.serving(model))
+        candidates = self._view.candidates(next(iter(models)), self._load)
+        return any_room(self._policy.limit, self._states.limit, candidates)
 
     def _load(self, name: str) -> BackendLoad:
         load = self._loads.get(name)
@@ -274,12 +265,14 @@ class Scheduler:
             shadowed=entry.shadowed, backend=backend.name,
         )  # fmt: skip
         ticket = Ticket(req.request_id, backend.name, decision, now, req)
+        total = req.estimate.total
         load = self._load(backend.name)
         load.in_flight += 1
-        load.in_flight_tokens += req.estimate.total
-        self._tenant_in_flight[req.tenant] += 1
-        self._charged += req.estimate.total
-        self._policy.fairness.charge(self._states.fairness, req, req.estimate.total)
+        load.in_flight_tokens += total
+        tenants = self._tenant_in_flight
+        tenants[req.tenant] = tenants.get(req.tenant, 0) + 1
+        self._charged += total
+        self._policy.fairness.charge(self._states.fairness, req, total)
         self._in_flight[req.request_id] = InFlight(ticket, gate_names)
         self._drain.tick(now, True)
         return ticket
@@ -299,25 +292,28 @@ class Scheduler:
             return
         now = self._clock()
         req = ticket.request
+        total = req.estimate.total
         load = self._load(ticket.backend)
         load.in_flight -= 1
-        load.in_flight_tokens -= req.estimate.total
-        self._tenant_in_flight[req.tenant] -= 1
-        if self._tenant_in_flight[req.tenant] <= 0:
-            del self._tenant_in_flight[req.tenant]
-        self._released += req.estimate.total
+        load.in_flight_tokens -= total
+        tenants = self._tenant_in_flight
+        left = tenants.get(req.tenant, 0) - 1
+        if left <= 0:
+            tenants.pop(req.tenant, None)
+        else:
+            tenants[req.tenant] = left
+        self._released += total
         if usage is not None:
-            self._policy.fairness.charge(
-                self._states.fairness, req, usage.total - req.estimate.total
-            )
+            self._policy.fairness.charge(self._states.fairness, req, usage.total - total)
             self._drain.add(now, usage.total)
         if outcome is Outcome.COMPLETED and latency_s is not None:
-            self._exec.add(req.estimate.total, latency_s)
-        self._finish_gates(req, now, usage, served=True, names=record.gate_names)
-        self._policy.limit.on_sample(
-            self._states.limit, self._view.fleet.get(ticket.backend), load, ttft_s, latency_s,
-            outcome is Outcome.FAILED,
-        )  # fmt: skip
+            self._exec.add(total, latency_s)
+        self._gates.finish(req, now, usage, served=True, names=record.gate_names)
+        if self._limit_learns:
+            self._policy.limit.on_sample(
+                self._states.limit, self._view.get(ticket.backend), load, ttft_s, latency_s,
+                outcome is Outcome.FAILED,
+            )  # fmt: skip
         self._drain.tick(now, bool(self._in_flight))
 
     def cancel(self, request_id: str) -> bool:
@@ -327,33 +323,25 @@ class Scheduler:
             return False
         self._policy.fairness.discard(self._states.fairness, entry)
         names = self._queue.remove(entry)
-        self._finish_gates(entry.request, self._clock(), None, served=False, names=names)
+        self._gates.finish(entry.request, self._clock(), None, served=False, names=names)
         return True
-
-    def _finish_gates(
-        self,
-        req: RequestInfo,
-        now: float,
-        usage: Usage | None,
-        *,
-        served: bool,
-        names: tuple[str, ...],
-    ) -> None:
-        for named in self._policy.gates:
-            if named.name in names:
-                named.gate.on_finish(self._states.gates[named.name], req, now, usage, served)
 
     # -- helpers ---------------------------------------------------------------------------
 
     def _observe(self, fleet: FleetSnapshot) -> float:
         now = self._clock()
-        if fleet is not self._view.fleet:
-            self._view = SnapshotView(fleet)
+        view = self._view
+        if fleet is not view.fleet:
+            if fleet.backends is view.fleet.backends:
+                view.fleet = fleet  # a new instant, the same views: the lookups still hold
+            else:
+                self._view = SnapshotView(fleet)
         self._active.expire(now, self._policy.headroom.active_window_s)
         self._drain.tick(now, bool(self._in_flight))
         return now
 
-    def _update_saturation(self, model: str, now: float) -> None:
+    def _update_saturation(self, model: str, now: float) -> QueuedEntry | None:
+        """Updates the ladder's saturation; returns the oldest queued entry (read for it)."""
         pool = self._view.saturation(model, self._policy.ladder)
         oldest = self._queue.oldest()
         queue = (
@@ -361,6 +349,7 @@ class Scheduler:
         )
         self._saturation = max(pool, queue)
         update_active(self._states.ladder, self._policy.ladder, self._saturation)
+        return oldest
 
     def _reject(
         self,
@@ -406,3 +395,8 @@ class Scheduler:
             charged_tokens=self._charged,
             released_tokens=self._released,
         )
+
+
+def _learns(limit: Limit[Any, Any]) -> bool:
+    """Whether ``limit`` overrides ``on_sample`` (the contract's is a no-op, not called)."""
+    return type(limit).on_sample is not Limit.on_sample

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from policies.quick_init import quick_init
 from policies.registry import PolicySet
 from policies.types import Decision, DecisionKind, Degradation, Reason, RequestInfo
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Ticket:
     """A dispatched request. ``request`` carries any degraded model/max_tokens already
@@ -44,6 +46,11 @@ class SchedulerStats:
     released_tokens: int
 
 
+NO_DEGRADATION = Degradation()
+"""The degradation of a request nothing changed (shared: it is frozen)."""
+
+
+@quick_init
 @dataclass(frozen=True, slots=True)
 class InFlight:
     ticket: Ticket
@@ -74,7 +81,7 @@ def make_decision(
         reservation_tokens=req.estimate.total if kind is not DecisionKind.REJECT else 0,
         retry_after_s=retry_after_s,
         queue_position=queue_position,
-        degradation=degradation or Degradation(),
+        degradation=degradation or NO_DEGRADATION,
         backend=backend,
         shadowed=shadowed,
     )

@@ -10,6 +10,8 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from policies.quick_init import quick_init
+
 Clock = Callable[[], float]
 """Monotonic seconds. The gateway passes ``time.monotonic``; the simulator a virtual clock."""
 
@@ -48,6 +50,7 @@ class Outcome(str, enum.Enum):  # noqa: UP042
     FAILED = "failed"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class FlowKey:
     """tenant + workload class + model + deadline bucket (see ``deadline_bucket``)."""
@@ -71,6 +74,7 @@ def deadline_bucket(deadline_s: float | None) -> str:
     return "gt10m"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class WorkEstimate:
     """Token cost estimated before any backend work. ``total`` is what fair share charges."""
@@ -83,6 +87,7 @@ class WorkEstimate:
         return self.prompt_tokens + self.output_tokens
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Actual token usage reported by the backend at completion (may be partial)."""
@@ -95,6 +100,7 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RequestInfo:
     """Everything the decision core may know about a request. Never the prompt itself.
@@ -122,6 +128,7 @@ class RequestInfo:
         return FlowKey(self.tenant, self.workload_class, self.model, deadline_bucket(rel))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Degradation:
     """What a degrade decision changed. ``steps`` names the ladder steps applied."""
@@ -131,6 +138,7 @@ class Degradation:
     model: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Decision:
     """The decision object: one per request, frozen, recorded and exposed in headers."""

@@ -1,0 +1,91 @@
+"""The gate chain of one ``PolicySet`` bound to its states, as the scheduler runs it.
+
+``run`` checks the gates in order (each ``check`` followed by its ``commit``) and stops at
+the first enforced refusal; shadow refusals are collected. ``accept`` and ``finish`` do the
+accounting. Built once per policy (again on ``swap``), so a decision does no lookups by
+name; a hook a gate leaves as the contract's no-op is not called at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from policies.contracts import Gate, GateContext, NamedGate, Verdict
+from policies.types import RequestInfo, Usage
+
+_Check = tuple[
+    str,
+    Callable[[Any, RequestInfo, GateContext], Verdict | None],
+    Callable[[Any, RequestInfo, GateContext, Verdict | None, bool], None] | None,
+    Any,
+    bool,
+]
+
+
+def _overrides(gate: Gate[Any, Any], hook: str) -> bool:
+    return getattr(type(gate), hook) is not getattr(Gate, hook)
+
+
+class GateChain:
+    __slots__ = ("_accepts", "_checks", "_finishes", "names")
+
+    def __init__(self, gates: Sequence[NamedGate], states: Mapping[str, Any]) -> None:
+        self.names: tuple[str, ...] = tuple(g.name for g in gates)
+        """Every gate's name: the gates that accept a request that enters the system."""
+        self._checks: tuple[_Check, ...] = tuple(
+            (
+                g.name,
+                g.gate.check,
+                g.gate.commit if _overrides(g.gate, "commit") else None,
+                states[g.name],
+                g.shadow,
+            )
+            for g in gates
+        )
+        self._accepts = tuple(
+            (g.gate.on_accept, states[g.name]) for g in gates if _overrides(g.gate, "on_accept")
+        )
+        self._finishes = tuple(
+            (g.name, g.gate.on_finish, states[g.name])
+            for g in gates
+            if _overrides(g.gate, "on_finish")
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.names)
+
+    def run(self, req: RequestInfo, ctx: GateContext) -> tuple[tuple[str, ...], Verdict | None]:
+        """(gates in shadow mode that refused, the first enforced refusal or None)."""
+        shadowed: tuple[str, ...] = ()
+        for name, check, commit, state, shadow in self._checks:
+            verdict = check(state, req, ctx)
+            if commit is not None:
+                commit(state, req, ctx, verdict, shadow)
+            if verdict is None:
+                continue
+            if shadow:
+                shadowed += (name,)
+                continue
+            return shadowed, verdict
+        return shadowed, None
+
+    def accept(self, req: RequestInfo, now: float) -> tuple[str, ...]:
+        """The request entered the system; returns the names of the gates that accepted it."""
+        for on_accept, state in self._accepts:
+            on_accept(state, req, now)
+        return self.names
+
+    def finish(
+        self,
+        req: RequestInfo,
+        now: float,
+        usage: Usage | None,
+        *,
+        served: bool,
+        names: tuple[str, ...],
+    ) -> None:
+        """The request left the system: ``on_finish`` of those of ``names`` still present."""
+        for name, on_finish, state in self._finishes:
+            if name in names:
+                on_finish(state, req, now, usage, served)

@@ -1,0 +1,282 @@
+"""The pieces the decision's hot path was made cheaper with, each against the plain
+definition it replaces: ``quick_init`` against the dataclass's generated ``__init__``, the
+drain meter and the latency quantiles against straightforward re-computation, the gate
+chain's skipped hooks, and the snapshot memo across snapshots."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections import deque
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policies.contracts import Gate, GateContext, NamedGate, NoParams, Verdict
+from policies.fleet import BackendView, FleetSnapshot, Health
+from policies.gate_chain import GateChain
+from policies.ladder import LadderResult
+from policies.observe import DrainMeter, ExecQuantiles, cost_class
+from policies.quick_init import quick_init
+from policies.registry import build_policy
+from policies.scheduler import Scheduler, Ticket
+from policies.scheduler_types import InFlight
+from policies.types import (
+    Decision,
+    DecisionKind,
+    Degradation,
+    FlowKey,
+    Outcome,
+    Reason,
+    RequestInfo,
+    Usage,
+    WorkEstimate,
+)
+
+from .helpers import ManualClock, backend, fleet, request
+
+QUICK = [FlowKey, WorkEstimate, Usage, RequestInfo, Degradation, Decision, BackendView,
+         FleetSnapshot, Ticket, InFlight, LadderResult, Verdict, GateContext]  # fmt: skip
+
+
+def _generated(cls: type[Any], *args: Any, **kwargs: Any) -> Any:
+    obj = object.__new__(cls)
+    cls.__init__.__wrapped__(obj, *args, **kwargs)
+    return obj
+
+
+def _value(f: dataclasses.Field[Any], rng: random.Random) -> Any:
+    return f"{f.name}-{rng.random()}"  # any object: the init only stores it
+
+
+@pytest.mark.parametrize("cls", QUICK, ids=lambda c: c.__name__)
+def test_quick_init_stores_what_the_generated_init_stores(cls: type[Any]) -> None:
+    rng = random.Random(cls.__name__)
+    fields = dataclasses.fields(cls)
+    full = [_value(f, rng) for f in fields]
+    assert cls(*full) == _generated(cls, *full)
+    kwargs = {f.name: v for f, v in zip(fields, full, strict=True)}
+    assert cls(**kwargs) == _generated(cls, **kwargs)
+    required = {
+        f.name: v
+        for f, v in zip(fields, full, strict=True)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    quick, generated = cls(**required), _generated(cls, **required)
+    assert quick == generated  # defaults and default factories alike
+    for f in fields:
+        assert getattr(quick, f.name) == getattr(generated, f.name)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(quick, fields[0].name, None)
+    with pytest.raises(TypeError):
+        cls(*full, None)  # one argument too many, as before
+
+
+def test_quick_init_gives_each_instance_its_own_factory_value() -> None:
+    @quick_init
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Holder:
+        items: list[int] = dataclasses.field(default_factory=list)
+
+    a, b = Holder(), Holder()
+    a.items.append(1)
+    assert b.items == []
+
+
+def test_quick_init_refuses_what_it_cannot_reproduce() -> None:
+    @dataclasses.dataclass(slots=True)
+    class Mutable:
+        x: int
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Checked:
+        x: int
+
+        def __post_init__(self) -> None:
+            raise AssertionError
+
+    @dataclasses.dataclass(frozen=True)
+    class NoSlots:
+        x: int
+
+    for cls in (Mutable, Checked, NoSlots):
+        with pytest.raises(TypeError):
+            quick_init(cls)
+
+
+class _PlainDrain:
+    """The drain meter as first written: sums over every bucket on each read."""
+
+    def __init__(self, window_s: float = 30.0) -> None:
+        self._bucket_s = window_s / 10
+        self._buckets: deque[list[float]] = deque()
+        self._last: float | None = None
+        self._busy = False
+
+    def tick(self, now: float, busy: bool) -> None:
+        if self._last is not None and self._busy and now > self._last:
+            self._bucket(now)[2] += now - self._last
+        self._last, self._busy = now, busy
+
+    def add(self, now: float, tokens: int) -> None:
+        self._bucket(now)[1] += tokens
+
+    def rate(self, now: float) -> float | None:
+        self._evict(now)
+        tokens = sum(b[1] for b in self._buckets)
+        busy = sum(b[2] for b in self._buckets)
+        return None if tokens <= 0 or busy <= 0 else tokens / busy
+
+    def _bucket(self, now: float) -> list[float]:
+        self._evict(now)
+        if not self._buckets or now >= self._buckets[-1][0] + self._bucket_s:
+            self._buckets.append([now, 0.0, 0.0])
+        return self._buckets[-1]
+
+    def _evict(self, now: float) -> None:
+        horizon = now - self._bucket_s * 10
+        while self._buckets and self._buckets[0][0] + self._bucket_s < horizon:
+            self._buckets.popleft()
+
+
+drain_ops = st.lists(
+    st.tuples(
+        st.floats(0, 7, allow_nan=False),
+        st.sampled_from(["tick-busy", "tick-idle", "add", "rate"]),
+        st.integers(0, 5000),
+    ),
+    max_size=300,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(drain_ops)
+def test_drain_meter_reads_exactly_what_summing_every_bucket_gives(ops: list[Any]) -> None:
+    fast, plain = DrainMeter(), _PlainDrain()
+    now = 100.0
+    for step, op, tokens in ops:
+        now += step
+        if op == "add":
+            fast.add(now, tokens)
+            plain.add(now, tokens)
+        elif op == "rate":
+            assert fast.rate(now) == plain.rate(now)
+        else:
+            fast.tick(now, op == "tick-busy")
+            plain.tick(now, op == "tick-busy")
+        assert fast.rate(now) == plain.rate(now)
+
+
+TOKENS = st.sampled_from([1, 3, 100, 3000])  # few classes, so some fill past 128 samples
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(TOKENS, st.floats(0, 100, allow_nan=False)), max_size=700))
+def test_latency_p95_is_the_order_statistic_of_the_last_samples(
+    samples: list[tuple[int, float]],
+) -> None:
+    _check_p95(samples)
+
+
+def test_latency_p95_follows_a_long_stream() -> None:
+    rng = random.Random(95)
+    _check_p95([(rng.choice([1, 3, 100]), rng.expovariate(1.0)) for _ in range(2000)])
+
+
+def _check_p95(samples: list[tuple[int, float]]) -> None:
+    quantiles = ExecQuantiles()
+    last: dict[int, deque[float]] = {}
+    for tokens, latency in samples:
+        quantiles.add(tokens, latency)
+        last.setdefault(cost_class(tokens), deque(maxlen=128)).append(latency)
+        for probe in (tokens, 2, 5000):
+            assert quantiles.p95(probe) == _plain_p95(last, probe)
+
+
+def _plain_p95(last: dict[int, deque[float]], tokens: int) -> float | None:
+    for cls in range(cost_class(tokens), 0, -1):
+        kept = last.get(cls)
+        if kept is not None and len(kept) >= 5:
+            ordered = sorted(kept)
+            return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+    return None
+
+
+class _Recording(Gate[list[str], NoParams]):
+    """Refuses tenant ``no``; records the hooks it overrides."""
+
+    type_name = "recording"
+
+    def new_state(self) -> list[str]:
+        return []
+
+    def check(self, state: list[str], req: RequestInfo, ctx: GateContext) -> Verdict | None:
+        state.append("check")
+        return Verdict(Reason.OVERLOADED) if req.tenant == "no" else None
+
+    def on_finish(
+        self, state: list[str], req: RequestInfo, now: float, usage: Usage | None, served: bool
+    ) -> None:
+        state.append("finish")
+
+
+class _Committing(_Recording):
+    def commit(
+        self, state: list[str], req: RequestInfo, ctx: GateContext, verdict: Verdict | None,
+        shadow: bool,
+    ) -> None:  # fmt: skip
+        state.append(f"commit:{verdict is not None}:{shadow}")
+
+
+def test_gate_chain_runs_in_order_stops_at_an_enforced_no_and_collects_shadows() -> None:
+    gates = [NamedGate("shadowed", _Committing(NoParams()), shadow=True),
+             NamedGate("enforced", _Recording(NoParams())),
+             NamedGate("after", _Committing(NoParams()))]  # fmt: skip
+    states: dict[str, list[str]] = {g.name: [] for g in gates}
+    chain = GateChain(gates, states)
+    clock = ManualClock()
+    ctx = GateContext(clock.now, 0, None, None, True)
+    shadowed, verdict = chain.run(request(clock, tenant="no"), ctx)
+    assert shadowed == ("shadowed",)
+    assert verdict is not None and verdict.reason is Reason.OVERLOADED
+    assert states == {"shadowed": ["check", "commit:True:True"], "enforced": ["check"],
+                      "after": []}  # fmt: skip
+    shadowed, verdict = chain.run(request(clock), ctx)
+    assert (shadowed, verdict) == ((), None)
+    assert states["after"] == ["check", "commit:False:False"]
+    req = request(clock)
+    assert chain.accept(req, clock.now) == ("shadowed", "enforced", "after")
+    chain.finish(req, clock.now, None, served=False, names=("enforced",))
+    assert states["enforced"][-1] == "finish"
+    assert states["shadowed"][-1] != "finish" and states["after"][-1] != "finish"
+
+
+def test_a_later_snapshot_with_new_views_is_read_afresh() -> None:
+    clock = ManualClock()
+    sched = Scheduler(build_policy({}), clock=clock)
+    views = (backend("b1"),)
+    first = sched.submit(request(clock), FleetSnapshot(clock.now, views))
+    assert isinstance(first, Ticket)
+    clock.advance(1)
+    same_views = sched.submit(request(clock), FleetSnapshot(clock.now, views))
+    assert not isinstance(same_views, Decision) or same_views.decision is not DecisionKind.REJECT
+    clock.advance(1)
+    gone = sched.submit(request(clock), fleet(clock, backend("b1", health=Health.DOWN)))
+    assert isinstance(gone, Decision) and gone.reason is Reason.NO_HEALTHY_BACKEND
+
+
+def test_room_is_read_from_the_load_the_scheduler_keeps() -> None:
+    clock = ManualClock()
+    sched = Scheduler(build_policy({}), clock=clock)
+    snap = fleet(clock, backend("b1", max_num_seqs=1), backend("b2", max_num_seqs=1))
+    a, b = sched.submit(request(clock), snap), sched.submit(request(clock), snap)
+    assert isinstance(a, Ticket) and isinstance(b, Ticket)
+    assert {a.backend, b.backend} == {"b1", "b2"}
+    waiting = sched.submit(request(clock), snap)  # the same snapshot: its memo must see the load
+    assert isinstance(waiting, Decision) and waiting.decision is DecisionKind.DELAY
+    sched.release(a, Outcome.COMPLETED)
+    (out,) = sched.poll(snap)
+    assert isinstance(out, Ticket) and out.backend == a.backend
+    assert sched.stats().in_flight_by_backend == {"b1": 1, "b2": 1}
