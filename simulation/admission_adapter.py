@@ -82,7 +82,7 @@ class SchedulerAdmission:
     def _verdict(self, out: Ticket | Decision) -> Verdict:
         if isinstance(out, Ticket):
             self._tickets[out.request_id] = out
-            return Dispatched(out.request_id)
+            return Dispatched(out.request_id, out.decision.degradation.max_tokens)
         if out.decision is DecisionKind.DELAY:
             return Queued(out.request_id)
         if out.decision is DecisionKind.REJECT:

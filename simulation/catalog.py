@@ -40,12 +40,19 @@ CODEL_ADMISSION_INTERVAL_S = 16.0
 of deferral at N = 20-24), longer ones less (24 s: -5 points at N = 20); see seed-table.md."""
 
 
+NO_LADDER: dict[str, Any] = {"steps": []}
+"""The seed's card never degrades a turn. The scheduler's default ladder caps max_tokens at
+512 once the engine looks saturated (KV usage, waiting, or a stale scrape); the gateway
+applies that cap, so a live seed run with the default ladder serves truncated turns."""
+
+
 def _codel_admission(name: str, shed: str) -> dict[str, Any]:
     params = {"target_s": 8.0, "interval_s": CODEL_ADMISSION_INTERVAL_S, "shed": shed}
     return {
         "name": name,
         "queue": {"max_wait_s": NEVER_S},
         "gates": [{"type": "codel_admission", "parameters": params}],
+        "ladder": NO_LADDER,
     }
 
 
@@ -53,11 +60,13 @@ SEED_POLICIES: dict[str, dict[str, Any]] = {
     "unbounded": {
         "name": "unbounded",
         "queue": {"max_wait_s": NEVER_S},
+        "ladder": NO_LADDER,
     },
     "fixed-cap-12": {
         "name": "fixed-cap-12",
         "limit": {"type": "fixed", "parameters": {"max_in_flight": 12}},
         "queue": {"max_wait_s": NEVER_S, "max_queued_tokens": 1},
+        "ladder": NO_LADDER,
     },
     "codel-8s": {
         "name": "codel-8s",
@@ -68,6 +77,7 @@ SEED_POLICIES: dict[str, dict[str, Any]] = {
                 "parameters": {"target_s": 8.0, "interval_s": CODEL_INTERVAL_S},
             },
         },
+        "ladder": NO_LADDER,
     },
     "codel-admission-8s": _codel_admission("codel-admission-8s", "while_dropping"),
     "codel-admission-8s-law": _codel_admission("codel-admission-8s-law", "control_law"),
@@ -86,6 +96,7 @@ def _reservation(target_s: float) -> dict[str, Any]:
         "queue": {"max_wait_s": 60.0},
         "gates": [{"type": "wait_reservation", "parameters": {"target_wait_s": target_s}}],
         "retry_after": {"jitter": 0.0, "max_s": 120.0},
+        "ladder": NO_LADDER,
     }
 
 
@@ -96,10 +107,10 @@ FRONTIER: dict[str, tuple[dict[str, Any], BackoffPolicy]] = {
     "codel-admission-8s": (SEED_POLICIES["codel-admission-8s"], EXPONENTIAL),
     "fixed-cap-12/exact": (SEED_POLICIES["fixed-cap-12"], EXACT),
     "queue-deadline-12s/exact": ({"name": "queue-deadline-12s", "queue": {"max_wait_s": 12.0},
-                                  "retry_after": {"jitter": 0.0}}, EXACT),
+                                  "retry_after": {"jitter": 0.0}, "ladder": NO_LADDER}, EXACT),
     "adaptive-qt/exact": ({"name": "adaptive-qt", "queue": {"max_wait_s": 12.0},
                            "limit": {"type": "adaptive", "parameters": {"signal": "queue_time"}},
-                           "retry_after": {"jitter": 0.0}}, EXACT),
+                           "retry_after": {"jitter": 0.0}, "ladder": NO_LADDER}, EXACT),
     "reservation-3s/exact": (_reservation(3.0), EXACT),
     "reservation-4s/exact": (_reservation(4.0), EXACT),
     "reservation-5s/exact": (_reservation(5.0), EXACT),

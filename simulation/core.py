@@ -75,6 +75,7 @@ class Simulation:
         self._open: dict[int, TurnRecord] = {}
         self._by_request: dict[str, int] = {}
         self._attempt_submit: dict[str, float] = {}
+        self._served: dict[str, int] = {}
         self._engine_busy = False
         self._armed_wakeup: float | None = None
         self.records: list[TurnRecord] = []
@@ -142,9 +143,11 @@ class Simulation:
         record = self._open[agent]
         if isinstance(verdict, Dispatched):
             record.accepted_submit = self._attempt_submit.pop(rid)
-            self._engine.add(
-                rid, self._workload.prompt_tokens, record.output_tokens, self._clock.now
-            )
+            tokens = record.output_tokens  # like the gateway: a degrade caps max_tokens
+            if verdict.max_tokens is not None:
+                tokens = min(tokens, verdict.max_tokens)
+            self._served[rid] = tokens
+            self._engine.add(rid, self._workload.prompt_tokens, tokens, self._clock.now)
         elif isinstance(verdict, Deferred):
             record.deferrals.append(self._attempt_submit.pop(rid))
             del self._by_request[rid]
@@ -166,9 +169,8 @@ class Simulation:
                 record.decode_start = now
             record.finished = now
             self.records.append(record)
-            self._admission.release(
-                rid, (self._workload.prompt_tokens, record.output_tokens), record.decode_start, now
-            )
+            usage = (self._workload.prompt_tokens, self._served.pop(rid))
+            self._admission.release(rid, usage, record.decode_start, now)
             self._push(now + self._workload.think_s(self._rng), _Kind.THINK_END, agent=agent)
 
     def _pump(self) -> None:

@@ -50,7 +50,10 @@ class EnginePort(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Dispatched:
+    """Sent to the engine; ``max_tokens`` is a degrade decision's output cap (the ladder)."""
+
     request_id: str
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import sys
 import time
@@ -46,6 +47,7 @@ class SwarmRun:
     records: list[TurnRecord] = field(default_factory=list)
     open_turns: int = 0
     failures: int = 0
+    short_streams: int = 0
 
     def now(self) -> float:
         """Seconds on the *emulated* clock (wall seconds x speed)."""
@@ -108,17 +110,22 @@ async def attempt(run: SwarmRun, record: TurnRecord, prompt: str, sent: float) -
             await r.aread()
             run.failures += 1
             return 0.0
+        tokens = 0
         async for line in r.aiter_lines():
-            if record.decode_start is None and is_first_token(line):
-                record.decode_start = run.now()
-                record.accepted_submit = sent
+            if is_token(line):
+                tokens += 1
+                if record.decode_start is None:
+                    record.decode_start = run.now()
+                    record.accepted_submit = sent
     record.finished = run.now()
+    if tokens < record.output_tokens:  # cut short: its times are not a real turn's
+        run.short_streams += 1
     if record.decode_start is None:  # an empty stream: count it as starting at its end
         record.decode_start, record.accepted_submit = record.finished, sent
     return None
 
 
-def is_first_token(line: str) -> bool:
+def is_token(line: str) -> bool:
     """A chunk that carries generated content: the start of decoding.
 
     A chat stream opens with a chunk whose delta is ``{"role": "assistant", "content": ""}``.
@@ -143,7 +150,8 @@ async def progress(run: SwarmRun, n: int) -> None:
         deferred = sum(len(r.deferrals) for r in run.records)
         line = (
             f"\r[swarm N={n}] t={run.now():7.1f}s  turns done {len(run.records):5d}  "
-            f"open {run.open_turns:3d}  deferrals {deferred:5d}  failures {run.failures}"
+            f"open {run.open_turns:3d}  deferrals {deferred:5d}  failures {run.failures}  "
+            f"short {run.short_streams}"
         )
         if sys.stderr.isatty():
             print(line, end="", file=sys.stderr, flush=True)
@@ -200,7 +208,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=Path("bench/seed000/swarm"))
     p.add_argument("--no-chart", action="store_true")
+    p.add_argument("--records", type=Path, default=None,
+                   help="also write each turn (lengths, times; no text) as JSON lines")  # fmt: skip
     return p
+
+
+def write_records(records: list[TurnRecord], n: int, path: Path) -> None:
+    """Append one JSON line per turn: agent, tokens, attempt/deferral/decode/finish times."""
+    with path.open("a") as out:
+        for r in records:
+            line = {"n": n, **{k: getattr(r, k) for k in TurnRecord.__slots__}}
+            out.write(json.dumps(line) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,8 +232,12 @@ def main(argv: list[str] | None = None) -> int:
         run = asyncio.run(swarm_once(args, workload, n))
         summary = summarise_runs([(run.records, args.warmup, args.duration)])
         rows.append(Row.of("swarm", args.label, n, args.seed, summary))
+        if args.records is not None:
+            write_records(run.records, n, args.records)
         if run.failures:
             print(f"warning: {run.failures} attempts failed (non-429/503)", file=sys.stderr)
+        if run.short_streams:
+            print(f"warning: {run.short_streams} streams ended short", file=sys.stderr)
     write_csv(rows, args.out.with_suffix(".csv"))
     print(format_table(rows))
     if not args.no_chart and len(rows) > 1:

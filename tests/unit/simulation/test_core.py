@@ -81,3 +81,21 @@ def test_same_seed_same_run(profile: Profile, workload: AgentWorkload) -> None:
     assert a.summary == b.summary
     c = run(profile, workload, NEVER_QUEUE, n=16, duration=120.0, seed=8)
     assert c.summary != a.summary
+
+
+def test_a_degrade_caps_the_turn_the_engine_serves(
+    profile: Profile, workload: AgentWorkload
+) -> None:
+    """Like the gateway, the simulator sends a degraded turn with the ladder's max_tokens."""
+    cap = 7
+    always = {"steps": [{"name": "cap", "at": 0.0, "action": "cap_max_tokens", "max_tokens": cap}]}
+    capped = run(profile, workload, SEED_POLICIES["unbounded"] | {"ladder": always}, n=8)
+    plain = run(profile, workload, SEED_POLICIES["unbounded"], n=8)
+    def decode_s(out: RunOutput) -> float:
+        return max(r.finished - r.decode_start for r in out.records  # type: ignore[operator]
+                   if r.output_tokens > 10 * cap)  # fmt: skip
+
+    cfg = profile.engine
+    longest_capped_s = cap * cfg.step_time.duration(cfg.max_num_seqs, cfg.max_num_seqs, 0)
+    assert decode_s(capped) <= longest_capped_s  # a handful of steps, not hundreds
+    assert decode_s(plain) > 10 * longest_capped_s  # the same workload uncapped
