@@ -6,7 +6,7 @@ Every problem raises ``ApiError`` with the OpenAI error shape; nothing has been 
 from __future__ import annotations
 
 import json
-import uuid
+import os
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +55,16 @@ def request_id_from(headers: Mapping[str, str]) -> str:
     given = headers.get("x-request-id")
     if given and len(given) <= _MAX_ID_LEN and given.isprintable() and given.isascii():
         return given
-    return uuid.uuid4().hex
+    return new_request_id()
+
+
+def new_request_id() -> str:
+    """A random (version 4) UUID as 32 hex digits; ``uuid.uuid4().hex`` without the
+    ``UUID`` object (a sixth of the cost)."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    return b.hex()
 
 
 def parse_metadata(headers: Mapping[str, str], tenant: Tenant, request_id: str) -> Metadata:
