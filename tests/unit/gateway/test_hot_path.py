@@ -6,15 +6,21 @@ admitted request does not wake the dispatcher, a queued one still does."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import logging
 from collections.abc import Mapping
 
+import httpx
+
 from gateway.admission import Admission
+from gateway.app import create_app
 from gateway.backends import SNAPSHOT_MAX_AGE_S, BackendPool
-from gateway.config import BackendConfig, HealthConfig
+from gateway.config import BackendConfig, GatewayConfig, HealthConfig
 from gateway.forward import usage_from, usage_from_body
 from gateway.inbound import header_map
 from gateway.relay import race
+from gateway.serve import TurnFlushedHandler
 from policies.fleet import FleetSnapshot, Health
 from policies.types import (
     Decision,
@@ -26,6 +32,8 @@ from policies.types import (
     Usage,
     WorkEstimate,
 )
+from tests.unit.gateway.conftest import auth
+from tests.unit.gateway.fakes import FakeFleet
 
 
 class Clock:
@@ -237,3 +245,65 @@ async def test_an_immediate_ticket_does_not_wake_the_dispatcher_a_delay_does() -
     assert admission._wake.is_set()
     gone.set_result(None)
     assert await waiting is None
+
+
+class BrokenEstimator:
+    def estimate(self, *args: object, **kwargs: object) -> WorkEstimate:
+        raise RuntimeError("a bug")
+
+    def observe(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("never reached")
+
+
+async def test_a_bug_on_the_completion_path_still_gets_the_gateway_500(
+    config: GatewayConfig, fleet: FakeFleet
+) -> None:
+    """The completion paths bypass FastAPI's middleware; its 500 answer must not be lost."""
+    app = create_app(config, transport=fleet.transport, background=False,
+                     estimator=BrokenEstimator())  # fmt: skip
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+            body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+            resp = await client.post("/v1/chat/completions", json=body, headers=auth())
+            assert resp.status_code == 500
+            assert resp.json()["error"]["type"] == "server_error"
+            assert resp.headers["x-sluicegate-reason"] == "internal_error"
+            assert (await client.get("/healthz")).status_code == 200  # the rest: FastAPI's
+
+
+class CountingStream(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+        super().flush()
+
+
+async def test_log_lines_of_one_loop_turn_are_flushed_once_after_it() -> None:
+    stream = CountingStream()
+    handler = TurnFlushedHandler(stream)
+    log = logging.getLogger("test.turn_flushed")
+    log.propagate, log.level = False, logging.INFO
+    log.addHandler(handler)
+    try:
+        for i in range(3):
+            log.info("line %d", i)
+        assert stream.getvalue() == "line 0\nline 1\nline 2\n"  # written at once
+        assert stream.flushes == 0
+        await asyncio.sleep(0)
+        assert stream.flushes == 1
+        log.info("last")
+        handler.close()  # at exit: nothing stays behind a flush that never ran
+        assert stream.flushes == 2 and stream.getvalue().endswith("last\n")
+    finally:
+        log.removeHandler(handler)
+
+
+def test_outside_an_event_loop_each_line_is_flushed_at_once() -> None:
+    stream = CountingStream()
+    handler = TurnFlushedHandler(stream)
+    handler.emit(logging.makeLogRecord({"msg": "x", "levelno": logging.INFO}))
+    assert stream.flushes == 1
