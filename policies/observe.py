@@ -15,6 +15,8 @@ from collections import deque
 _BUCKETS = 10
 _SAMPLES_PER_CLASS = 128
 _MIN_SAMPLES = 5
+_CLASSES = 66
+"""Cost classes kept apart (``cost_class`` of any int64 token count is below this)."""
 
 
 def cost_class(tokens: int) -> int:
@@ -93,12 +95,16 @@ class DrainMeter:
 class ExecQuantiles:
     """p95 of observed end-to-end latency (seconds) per cost class, last 128 samples each."""
 
-    __slots__ = ("_samples", "_sorted")
+    __slots__ = ("_answer", "_own", "_samples", "_sorted")
 
     def __init__(self) -> None:
         self._samples: dict[int, deque[float]] = {}
         self._sorted: dict[int, list[float]] = {}
         """The same samples in ascending order, kept by insertion."""
+        self._own: list[float | None] = [None] * _CLASSES
+        """Each class's own p95 (None below ``_MIN_SAMPLES`` samples)."""
+        self._answer: list[float | None] = [None] * _CLASSES
+        """What ``p95`` answers per class: its own, else the nearest cheaper class's."""
 
     def add(self, tokens: int, latency_s: float) -> None:
         if latency_s != latency_s:  # NaN: no order to keep it in
@@ -113,14 +119,24 @@ class ExecQuantiles:
             del ordered[bisect_left(ordered, samples.popleft())]
         samples.append(latency_s)
         insort(ordered, latency_s)
+        if cls >= _CLASSES:
+            return
+        n = len(ordered)
+        self._own[cls] = ordered[min(n - 1, int(0.95 * n))] if n >= _MIN_SAMPLES else None
+        own, answer = self._own, self._answer
+        for c in range(cls, _CLASSES):  # up to the next class that answers for itself
+            if c > cls and own[c] is not None:
+                break
+            answer[c] = own[c] if own[c] is not None else answer[c - 1]
 
     def p95(self, tokens: int) -> float | None:
         """p95 for this class, or for the nearest cheaper class with enough samples (an
         underestimate, so a cold class never causes a false rejection); None if none."""
-        sorted_by_class = self._sorted
-        for cls in range(cost_class(tokens), 0, -1):
-            ordered = sorted_by_class.get(cls)
+        cls = tokens.bit_length() if tokens > 1 else 1  # cost_class
+        if cls < _CLASSES:
+            return self._answer[cls]
+        for c in range(cls, _CLASSES - 1, -1):  # beyond any int64 count: read the samples
+            ordered = self._sorted.get(c)
             if ordered is not None and len(ordered) >= _MIN_SAMPLES:
-                n = len(ordered)
-                return ordered[min(n - 1, int(0.95 * n))]
-        return None
+                return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+        return self._answer[_CLASSES - 1]

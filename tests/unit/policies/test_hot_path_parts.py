@@ -169,7 +169,7 @@ def test_drain_meter_reads_exactly_what_summing_every_bucket_gives(ops: list[Any
         assert fast.rate(now) == plain.rate(now)
 
 
-TOKENS = st.sampled_from([1, 3, 100, 3000])  # few classes, so some fill past 128 samples
+TOKENS = st.sampled_from([1, 3, 100, 3000, 2**70])  # few classes, so some fill past 128 samples
 
 
 @settings(max_examples=100, deadline=None)
@@ -191,7 +191,7 @@ def _check_p95(samples: list[tuple[int, float]]) -> None:
     for tokens, latency in samples:
         quantiles.add(tokens, latency)
         last.setdefault(cost_class(tokens), deque(maxlen=128)).append(latency)
-        for probe in (tokens, 2, 5000):
+        for probe in (tokens, 2, 5000, 2**80):
             assert quantiles.p95(probe) == _plain_p95(last, probe)
 
 
