@@ -149,15 +149,25 @@ class SseRelay:
     _pending: bytes = b""
 
     def feed(self, data: bytes) -> list[bytes]:
-        """Complete events (each ending in a blank line) ready to forward, in order."""
+        """Complete events (each ending in a blank line) ready to forward, in order; when
+        none of them mentions ``"usage"``, all of them as one piece (nothing to drop)."""
         buf = self._pending + data if self._pending else data
+        last = buf.rfind(b"\n\n")
+        if last < 0:
+            self._pending = buf
+            return []
+        complete, self._pending = buf[: last + 2], buf[last + 2 :]
+        if b'"usage"' not in complete:
+            # ``"choices"`` with both quotes bare is a key (inside a JSON string the quotes
+            # are escaped), and an event has at most one: the count is the events with one.
+            self.content_events += complete.count(b'"choices"')
+            return [complete]
         out: list[bytes] = []
         start = 0
-        while (end := buf.find(b"\n\n", start)) >= 0:
-            event, start = buf[start : end + 2], end + 2
+        while (end := complete.find(b"\n\n", start)) >= 0:
+            event, start = complete[start : end + 2], end + 2
             if self._keep(event):
                 out.append(event)
-        self._pending = buf[start:]
         return out
 
     def rest(self) -> bytes:

@@ -17,7 +17,7 @@ from gateway.admission import Admission
 from gateway.app import create_app
 from gateway.backends import SNAPSHOT_MAX_AGE_S, BackendPool
 from gateway.config import BackendConfig, GatewayConfig, HealthConfig
-from gateway.forward import usage_from, usage_from_body
+from gateway.forward import SseRelay, usage_from, usage_from_body
 from gateway.inbound import header_map
 from gateway.relay import race
 from gateway.serve import TurnFlushedHandler
@@ -307,3 +307,19 @@ def test_outside_an_event_loop_each_line_is_flushed_at_once() -> None:
     handler = TurnFlushedHandler(stream)
     handler.emit(logging.makeLogRecord({"msg": "x", "levelno": logging.INFO}))
     assert stream.flushes == 1
+
+
+def test_sse_relay_forwards_the_same_bytes_and_counts_however_the_reads_fall() -> None:
+    events = [b'data: {"choices":[{"delta":{"content":"\\"choices\\" %d"}}]}\n\n' % i
+              for i in range(20)]  # fmt: skip
+    usage = b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":20}}\n\n'
+    stream = b"".join(events) + usage + b"data: [DONE]\n\n"
+    for strip in (True, False):
+        expected = b"".join(events) + (b"" if strip else usage) + b"data: [DONE]\n\n"
+        for size in (1, 7, 64, 300, len(stream)):
+            relay = SseRelay(strip_usage=strip)
+            out = b"".join(b"".join(relay.feed(stream[i : i + size]))
+                           for i in range(0, len(stream), size))  # fmt: skip
+            assert out == expected, (strip, size)
+            assert relay.content_events == 20 and relay.usage == Usage(5, 20)
+            assert relay.rest() == b""
