@@ -61,10 +61,12 @@ def create_app(
     config_path: str | Path | None = None,
     rng: random.Random | None = None,
     background: bool = True,
+    batch_records: bool = False,
 ) -> FastAPI:
     """Build the gateway. ``transport`` replaces the network for every upstream call
     (tests); ``config_path`` enables SIGHUP/file-change reload; ``background=False`` skips
-    health probes, scraping and file watching (the dispatcher always runs).
+    health probes, scraping and file watching (the dispatcher always runs);
+    ``batch_records`` logs the decision records of one event-loop turn as one message.
 
     Raises ``gateway.config.ConfigError`` (every error located) for an invalid policy.
     """
@@ -72,6 +74,7 @@ def create_app(
     scheduler = scheduler or Scheduler(build_loaded_policy(loaded), clock=clock, rng=rng)
     closers: list[Any] = []
     ctx = _context(loaded, scheduler, estimator or TokenEstimator(), clock, transport, closers)
+    ctx.records.batch_per_turn = batch_records
     if config_path is not None:
         ctx.reloader = Reloader(
             config_path, lambda new, pol: _apply(ctx, new, pol), current_version=loaded.version,
@@ -239,6 +242,7 @@ def _lifespan(
             await ctx.pool.aclose()
             for close in closers:
                 await close()
+            ctx.records.flush()
 
     return lifespan
 

@@ -7,6 +7,7 @@ arrival to the first byte relayed, ``latency_s`` arrival to the end of the respo
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -108,14 +109,40 @@ def _round(value: float | None) -> float | None:
 
 
 class RecordSink:
-    """Writes records as JSON lines to the ``sluicegate.records`` logger (and keeps none)."""
+    """Writes records as JSON lines to the ``sluicegate.records`` logger (and keeps none).
 
-    def __init__(self, enabled: bool = True) -> None:
+    With ``batch_per_turn`` (``sluicegate serve``), the lines of one event-loop turn go out
+    as one log message, one line per record, right after the turn: the same lines, one
+    pass through the logging machinery per turn instead of one per request. Outside an
+    event loop, and on ``flush``, they go out at once."""
+
+    def __init__(self, enabled: bool = True, *, batch_per_turn: bool = False) -> None:
         self.enabled = enabled
+        self.batch_per_turn = batch_per_turn
+        self._lines: list[str] = []
 
     def emit(self, record: RequestRecord) -> None:
-        if self.enabled and log.isEnabledFor(logging.INFO):
-            # ``log.handle`` of a ready record: what ``log.info`` does, minus walking the
-            # stack for the caller's file and line, which no record format uses.
-            line = record_line(record.as_json())
-            log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, line, (), None))
+        if not (self.enabled and log.isEnabledFor(logging.INFO)):
+            return
+        line = record_line(record.as_json())
+        if self.batch_per_turn:
+            if not self._lines:
+                try:
+                    asyncio.get_running_loop().call_soon(self.flush)
+                except RuntimeError:
+                    self._write(line)
+                    return
+            self._lines.append(line)
+            return
+        self._write(line)
+
+    def flush(self) -> None:
+        if self._lines:
+            lines, self._lines = self._lines, []
+            self._write("\n".join(lines))
+
+    @staticmethod
+    def _write(text: str) -> None:
+        # ``log.handle`` of a ready record: what ``log.info`` does, minus walking the stack
+        # for the caller's file and line, which no record format uses.
+        log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, text, (), None))

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(loaded: LoadedConfig, path: str | None, args: argparse.Namespace) -> int:
     server_cfg = loaded.config.server
     try:
-        app = create_app(loaded, config_path=path)
+        app = create_app(loaded, config_path=path, batch_records=True)
     except ConfigError as exc:
         print_issues(exc.issues)
         return 2
@@ -73,6 +73,7 @@ def _run(loaded: LoadedConfig, path: str | None, args: argparse.Namespace) -> in
         port=args.port if args.port is not None else server_cfg.port,
         loop="uvloop",
         http="httptools",
+        proxy_headers=False,  # nothing reads the client address; 1 % of the CPU per request
         log_level=args.log_level,
         access_log=False,
         lifespan="on",

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping
 
 import httpx
+import pytest
 
 from gateway.admission import Admission
 from gateway.app import create_app
@@ -19,6 +20,7 @@ from gateway.backends import SNAPSHOT_MAX_AGE_S, BackendPool
 from gateway.config import BackendConfig, GatewayConfig, HealthConfig
 from gateway.forward import SseRelay, usage_from, usage_from_body
 from gateway.inbound import header_map
+from gateway.records import RecordSink, RequestRecord
 from gateway.relay import race
 from gateway.serve import TurnFlushedHandler
 from policies.fleet import FleetSnapshot, Health
@@ -323,3 +325,36 @@ def test_sse_relay_forwards_the_same_bytes_and_counts_however_the_reads_fall() -
             assert out == expected, (strip, size)
             assert relay.content_events == 20 and relay.usage == Usage(5, 20)
             assert relay.rest() == b""
+
+
+def _record(i: int) -> RequestRecord:
+    return RequestRecord(f"r{i}", "acme", "interactive", "tiny", "/v1/completions", False,
+                         "0" * 64, float(i))  # fmt: skip
+
+
+async def test_batched_records_are_the_same_lines_logged_once_per_loop_turn(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="sluicegate.records")
+    sink = RecordSink(batch_per_turn=True)
+    for i in range(3):
+        sink.emit(_record(i))
+    assert not [r for r in caplog.records if r.name == "sluicegate.records"]
+    await asyncio.sleep(0)
+    messages = [r.getMessage() for r in caplog.records if r.name == "sluicegate.records"]
+    assert len(messages) == 1
+    lines = [json.loads(line) for line in messages[0].split("\n")]
+    assert [x["request_id"] for x in lines] == ["r0", "r1", "r2"]
+    assert lines[0] == _record(0).as_json()
+
+    sink.emit(_record(3))
+    sink.flush()  # shutdown: nothing waits for a turn that may never come
+    assert json.loads(caplog.records[-1].getMessage())["request_id"] == "r3"
+
+
+def test_batched_records_outside_an_event_loop_go_out_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="sluicegate.records")
+    RecordSink(batch_per_turn=True).emit(_record(7))
+    assert json.loads(caplog.records[-1].getMessage())["request_id"] == "r7"
