@@ -109,7 +109,8 @@ def _head(state: VtcState, tenant: str) -> QueuedEntry | None:
 
 def _add_live(state: VtcState, tenant: str, delta: int) -> None:
     before = state.live.get(tenant, 0)
-    state.live[tenant] = max(0, before + delta)
+    after = before + delta
+    state.live[tenant] = after if after > 0 else 0
     if before == 0 and delta > 0:
         _push_heap(state, tenant)
 

@@ -130,13 +130,13 @@ class Scheduler:
     def _gate_context(
         self, req: RequestInfo, now: float, room_now: bool, oldest: QueuedEntry | None
     ) -> GateContext:
-        return GateContext(
-            now=now,
-            queued_tokens=0 if room_now else self._queue.tokens,
-            drain_tokens_per_s=self._drain.rate(now),
-            exec_p95_s=self._exec.p95(req.estimate.total),
-            room_now=room_now,
-            oldest_queued_s=None if room_now or oldest is None else now - oldest.enqueued_at,
+        return GateContext(  # by position, in field order
+            now,
+            0 if room_now else self._queue.tokens,  # queued_tokens
+            self._drain.rate(now),  # drain_tokens_per_s
+            self._exec.p95(req.estimate.total),  # exec_p95_s
+            room_now,
+            None if room_now or oldest is None else now - oldest.enqueued_at,  # oldest_queued_s
         )
 
     def _new_entry(

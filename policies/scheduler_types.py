@@ -69,19 +69,20 @@ def make_decision(
     shadowed: tuple[str, ...] = (),
     backend: str | None = None,
 ) -> Decision:
-    return Decision(
-        decision=kind,
-        reason=reason,
-        request_id=req.request_id,
-        tenant=req.tenant,
-        flow=req.flow,
-        estimate=req.estimate,
-        policy=policy.name,
-        policy_version=policy.version,
-        reservation_tokens=req.estimate.total if kind is not DecisionKind.REJECT else 0,
-        retry_after_s=retry_after_s,
-        queue_position=queue_position,
-        degradation=degradation or NO_DEGRADATION,
-        backend=backend,
-        shadowed=shadowed,
+    estimate = req.estimate
+    return Decision(  # by position, in field order (half the cost of keywords, once per call)
+        kind,  # decision
+        reason,
+        req.request_id,
+        req.tenant,
+        req.flow,
+        estimate,
+        policy.name,
+        policy.version,
+        estimate.total if kind is not DecisionKind.REJECT else 0,  # reservation_tokens
+        retry_after_s,
+        queue_position,
+        degradation or NO_DEGRADATION,
+        backend,
+        shadowed,
     )

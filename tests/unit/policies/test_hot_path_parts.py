@@ -22,7 +22,7 @@ from policies.observe import DrainMeter, ExecQuantiles, cost_class
 from policies.quick_init import quick_init
 from policies.registry import build_policy
 from policies.scheduler import Scheduler, Ticket
-from policies.scheduler_types import InFlight
+from policies.scheduler_types import InFlight, make_decision
 from policies.types import (
     Decision,
     DecisionKind,
@@ -280,3 +280,40 @@ def test_room_is_read_from_the_load_the_scheduler_keeps() -> None:
     (out,) = sched.poll(snap)
     assert isinstance(out, Ticket) and out.backend == a.backend
     assert sched.stats().in_flight_by_backend == {"b1": 1, "b2": 1}
+
+
+def test_make_decision_fills_every_field_by_name() -> None:
+    clock = ManualClock()
+    policy = build_policy({"name": "named"})
+    req = request(clock, tenant="tn", prompt=7, output=5)
+    shadowed, degradation = ("g",), Degradation(steps=("s",))
+    d = make_decision(policy, req, DecisionKind.DELAY, Reason.QUEUED_FOR_CAPACITY,
+                      retry_after_s=1.5, queue_position=3, degradation=degradation,
+                      shadowed=shadowed, backend="b9")  # fmt: skip
+    expected = {
+        "decision": DecisionKind.DELAY, "reason": Reason.QUEUED_FOR_CAPACITY,
+        "request_id": req.request_id, "tenant": "tn", "flow": req.flow,
+        "estimate": req.estimate, "policy": "named", "policy_version": policy.version,
+        "reservation_tokens": 12, "retry_after_s": 1.5, "queue_position": 3,
+        "degradation": degradation, "backend": "b9", "shadowed": shadowed,
+    }  # fmt: skip
+    assert {f.name: getattr(d, f.name) for f in dataclasses.fields(Decision)} == expected
+    rejected = make_decision(policy, req, DecisionKind.REJECT, Reason.OVERLOADED)
+    assert rejected.reservation_tokens == 0 and rejected.degradation == Degradation()
+
+
+def test_gate_context_carries_the_scheduler_readings_by_name() -> None:
+    clock = ManualClock()
+    sched = Scheduler(build_policy({"queue": {"max_wait_s": 60}}), clock=clock)
+    snap = fleet(clock, backend("b1", max_num_seqs=1))
+    sched.submit(request(clock), snap)
+    queued = sched.submit(request(clock, prompt=30, output=20), snap)
+    assert isinstance(queued, Decision) and queued.decision is DecisionKind.DELAY
+    clock.advance(2.5)
+    oldest = sched._queue.oldest()
+    ctx = sched._gate_context(request(clock, prompt=4000), clock.now, False, oldest)
+    assert (ctx.now, ctx.queued_tokens, ctx.room_now, ctx.oldest_queued_s) == (
+        clock.now, 50, False, 2.5)  # fmt: skip
+    assert ctx.drain_tokens_per_s is None and ctx.exec_p95_s is None  # nothing completed yet
+    now_ctx = sched._gate_context(request(clock), clock.now, True, None)
+    assert (now_ctx.queued_tokens, now_ctx.room_now, now_ctx.oldest_queued_s) == (0, True, None)
