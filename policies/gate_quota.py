@@ -66,7 +66,8 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
         if bucket is None or limits.tokens_per_minute is None:
             return None
         size = limits.burst_tokens or limits.tokens_per_minute  # bucket_size, not None here
-        need = min(float(req.estimate.total), size)
+        cost = float(req.estimate.total)
+        need = size if size < cost else cost  # min(cost, size)
         if bucket.level >= need:
             return None
         rate = limits.tokens_per_minute / 60.0

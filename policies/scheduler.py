@@ -242,8 +242,10 @@ class Scheduler:
         models = self._queue.models
         if len(models) != 1:
             return True
-        candidates = self._view.candidates(next(iter(models)), self._load)
-        return any_room(self._policy.limit, self._states.limit, candidates)
+        for model in models:  # the only one
+            candidates = self._view.candidates(model, self._load)
+            return any_room(self._policy.limit, self._states.limit, candidates)
+        return True
 
     def _load(self, name: str) -> BackendLoad:
         load = self._loads.get(name)
