@@ -157,13 +157,19 @@ class SseRelay:
             self._pending = buf
             return []
         complete, self._pending = buf[: last + 2], buf[last + 2 :]
-        if b'"usage"' not in complete:
+        at = complete.find(b'"usage"')
+        if at < 0:
+            cut = len(complete)
+        else:  # the events before the first that mentions usage need no look inside
+            cut = complete.rfind(b"\n\n", 0, at)
+            cut = 0 if cut < 0 else cut + 2
+        out: list[bytes] = []
+        if cut:
             # ``"choices"`` with both quotes bare is a key (inside a JSON string the quotes
             # are escaped), and an event has at most one: the count is the events with one.
-            self.content_events += complete.count(b'"choices"')
-            return [complete]
-        out: list[bytes] = []
-        start = 0
+            self.content_events += complete.count(b'"choices"', 0, cut)
+            out.append(complete[:cut] if cut < len(complete) else complete)
+        start = cut
         while (end := complete.find(b"\n\n", start)) >= 0:
             event, start = complete[start : end + 2], end + 2
             if self._keep(event):
