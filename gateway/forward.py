@@ -16,11 +16,12 @@ from typing import Any, Protocol
 import httpx
 
 from gateway.forward_pool import UpstreamPool
+from gateway.json_encode import json_encoder
 from policies.types import Usage
 
 _UPSTREAM_HEADERS = {"content-type": "application/json", "accept-encoding": "identity"}
 _BUSY_BODY_LIMIT = 64 * 1024
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_encode = json_encoder(separators=(",", ":"), ensure_ascii=False)
 _decode_at = json.JSONDecoder().raw_decode
 
 

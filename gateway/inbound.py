@@ -13,11 +13,12 @@ from typing import Any
 
 from gateway.auth import Tenant
 from gateway.errors import ApiError
+from gateway.json_encode import json_encoder
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 _MAX_ID_LEN = 128
-_encode_unicode = json.JSONEncoder(ensure_ascii=False).encode
+_encode_unicode = json_encoder(ensure_ascii=False)
 
 
 @dataclass(frozen=True)

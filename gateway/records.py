@@ -16,11 +16,11 @@ from typing import Any
 
 import orjson
 
+from gateway.json_encode import json_encoder
 from policies.types import Decision, Outcome, Usage
 
 log = logging.getLogger("sluicegate.records")
-# Bound once: ``json.dumps`` with any keyword builds a new encoder on every call.
-_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_canonical = json_encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 _compact = json.JSONEncoder(separators=(",", ":")).encode
 
 

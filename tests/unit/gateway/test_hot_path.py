@@ -13,6 +13,8 @@ from collections.abc import Mapping
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.admission import Admission
 from gateway.app import create_app
@@ -20,6 +22,7 @@ from gateway.backends import SNAPSHOT_MAX_AGE_S, BackendPool
 from gateway.config import BackendConfig, GatewayConfig, HealthConfig
 from gateway.forward import SseRelay, usage_from, usage_from_body
 from gateway.inbound import header_map
+from gateway.json_encode import json_encoder
 from gateway.records import RecordSink, RequestRecord
 from gateway.relay import race
 from gateway.serve import TurnFlushedHandler
@@ -358,3 +361,21 @@ def test_batched_records_outside_an_event_loop_go_out_at_once(
     caplog.set_level(logging.INFO, logger="sluicegate.records")
     RecordSink(batch_per_turn=True).emit(_record(7))
     assert json.loads(caplog.records[-1].getMessage())["request_id"] == "r7"
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json_values)
+def test_prebuilt_json_encoders_write_exactly_what_json_dumps_writes(value: object) -> None:
+    """The prompt hash is computed over this text: a single changed byte would change
+    every recorded hash."""
+    for kw in ({"sort_keys": True, "separators": (",", ":"), "ensure_ascii": False},
+               {"ensure_ascii": False}, {"separators": (",", ":"), "ensure_ascii": False},
+               {}):  # fmt: skip
+        assert json_encoder(**kw)(value) == json.dumps(value, **kw)  # type: ignore[arg-type]
