@@ -14,6 +14,8 @@ takes one request, so a stale or silent backend is probed rather than starved.
 
 from __future__ import annotations
 
+import math
+
 from pydantic import Field
 
 from policies.contracts import BackendLoad, Limit, Params
@@ -50,8 +52,31 @@ class ServerSignals(Limit[None, ServerSignalsParams]):
     def current(self, state: None, backend: BackendView, load: BackendLoad) -> float | None:
         return None if backend.max_num_seqs is None else float(backend.max_num_seqs)
 
+    def room_bound(self, backend: BackendView) -> float:
+        """``has_room`` as a number read once per snapshot: has_room(backend, load) is
+        ``load.in_flight == 0 or load.in_flight < room_bound(backend)`` (-inf: only an idle
+        backend takes one; the signals alone decide, so the state plays no part)."""
+        p = self.params
+        if backend.stale or not signals_say_room(backend, _IDLE_BUT_ONE, p, slow_start=False):
+            return -math.inf
+        bound = math.inf
+        if p.fuse is not None:
+            bound = p.fuse
+        if backend.max_num_seqs is not None and backend.max_num_seqs < bound:
+            bound = backend.max_num_seqs
+        if p.slow_start and backend.running is not None:
+            bound = min(bound, 2 * max(1.0, backend.running))
+        return bound
 
-def signals_say_room(backend: BackendView, load: BackendLoad, p: ServerSignalsParams) -> bool:
+
+_IDLE_BUT_ONE = BackendLoad(1, 0)
+
+
+def signals_say_room(
+    backend: BackendView, load: BackendLoad, p: ServerSignalsParams, *, slow_start: bool = True
+) -> bool:
+    """The server's own signals: room for one more beside ``load`` (``slow_start`` False:
+    without the slow-start bound, which is the only part that reads ``load``)."""
     if backend.waiting is not None and backend.waiting > p.max_waiting:
         return False
     if backend.kv_cache_usage is not None and backend.kv_cache_usage > p.max_kv_usage:
@@ -59,6 +84,6 @@ def signals_say_room(backend: BackendView, load: BackendLoad, p: ServerSignalsPa
     qt = backend.queue_time_p50_s
     if p.max_queue_time_s is not None and qt is not None and qt > p.max_queue_time_s:
         return False
-    if p.slow_start and backend.running is not None:
+    if slow_start and p.slow_start and backend.running is not None:
         return load.in_flight < 2 * max(1.0, backend.running)
     return True

@@ -9,7 +9,7 @@ queues and tickets. Every request ends in exactly one terminal outcome: a REJECT
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from policies.contracts import BackendLoad, GateContext, Limit, QueuedEntry
@@ -58,6 +58,7 @@ class Scheduler:
         self._states = PolicyStates.fresh(policy)
         self._gates = GateChain(policy.gates, self._states.gates)
         self._limit_learns = _learns(policy.limit)
+        self._room_bound = _room_bound(policy.limit)
         self._view = SnapshotView(FleetSnapshot(at=clock()))
         self._queue = QueueBook()
         self._in_flight: dict[str, InFlight] = {}
@@ -81,7 +82,8 @@ class Scheduler:
         self._policy = policy
         self._gates = GateChain(policy.gates, self._states.gates)
         self._limit_learns = _learns(policy.limit)
-        self._view.forget_saturation()
+        self._room_bound = _room_bound(policy.limit)
+        self._view.forget_policy()
 
     # -- submit --------------------------------------------------------------------------
 
@@ -242,9 +244,15 @@ class Scheduler:
         models = self._queue.models
         if len(models) != 1:
             return True
+        bound_of = self._room_bound
         for model in models:  # the only one
-            candidates = self._view.candidates(model, self._load)
-            return any_room(self._policy.limit, self._states.limit, candidates)
+            if bound_of is None:
+                candidates = self._view.candidates(model, self._load)
+                return any_room(self._policy.limit, self._states.limit, candidates)
+            for load, bound in self._view.room_bounds(model, self._load, bound_of):
+                if load.in_flight == 0 or load.in_flight < bound:
+                    return True
+            return False
         return True
 
     def _load(self, name: str) -> BackendLoad:
@@ -402,3 +410,11 @@ class Scheduler:
 def _learns(limit: Limit[Any, Any]) -> bool:
     """Whether ``limit`` overrides ``on_sample`` (the contract's is a no-op, not called)."""
     return type(limit).on_sample is not Limit.on_sample
+
+
+def _room_bound(limit: Limit[Any, Any]) -> Callable[[BackendView], float] | None:
+    """A limit whose room depends on the backend's signals only may say so with
+    ``room_bound(backend)``: has_room is then ``in_flight == 0 or in_flight < bound``,
+    read once per snapshot (``ServerSignals``). None: ask ``has_room`` every time."""
+    bound_of: Callable[[BackendView], float] | None = getattr(limit, "room_bound", None)
+    return bound_of

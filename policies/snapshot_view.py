@@ -15,12 +15,21 @@ from policies.routing import Candidate
 
 
 class SnapshotView:
-    __slots__ = ("_by_name", "_candidates", "_saturation", "_served", "_serving", "fleet")
+    __slots__ = (
+        "_bounds",
+        "_by_name",
+        "_candidates",
+        "_saturation",
+        "_served",
+        "_serving",
+        "fleet",
+    )
 
     def __init__(self, fleet: FleetSnapshot) -> None:
         self.fleet = fleet
         self._serving: dict[str, tuple[BackendView, ...]] = {}
         self._candidates: dict[str, tuple[Candidate, ...]] = {}
+        self._bounds: dict[str, tuple[tuple[BackendLoad, float], ...]] = {}
         self._saturation: dict[str, float] = {}
         self._served: frozenset[str] | None = None
         self._by_name: dict[str, BackendView] | None = None
@@ -41,6 +50,19 @@ class SnapshotView:
         if found is None:
             found = tuple((b, load_of(b.name)) for b in self.serving(model))
             self._candidates[model] = found
+        return found
+
+    def room_bounds(
+        self,
+        model: str,
+        load_of: Callable[[str], BackendLoad],
+        bound_of: Callable[[BackendView], float],
+    ) -> tuple[tuple[BackendLoad, float], ...]:
+        """``candidates(model)`` as (load, the limit's ``room_bound`` of the backend)."""
+        found = self._bounds.get(model)
+        if found is None:
+            found = tuple((load, bound_of(b)) for b, load in self.candidates(model, load_of))
+            self._bounds[model] = found
         return found
 
     def get(self, name: str) -> BackendView | None:
@@ -67,6 +89,7 @@ class SnapshotView:
             found = self._saturation[model] = pool_saturation(self.serving(model), params)
         return found
 
-    def forget_saturation(self) -> None:
-        """The ladder parameters changed (policy swap)."""
+    def forget_policy(self) -> None:
+        """The policy's parameters changed (swap): saturation and room bounds read them."""
         self._saturation.clear()
+        self._bounds.clear()

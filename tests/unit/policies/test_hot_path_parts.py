@@ -14,10 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.contracts import Gate, GateContext, NamedGate, NoParams, Verdict
+from policies.contracts import BackendLoad, Gate, GateContext, NamedGate, NoParams, Verdict
 from policies.fleet import BackendView, FleetSnapshot, Health
 from policies.gate_chain import GateChain
 from policies.ladder import LadderResult
+from policies.limit_signals import ServerSignals, ServerSignalsParams
 from policies.observe import DrainMeter, ExecQuantiles, cost_class
 from policies.quick_init import quick_init
 from policies.registry import build_policy
@@ -317,3 +318,46 @@ def test_gate_context_carries_the_scheduler_readings_by_name() -> None:
     assert ctx.drain_tokens_per_s is None and ctx.exec_p95_s is None  # nothing completed yet
     now_ctx = sched._gate_context(request(clock), clock.now, True, None)
     assert (now_ctx.queued_tokens, now_ctx.room_now, now_ctx.oldest_queued_s) == (0, True, None)
+
+
+maybe = st.one_of(st.none(), st.floats(0, 200, allow_nan=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.builds(
+        BackendView, name=st.just("b"), models=st.just(frozenset({"m"})),
+        max_num_seqs=st.one_of(st.none(), st.integers(1, 64)), running=maybe, waiting=maybe,
+        kv_cache_usage=st.one_of(st.none(), st.floats(0, 1)), queue_time_p50_s=maybe,
+        stale=st.booleans(),
+    ),
+    st.fixed_dictionaries({}, optional={
+        "max_waiting": st.floats(0, 5), "max_kv_usage": st.floats(0.1, 1),
+        "max_queue_time_s": st.floats(0.1, 50), "slow_start": st.booleans(),
+        "fuse": st.integers(1, 100),
+    }),
+)  # fmt: skip
+def test_server_signals_room_bound_answers_as_has_room(
+    view: BackendView, params: dict[str, Any]
+) -> None:
+    limit = ServerSignals(ServerSignalsParams(**params))
+    bound = limit.room_bound(view)
+    for in_flight in range(402):  # past every bound drawn (2 x running <= 400)
+        load = BackendLoad(in_flight, 0)
+        assert limit.has_room(None, view, load) == (in_flight == 0 or in_flight < bound)
+
+
+def test_a_swap_rereads_room_even_for_the_same_views() -> None:
+    def policy(fuse: int) -> Any:
+        return build_policy({"limit": {"type": "server_signals", "parameters": {"fuse": fuse}}})
+
+    clock = ManualClock()
+    sched = Scheduler(policy(1), clock=clock)
+    views = (backend("b1", waiting=0.0),)
+    assert isinstance(sched.submit(request(clock), FleetSnapshot(clock.now, views)), Ticket)
+    queued = sched.submit(request(clock), FleetSnapshot(clock.now, views))
+    assert isinstance(queued, Decision) and queued.decision is DecisionKind.DELAY
+    assert sched.poll(FleetSnapshot(clock.now, views)) == []
+    sched.swap(policy(2))
+    (out,) = sched.poll(FleetSnapshot(clock.now, views))
+    assert isinstance(out, Ticket) and out.request_id == queued.request_id
