@@ -124,8 +124,9 @@ class RequestInfo:
 
     @property
     def flow(self) -> FlowKey:
-        rel = None if self.deadline is None else self.deadline - self.arrival
-        return FlowKey(self.tenant, self.workload_class, self.model, deadline_bucket(rel))
+        deadline = self.deadline
+        bucket = "none" if deadline is None else deadline_bucket(deadline - self.arrival)
+        return FlowKey(self.tenant, self.workload_class, self.model, bucket)
 
 
 @quick_init
