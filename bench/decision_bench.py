@@ -176,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
             ("ref: timer floor", floor_ns), ("ref: fixed work", fixed_ns))  # fmt: skip
     for name, samples in rows:
         print(_line(name, samples))
+    ref = statistics.median(fixed_ns[1])
+    ratios = ", ".join(
+        f"{name.split()[0]} {statistics.median(s[1]) / ref:.2f}" for name, s in rows[:3]
+    )
+    print(f"cpu p50 in units of the fixed work's p50 (compares runs across machine load): {ratios}")
     return 0
 
 
