@@ -18,6 +18,8 @@ from policies.contracts import BackendLoad, Limit
 from policies.fleet import BackendView
 
 Candidate = tuple[BackendView, BackendLoad]
+Bounded = tuple[BackendView, BackendLoad, float]
+"""A candidate with its limit's room bound: room is ``in_flight == 0 or in_flight < bound``."""
 
 
 def affinity_score(session_id: str, backend: str) -> int:
@@ -52,6 +54,18 @@ def least_loaded(
     for b, load in candidates:
         key = (load.in_flight_tokens, load.in_flight, b.name)
         if (best_key is None or key < best_key) and has_room(state, b, load):
+            best, best_key = b, key
+    return best
+
+
+def least_loaded_within(candidates: Sequence[Bounded]) -> BackendView | None:
+    """``least_loaded`` for a limit that states its room as bounds (``room_bound``)."""
+    best: BackendView | None = None
+    best_key: tuple[int, int, str] | None = None
+    for b, load, bound in candidates:
+        n = load.in_flight
+        key = (load.in_flight_tokens, n, b.name)
+        if (best_key is None or key < best_key) and (n == 0 or n < bound):
             best, best_key = b, key
     return best
 

@@ -21,7 +21,7 @@ from policies.observe import DrainMeter, ExecQuantiles
 from policies.queue_book import QueueBook
 from policies.registry import PolicySet
 from policies.retry_after import drain_seconds, retry_after
-from policies.routing import any_room, choose_backend
+from policies.routing import any_room, choose_backend, least_loaded_within
 from policies.scheduler_types import NO_DEGRADATION, InFlight, SchedulerStats, Ticket, make_decision
 from policies.snapshot_view import SnapshotView
 from policies.swap import PolicyStates
@@ -215,6 +215,9 @@ class Scheduler:
         return self._reject(req, entry_reason, None, now, shadowed=entry.shadowed)
 
     def _pick_backend(self, req: RequestInfo) -> BackendView | None:
+        bound_of = self._room_bound
+        if bound_of is not None and not req.session_id:
+            return least_loaded_within(self._view.room_bounds(req.model, self._load, bound_of))
         candidates = self._view.candidates(req.model, self._load)
         return choose_backend(self._policy.limit, self._states.limit, candidates, req.session_id)
 
@@ -249,7 +252,7 @@ class Scheduler:
             if bound_of is None:
                 candidates = self._view.candidates(model, self._load)
                 return any_room(self._policy.limit, self._states.limit, candidates)
-            for load, bound in self._view.room_bounds(model, self._load, bound_of):
+            for _, load, bound in self._view.room_bounds(model, self._load, bound_of):
                 if load.in_flight == 0 or load.in_flight < bound:
                     return True
             return False

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from policies.contracts import BackendLoad
 from policies.fleet import BackendView, FleetSnapshot
 from policies.ladder import LadderParams, pool_saturation
-from policies.routing import Candidate
+from policies.routing import Bounded, Candidate
 
 
 class SnapshotView:
@@ -29,7 +29,7 @@ class SnapshotView:
         self.fleet = fleet
         self._serving: dict[str, tuple[BackendView, ...]] = {}
         self._candidates: dict[str, tuple[Candidate, ...]] = {}
-        self._bounds: dict[str, tuple[tuple[BackendLoad, float], ...]] = {}
+        self._bounds: dict[str, tuple[Bounded, ...]] = {}
         self._saturation: dict[str, float] = {}
         self._served: frozenset[str] | None = None
         self._by_name: dict[str, BackendView] | None = None
@@ -57,11 +57,11 @@ class SnapshotView:
         model: str,
         load_of: Callable[[str], BackendLoad],
         bound_of: Callable[[BackendView], float],
-    ) -> tuple[tuple[BackendLoad, float], ...]:
-        """``candidates(model)`` as (load, the limit's ``room_bound`` of the backend)."""
+    ) -> tuple[Bounded, ...]:
+        """``candidates(model)``, each with the limit's ``room_bound`` of its backend."""
         found = self._bounds.get(model)
         if found is None:
-            found = tuple((load, bound_of(b)) for b, load in self.candidates(model, load_of))
+            found = tuple((b, load, bound_of(b)) for b, load in self.candidates(model, load_of))
             self._bounds[model] = found
         return found
 

@@ -22,6 +22,7 @@ from policies.limit_signals import ServerSignals, ServerSignalsParams
 from policies.observe import DrainMeter, ExecQuantiles, cost_class
 from policies.quick_init import quick_init
 from policies.registry import build_policy
+from policies.routing import least_loaded, least_loaded_within
 from policies.scheduler import Scheduler, Ticket
 from policies.scheduler_types import InFlight, make_decision
 from policies.types import (
@@ -361,3 +362,24 @@ def test_a_swap_rereads_room_even_for_the_same_views() -> None:
     sched.swap(policy(2))
     (out,) = sched.poll(FleetSnapshot(clock.now, views))
     assert isinstance(out, Ticket) and out.request_id == queued.request_id
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.integers(1, 8)), maybe, st.booleans(),
+            st.integers(0, 10), st.integers(0, 3000),
+        ),
+        max_size=6,
+    )
+)  # fmt: skip
+def test_least_loaded_within_bounds_picks_what_has_room_picks(backends: list[Any]) -> None:
+    limit = ServerSignals(ServerSignalsParams())
+    candidates = [
+        (BackendView(name=f"b{i}", models=frozenset({"m"}), max_num_seqs=seqs, running=running,
+                     waiting=0.0, stale=stale), BackendLoad(n, tokens))
+        for i, (seqs, running, stale, n, tokens) in enumerate(backends)
+    ]  # fmt: skip
+    bounded = [(b, load, limit.room_bound(b)) for b, load in candidates]
+    assert least_loaded_within(bounded) == least_loaded(limit, None, candidates)
