@@ -76,7 +76,10 @@ def backend_saturation(b: BackendView, params: LadderParams) -> float:
 def pool_saturation(backends: Sequence[BackendView], params: LadderParams) -> float:
     if not backends:
         return 1.0
-    return sum(backend_saturation(b, params) for b in backends) / len(backends)
+    total = 0.0  # (left to right, as sum() adds)
+    for b in backends:
+        total += backend_saturation(b, params)
+    return total / len(backends)
 
 
 def update_active(active: set[str], params: LadderParams, saturation: float) -> None:

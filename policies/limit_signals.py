@@ -56,27 +56,28 @@ class ServerSignals(Limit[None, ServerSignalsParams]):
         """``has_room`` as a number read once per snapshot: has_room(backend, load) is
         ``load.in_flight == 0 or load.in_flight < room_bound(backend)`` (-inf: only an idle
         backend takes one; the signals alone decide, so the state plays no part)."""
-        p = self.params
-        if backend.stale or not signals_say_room(backend, _IDLE_BUT_ONE, p, slow_start=False):
+        p = self.params  # (signals_say_room's tests, inlined: read per backend and snapshot)
+        waiting, kv, qt = backend.waiting, backend.kv_cache_usage, backend.queue_time_p50_s
+        if (
+            backend.stale
+            or (waiting is not None and waiting > p.max_waiting)
+            or (kv is not None and kv > p.max_kv_usage)
+            or (p.max_queue_time_s is not None and qt is not None and qt > p.max_queue_time_s)
+        ):
             return -math.inf
-        bound = math.inf
-        if p.fuse is not None:
-            bound = p.fuse
-        if backend.max_num_seqs is not None and backend.max_num_seqs < bound:
-            bound = backend.max_num_seqs
-        if p.slow_start and backend.running is not None:
-            bound = min(bound, 2 * max(1.0, backend.running))
+        bound: float = math.inf if p.fuse is None else p.fuse
+        seqs = backend.max_num_seqs
+        if seqs is not None and seqs < bound:
+            bound = seqs
+        running = backend.running
+        if p.slow_start and running is not None:
+            slow = 2 * (running if running > 1.0 else 1.0)  # 2 * max(1.0, running)
+            if slow < bound:
+                bound = slow
         return bound
 
 
-_IDLE_BUT_ONE = BackendLoad(1, 0)
-
-
-def signals_say_room(
-    backend: BackendView, load: BackendLoad, p: ServerSignalsParams, *, slow_start: bool = True
-) -> bool:
-    """The server's own signals: room for one more beside ``load`` (``slow_start`` False:
-    without the slow-start bound, which is the only part that reads ``load``)."""
+def signals_say_room(backend: BackendView, load: BackendLoad, p: ServerSignalsParams) -> bool:
     if backend.waiting is not None and backend.waiting > p.max_waiting:
         return False
     if backend.kv_cache_usage is not None and backend.kv_cache_usage > p.max_kv_usage:
@@ -84,6 +85,6 @@ def signals_say_room(
     qt = backend.queue_time_p50_s
     if p.max_queue_time_s is not None and qt is not None and qt > p.max_queue_time_s:
         return False
-    if slow_start and p.slow_start and backend.running is not None:
+    if p.slow_start and backend.running is not None:
         return load.in_flight < 2 * max(1.0, backend.running)
     return True
