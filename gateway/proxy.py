@@ -38,7 +38,14 @@ from gateway.inbound import (
 )
 from gateway.records import RequestRecord, prompt_sha256
 from gateway.relay import RelayResponse, race, wait_disconnect
-from gateway.responses import error_response, exhausted, headers, refuse, rejection
+from gateway.responses import (
+    UpstreamAnswer,
+    error_response,
+    exhausted,
+    headers,
+    refuse,
+    rejection,
+)
 from gateway.streaming import relay_stream
 from policies.scheduler import DuplicateRequestId
 from policies.types import (
@@ -263,4 +270,4 @@ async def _respond(
     flight.finish(Outcome.COMPLETED if status < 500 else Outcome.FAILED, status=status,
                   usage=usage)  # fmt: skip
     media = upstream.headers.get("content-type", "application/json")
-    return Response(data, status_code=status, headers=headers(flight), media_type=media)
+    return UpstreamAnswer(data, status, headers(flight), media)

@@ -96,5 +96,22 @@ def busy_retry_after(ctx: GatewayContext, flight: Flight) -> float:
     return seconds
 
 
+class UpstreamAnswer(Response):
+    """A non-streamed backend answer relayed as is: ``Response`` with its raw headers built
+    directly (the disclosure headers are lowercase ASCII already), the same bytes out."""
+
+    def __init__(self, body: bytes, status_code: int, hdrs: dict[str, str], media_type: str):
+        self.status_code = status_code
+        self.background = None
+        self.body = body
+        raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in hdrs.items()]
+        if not (status_code < 200 or status_code in (204, 304)):
+            raw.append((b"content-length", b"%d" % len(body)))
+        if media_type.startswith("text/") and "charset=" not in media_type.lower():
+            media_type += "; charset=" + self.charset
+        raw.append((b"content-type", media_type.encode("latin-1")))
+        self.raw_headers = raw
+
+
 def error_response(flight: Flight, status: int, message: str, type_: str) -> Response:
     return JSONResponse(error_body(message, type_), status_code=status, headers=headers(flight))

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from starlette.responses import Response
 
 from gateway.admission import Admission
 from gateway.app import create_app
@@ -25,6 +26,7 @@ from gateway.inbound import header_map
 from gateway.json_encode import json_encoder
 from gateway.records import RecordSink, RequestRecord
 from gateway.relay import race
+from gateway.responses import UpstreamAnswer
 from gateway.serve import TurnFlushedHandler
 from policies.fleet import FleetSnapshot, Health
 from policies.types import (
@@ -379,3 +381,14 @@ def test_prebuilt_json_encoders_write_exactly_what_json_dumps_writes(value: obje
                {"ensure_ascii": False}, {"separators": (",", ":"), "ensure_ascii": False},
                {}):  # fmt: skip
         assert json_encoder(**kw)(value) == json.dumps(value, **kw)  # type: ignore[arg-type]
+
+
+def test_a_relayed_answer_has_the_headers_starlette_would_give_it() -> None:
+    hdrs = {"x-request-id": "abc", "x-sluicegate-decision": "admit"}
+    cases = [(200, "application/json"), (404, "text/plain"), (204, "application/json"),
+             (200, "text/html; charset=latin-1")]  # fmt: skip
+    for status, media in cases:
+        expected = Response(b'{"x":1}', status_code=status, headers=hdrs, media_type=media)
+        answer = UpstreamAnswer(b'{"x":1}', status, hdrs, media)
+        assert answer.raw_headers == expected.raw_headers
+        assert answer.body == expected.body and answer.status_code == status
