@@ -11,7 +11,7 @@ import httpx
 
 from emulator.profile import load_profile
 from simulation.metrics import TurnRecord, summarise
-from simulation.swarm import SwarmRun, attempt, is_first_token, parser, retry_after_s, swarm_once
+from simulation.swarm import SwarmRun, attempt, is_token, parser, retry_after_s, swarm_once
 from simulation.workload import AgentWorkload, BackoffPolicy
 
 
@@ -96,7 +96,7 @@ async def test_decoding_starts_at_the_first_token_not_at_the_role_chunk() -> Non
 
 
 def test_first_token_chunk_is_told_from_role_and_usage_chunks() -> None:
-    assert not is_first_token('data: {"choices":[{"delta":{"role":"assistant","content":""}}]}')
-    assert is_first_token('data: {"choices":[{"delta":{"content":"x"}}]}')
-    assert not is_first_token('data: {"choices":[],"usage":{"prompt_tokens":3}}')
-    assert not is_first_token("data: [DONE]")
+    assert not is_token('data: {"choices":[{"delta":{"role":"assistant","content":""}}]}')
+    assert is_token('data: {"choices":[{"delta":{"content":"x"}}]}')
+    assert not is_token('data: {"choices":[],"usage":{"prompt_tokens":3}}')
+    assert not is_token("data: [DONE]")
