@@ -134,7 +134,8 @@ class TurnFlushedHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
     def _flush_now(self) -> None:
         self._flush_scheduled = False
-        super().flush()
+        with contextlib.suppress(OSError, ValueError):  # a closed stream: as at exit
+            super().flush()
 
     def close(self) -> None:
         super().flush()  # a flush still scheduled on a loop that is gone
