@@ -57,60 +57,68 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
         return QuotaState()
 
     def check(self, state: QuotaState, req: RequestInfo, ctx: GateContext) -> Verdict | None:
-        limits = self.params.limits(req.tenant)
-        if limits.max_concurrent is not None and (
-            state.concurrent.get(req.tenant, 0) >= limits.max_concurrent
-        ):
+        tenant = req.tenant
+        params = self.params  # limits(tenant), inline
+        limits = params.tenants.get(tenant, params.default)
+        cap = limits.max_concurrent
+        if cap is not None and state.concurrent.get(tenant, 0) >= cap:
             return Verdict(Reason.TENANT_CONCURRENCY, ctx.exec_p95_s)
-        bucket = self._bucket(state, req.tenant, limits, ctx.now)
-        if bucket is None or limits.tokens_per_minute is None:
-            return None
-        size = limits.burst_tokens or limits.tokens_per_minute  # bucket_size, not None here
-        cost = float(req.estimate.total)
-        need = size if size < cost else cost  # min(cost, size)
-        if bucket.level >= need:
-            return None
-        rate = limits.tokens_per_minute / 60.0
-        return Verdict(Reason.TENANT_QUOTA, (need - bucket.level) / rate)
-
-    def on_accept(self, state: QuotaState, req: RequestInfo, now: float) -> None:
-        state.concurrent[req.tenant] = state.concurrent.get(req.tenant, 0) + 1
-        bucket = self._bucket(state, req.tenant, self.params.limits(req.tenant), now)
-        if bucket is not None:
-            bucket.level -= req.estimate.total
-
-    def on_finish(
-        self, state: QuotaState, req: RequestInfo, now: float, usage: Usage | None, served: bool
-    ) -> None:
-        left = state.concurrent.get(req.tenant, 0) - 1
-        if left <= 0:
-            state.concurrent.pop(req.tenant, None)
-        else:
-            state.concurrent[req.tenant] = left
-        limits = self.params.limits(req.tenant)
-        bucket = self._bucket(state, req.tenant, limits, now)
-        if bucket is None or limits.bucket_size is None:
-            return
-        if not served:
-            bucket.level += req.estimate.total
-        elif usage is not None:
-            bucket.level += req.estimate.total - usage.total
-        bucket.level = min(bucket.level, limits.bucket_size)
-
-    def _bucket(
-        self, state: QuotaState, tenant: str, limits: TenantLimits, now: float
-    ) -> Bucket | None:
         tpm = limits.tokens_per_minute
         if tpm is None:
             return None
         size = limits.burst_tokens or tpm  # bucket_size
-        bucket = state.buckets.get(tenant)
-        if bucket is None:
-            bucket = state.buckets[tenant] = Bucket(size, now)
-        elapsed = now - bucket.updated
-        if elapsed < 0.0:
-            elapsed = 0.0
-        level = bucket.level + elapsed * tpm / 60.0
-        bucket.level = level if level < size else size  # min(size, level)
-        bucket.updated = now
-        return bucket
+        level = _refill(state, tenant, tpm, size, ctx.now).level
+        cost = float(req.estimate.total)
+        need = size if size < cost else cost  # min(cost, size)
+        if level >= need:
+            return None
+        return Verdict(Reason.TENANT_QUOTA, (need - level) / (tpm / 60.0))
+
+    def on_accept(self, state: QuotaState, req: RequestInfo, now: float) -> None:
+        tenant = req.tenant
+        concurrent = state.concurrent
+        concurrent[tenant] = concurrent.get(tenant, 0) + 1
+        params = self.params
+        limits = params.tenants.get(tenant, params.default)
+        tpm = limits.tokens_per_minute
+        if tpm is not None:
+            size = limits.burst_tokens or tpm
+            _refill(state, tenant, tpm, size, now).level -= req.estimate.total
+
+    def on_finish(
+        self, state: QuotaState, req: RequestInfo, now: float, usage: Usage | None, served: bool
+    ) -> None:
+        tenant = req.tenant
+        concurrent = state.concurrent
+        left = concurrent.get(tenant, 0) - 1
+        if left <= 0:
+            concurrent.pop(tenant, None)
+        else:
+            concurrent[tenant] = left
+        params = self.params
+        limits = params.tenants.get(tenant, params.default)
+        tpm = limits.tokens_per_minute
+        if tpm is None:  # no bucket (bucket_size is None only then)
+            return
+        size = limits.burst_tokens or tpm
+        bucket = _refill(state, tenant, tpm, size, now)
+        if not served:
+            bucket.level += req.estimate.total
+        elif usage is not None:
+            bucket.level += req.estimate.total - usage.total
+        level = bucket.level
+        bucket.level = level if level < size else size  # min(level, size)
+
+
+def _refill(state: QuotaState, tenant: str, tpm: int, size: int, now: float) -> Bucket:
+    """The tenant's bucket refilled up to ``now`` (created full)."""
+    bucket = state.buckets.get(tenant)
+    if bucket is None:
+        bucket = state.buckets[tenant] = Bucket(size, now)
+    elapsed = now - bucket.updated
+    if elapsed < 0.0:
+        elapsed = 0.0
+    level = bucket.level + elapsed * tpm / 60.0
+    bucket.level = level if level < size else size  # min(size, level)
+    bucket.updated = now
+    return bucket
