@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from policies.fleet import BackendView
 from policies.quick_init import quick_init
-from policies.types import DecisionKind, Degradation, Reason, RequestInfo, Usage
+from policies.types import DecisionKind, Degradation, FlowKey, Reason, RequestInfo, Usage
 
 S = TypeVar("S")
 
@@ -50,6 +50,8 @@ class QueuedEntry:
     expires_at: float
     expiry_reason: Reason
     seq: int
+    flow: FlowKey
+    """``request.flow``, built once for the DELAY decision and reused at dispatch."""
     alive: bool = True
     gen: int = 0
 

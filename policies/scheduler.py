@@ -149,7 +149,9 @@ class Scheduler:
             expires_at, reason = req.deadline, Reason.DEADLINE_EXPIRED
         else:
             expires_at, reason = now + self._policy.queue.max_wait_s, Reason.OVERLOADED
-        return QueuedEntry(req, kind, degradation, shadowed, now, expires_at, reason, self._seq)
+        return QueuedEntry(
+            req, kind, degradation, shadowed, now, expires_at, reason, self._seq, req.flow
+        )
 
     def _enqueue(self, entry: QueuedEntry, gate_names: tuple[str, ...]) -> Decision:
         req = entry.request
@@ -158,7 +160,7 @@ class Scheduler:
         return make_decision(
             self._policy, req, DecisionKind.DELAY, Reason.QUEUED_FOR_CAPACITY,
             queue_position=len(self._queue), degradation=entry.degradation,
-            shadowed=entry.shadowed,
+            shadowed=entry.shadowed, flow=entry.flow,
         )  # fmt: skip
 
     # -- poll ----------------------------------------------------------------------------
@@ -275,7 +277,7 @@ class Scheduler:
         )
         decision = make_decision(
             self._policy, req, entry.kind, reason, degradation=entry.degradation,
-            shadowed=entry.shadowed, backend=backend.name,
+            shadowed=entry.shadowed, backend=backend.name, flow=entry.flow,
         )  # fmt: skip
         ticket = Ticket(req.request_id, backend.name, decision, now, req)
         total = req.estimate.total

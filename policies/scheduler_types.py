@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from policies.quick_init import quick_init
 from policies.registry import PolicySet
-from policies.types import Decision, DecisionKind, Degradation, Reason, RequestInfo
+from policies.types import Decision, DecisionKind, Degradation, FlowKey, Reason, RequestInfo
 
 
 @quick_init
@@ -68,14 +68,16 @@ def make_decision(
     degradation: Degradation | None = None,
     shadowed: tuple[str, ...] = (),
     backend: str | None = None,
+    flow: FlowKey | None = None,
 ) -> Decision:
+    """``flow``: ``req.flow`` when the caller already has it (it is built otherwise)."""
     estimate = req.estimate
     return Decision(  # by position, in field order (half the cost of keywords, once per call)
         kind,  # decision
         reason,
         req.request_id,
         req.tenant,
-        req.flow,
+        req.flow if flow is None else flow,
         estimate,
         policy.name,
         policy.version,
