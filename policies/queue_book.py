@@ -1,7 +1,12 @@
 """Bookkeeping of the gateway queue, whatever the fairness policy: entries by request id,
 arrival order (oldest age), an expiry heap (deadlines), and work totals (tokens, models).
 
-Removal is O(1): the arrival deque and the expiry heap drop dead entries lazily.
+Removal is O(1): the arrival deque and the expiry heap drop dead entries lazily, from
+their fronts as they are read, and all at once when the dead outnumber the live (by more
+than ``_SLACK``). Each structure holds every live entry exactly once, so its dead count is
+its length minus the live count; a rebuild costs less than twice the removals since the
+last one, and memory stays below twice the live entries plus the slack whatever the
+dispatch order and wait bound.
 """
 
 from __future__ import annotations
@@ -11,6 +16,9 @@ from collections import deque
 from collections.abc import Iterator
 
 from policies.contracts import QueuedEntry
+
+_SLACK = 64
+"""Dead entries a structure may hold beyond the live count before it is rebuilt."""
 
 
 class QueueBook:
@@ -50,7 +58,17 @@ class QueueBook:
             self.models.pop(req.model, None)
         else:
             self.models[req.model] = left
+        bound = 2 * len(self._entries) + _SLACK  # live + dead > bound: dead > live + slack
+        if len(self._arrivals) > bound:
+            self._arrivals = deque(e for e in self._arrivals if e.alive)
+        if len(self._expiry) > bound:
+            self._expiry = [item for item in self._expiry if item[2].alive]
+            heapq.heapify(self._expiry)
         return self._gate_names.pop(req.request_id)
+
+    def held(self) -> int:
+        """Entries the arrival deque and the expiry heap hold, dead ones included."""
+        return len(self._arrivals) + len(self._expiry)
 
     def due(self, now: float) -> bool:
         """Whether ``expired(now)`` may yield anything (an expiry at or before ``now``)."""
