@@ -85,7 +85,7 @@ class Flight:
             self._learn(ticket.request, usage)
         if self.request is not None and self.request.deadline is not None:
             rec.deadline_met = outcome is Outcome.COMPLETED and now <= self.request.deadline
-            self.ctx.metrics.deadline("met" if rec.deadline_met else "missed").inc()
+            self.ctx.metrics.deadline("met" if rec.deadline_met else "missed")
         self.ctx.metrics.outcome(outcome, rec.tenant, rec.workload_class)
         self.ctx.records.emit(rec)
 

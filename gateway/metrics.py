@@ -8,16 +8,19 @@ configured tenants or ``other``; ``class`` is a configured workload class; ``dec
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gateway.tally import CounterTally, HistogramTally
 from policies.types import Decision, DecisionKind, Outcome, Usage, WorkEstimate
 
 QUEUE_WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 OTHER = "other"
+_PROMPT, _OUTPUT = ("prompt",), ("output",)
+T = TypeVar("T", CounterTally, HistogramTally)
 
 GaugeSample = tuple[str, str, Mapping[str, str], float]
 """(metric name, help, labels, value) of a gauge read at scrape time."""
@@ -38,22 +41,6 @@ class _ScrapeTimeGauges(Collector):
         yield from families.values()
 
 
-class _Children:
-    """``metric.labels(*values)`` looked up once per label combination, then from a dict
-    (prometheus_client's ``labels`` re-validates and locks on every call). Every label
-    value here comes from a bounded set, so the dict stays small."""
-
-    def __init__(self, metric: Counter | Histogram) -> None:
-        self._labels = metric.labels
-        self._cache: dict[tuple[str, ...], Any] = {}
-
-    def __call__(self, *values: str) -> Any:
-        child = self._cache.get(values)
-        if child is None:
-            child = self._cache[values] = self._labels(*values)
-        return child
-
-
 class GatewayMetrics:
     """Counters and histograms the request path updates; gauges read at scrape time."""
 
@@ -62,35 +49,41 @@ class GatewayMetrics:
         self.set_tenants(tenants, tenant_label_limit)
         r = self.registry
         labels = ["tenant", "class"]
-        self.decisions = Counter(
-            "sluicegate_decisions", "Decisions made", ["decision", "reason", *labels], registry=r
+        # The per-request series are plain numbers (``gateway/tally.py``), registered in
+        # the order the prometheus_client metrics were, so /metrics reads the same.
+        self.decisions = self._tally(
+            CounterTally("sluicegate_decisions", "Decisions made", ["decision", "reason", *labels])
         )
-        self.outcomes = Counter(
-            "sluicegate_outcomes", "Terminal outcomes of requests", ["outcome", *labels], registry=r
+        self.outcomes = self._tally(
+            CounterTally(
+                "sluicegate_outcomes", "Terminal outcomes of requests", ["outcome", *labels]
+            )
         )
-        self.queue_wait = Histogram(
-            "sluicegate_queue_wait_seconds",
-            "Time spent queued in the gateway before dispatch",
-            labels,
-            buckets=QUEUE_WAIT_BUCKETS,
-            registry=r,
+        self.queue_wait = self._tally(
+            HistogramTally(
+                "sluicegate_queue_wait_seconds",
+                "Time spent queued in the gateway before dispatch",
+                labels,
+                QUEUE_WAIT_BUCKETS,
+            )
         )
-        self.est_tokens = Counter(
-            "sluicegate_estimated_tokens",
-            "Estimated tokens of completed requests",
-            ["kind"],
-            registry=r,
+        self.est_tokens = self._tally(
+            CounterTally(
+                "sluicegate_estimated_tokens", "Estimated tokens of completed requests", ["kind"]
+            )
         )
-        self.actual_tokens = Counter(
-            "sluicegate_actual_tokens", "Actual tokens reported by backends", ["kind"], registry=r
+        self.actual_tokens = self._tally(
+            CounterTally("sluicegate_actual_tokens", "Actual tokens reported by backends", ["kind"])
         )
-        self.deadlines = Counter(
-            "sluicegate_deadlines", "Requests with a deadline, by result", ["result"], registry=r
+        self.deadlines = self._tally(
+            CounterTally("sluicegate_deadlines", "Requests with a deadline, by result", ["result"])
         )
         self.retries = Counter(
             "sluicegate_retries", "Requests marked as client retries", labels, registry=r
         )
-        self.shed = Counter("sluicegate_shed", "Requests rejected by policy", labels, registry=r)
+        self.shed = self._tally(
+            CounterTally("sluicegate_shed", "Requests rejected by policy", labels)
+        )
         self.invalid = Counter(
             "sluicegate_invalid_requests",
             "Requests refused before scheduling",
@@ -109,14 +102,9 @@ class GatewayMetrics:
         self.config_info = Gauge(
             "sluicegate_config_info", "Active config version", ["version"], registry=r
         )
-        self._decision = _Children(self.decisions)
-        self._shed = _Children(self.shed)
-        self._outcome = _Children(self.outcomes)
-        self._waited = _Children(self.queue_wait)
-        self.deadline = _Children(self.deadlines)
-        """``deadline("met")`` is ``deadlines.labels("met")``, cached."""
-        self._est = {k: self.est_tokens.labels(k) for k in ("prompt", "output")}
-        self._actual = {k: self.actual_tokens.labels(k) for k in ("prompt", "output")}
+        for kind in ("prompt", "output"):
+            self.est_tokens.touch((kind,))
+            self.actual_tokens.touch((kind,))
 
     def set_tenants(self, tenants: Sequence[str], limit: int) -> None:
         self._named_tenants = frozenset(list(tenants)[:limit])
@@ -127,23 +115,33 @@ class GatewayMetrics:
     def add_scrape_time_gauges(self, read: StatsReader) -> None:
         self.registry.register(_ScrapeTimeGauges(read))
 
+    def _tally(self, tally: T) -> T:
+        self.registry.register(tally)
+        return tally
+
+    def deadline(self, result: str) -> None:
+        """A request with a deadline ended: ``result`` is "met" or "missed"."""
+        self.deadlines.inc((result,))
+
     def decision(self, d: Decision, workload_class: str) -> None:
-        tenant = self.tenant_label(d.tenant)
-        self._decision(d.decision.value, d.reason.value, tenant, workload_class).inc()
+        tenant = d.tenant if d.tenant in self._named_tenants else OTHER
+        self.decisions.inc((d.decision.value, d.reason.value, tenant, workload_class))
         if d.decision is DecisionKind.REJECT:
-            self._shed(tenant, workload_class).inc()
+            self.shed.inc((tenant, workload_class))
 
     def outcome(self, outcome: Outcome, tenant: str, workload_class: str) -> None:
-        self._outcome(outcome.value, self.tenant_label(tenant), workload_class).inc()
+        label = tenant if tenant in self._named_tenants else OTHER
+        self.outcomes.inc((outcome.value, label, workload_class))
 
     def waited(self, seconds: float, tenant: str, workload_class: str) -> None:
-        self._waited(self.tenant_label(tenant), workload_class).observe(seconds)
+        label = tenant if tenant in self._named_tenants else OTHER
+        self.queue_wait.observe((label, workload_class), seconds)
 
     def tokens(self, estimate: WorkEstimate, usage: Usage) -> None:
-        self._est["prompt"].inc(estimate.prompt_tokens)
-        self._est["output"].inc(estimate.output_tokens)
-        self._actual["prompt"].inc(usage.prompt_tokens)
-        self._actual["output"].inc(usage.completion_tokens)
+        self.est_tokens.inc(_PROMPT, estimate.prompt_tokens)
+        self.est_tokens.inc(_OUTPUT, estimate.output_tokens)
+        self.actual_tokens.inc(_PROMPT, usage.prompt_tokens)
+        self.actual_tokens.inc(_OUTPUT, usage.completion_tokens)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

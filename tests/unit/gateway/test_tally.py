@@ -1,0 +1,95 @@
+"""The plain-number tallies export exactly what prometheus_client's metrics would.
+
+Each test drives a prometheus_client metric and its tally with the same operations and
+compares the two exposition texts line by line (``_created`` timestamps, taken from the
+wall clock at different instants, are compared as present, not by value)."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from gateway.metrics import QUEUE_WAIT_BUCKETS
+from gateway.tally import CounterTally, HistogramTally
+
+_CREATED = re.compile(r"^(\S+_created(?:\{.*\})?) \S+$")
+
+
+def _text(registry: CollectorRegistry) -> list[str]:
+    lines = generate_latest(registry).decode().splitlines()
+    return [_CREATED.sub(r"\1 <t>", line) for line in lines]
+
+
+def test_counter_exposition_matches_prometheus_client() -> None:
+    ref, new = CollectorRegistry(), CollectorRegistry()
+    names = ["decision", "reason", "tenant", "class"]
+    counter = Counter("sluicegate_decisions", "Decisions made", names, registry=ref)
+    tally = CounterTally("sluicegate_decisions", "Decisions made", names)
+    new.register(tally)
+    rng = random.Random(7)
+    values = [("admit", "room", "acme", "chat"), ("reject", "quota", "other", "batch"),
+              ("delay", "queue", 'we"ird\\', "chat")]  # fmt: skip
+    for _ in range(200):
+        key = rng.choice(values)
+        amount = rng.choice([1, 1, 0, 3, 0.25, 17])
+        counter.labels(*key).inc(amount)
+        tally.inc(key, amount)
+    assert _text(new) == _text(ref)
+    assert any(line.endswith(" <t>") for line in _text(new))
+
+
+def test_counter_series_touched_is_exported_at_zero() -> None:
+    ref, new = CollectorRegistry(), CollectorRegistry()
+    counter = Counter("sluicegate_actual_tokens", "Actual tokens", ["kind"], registry=ref)
+    tally = CounterTally("sluicegate_actual_tokens", "Actual tokens", ["kind"])
+    new.register(tally)
+    for kind in ("prompt", "output"):
+        counter.labels(kind)
+        tally.touch((kind,))
+    assert _text(new) == _text(ref)
+    counter.labels("output").inc(5)
+    tally.inc(("output",), 5)
+    tally.touch(("output",))  # touching again keeps the count
+    assert _text(new) == _text(ref)
+
+
+def test_counter_refuses_what_prometheus_client_refuses() -> None:
+    tally = CounterTally("c", "help", ["a"])
+    with pytest.raises(ValueError):
+        tally.inc(("x",), -1)
+    with pytest.raises(ValueError):
+        tally.inc(("x", "y"))
+    assert tally.values == {}
+
+
+def test_histogram_exposition_matches_prometheus_client() -> None:
+    ref, new = CollectorRegistry(), CollectorRegistry()
+    help_ = "Time spent queued in the gateway before dispatch"
+    name, labels = "sluicegate_queue_wait_seconds", ["tenant", "class"]
+    hist = Histogram(name, help_, labels, buckets=QUEUE_WAIT_BUCKETS, registry=ref)
+    tally = HistogramTally(name, help_, labels, QUEUE_WAIT_BUCKETS)
+    new.register(tally)
+    rng = random.Random(11)
+    # Values on, just below and just above every bound, zero, huge, and random ones.
+    probes = [0.0, 1e9] + [b + d for b in QUEUE_WAIT_BUCKETS for d in (0.0, -1e-9, 1e-9)]
+    for i in range(400):
+        amount = probes[i] if i < len(probes) else rng.expovariate(2.0)
+        key = rng.choice([("acme", "chat"), ("other", "batch")])
+        hist.labels(*key).observe(amount)
+        tally.observe(key, amount)
+    assert _text(new) == _text(ref)
+
+
+def test_histogram_nan_only_poisons_the_sum_as_in_prometheus_client() -> None:
+    ref, new = CollectorRegistry(), CollectorRegistry()
+    hist = Histogram("h", "help", ["a"], buckets=(1, 2), registry=ref)
+    tally = HistogramTally("h", "help", ["a"], (1, 2))
+    new.register(tally)
+    for amount in (0.5, math.nan, 3.0):
+        hist.labels("x").observe(amount)
+        tally.observe(("x",), amount)
+    assert _text(new) == _text(ref)
