@@ -175,7 +175,10 @@ class Scheduler:
         fairness, fstate = self._policy.fairness, self._states.fairness
         allow = self._allow if self._policy.headroom.reserve_fraction > 0 else None
         while queue and len(deferred) < _MAX_SKIPS_PER_POLL:
-            if len(blocked) >= len(queue.models) or not self._any_room():
+            if len(blocked) >= len(queue.models):
+                break
+            room = self._room_now()
+            if room is False:
                 break
             entry = fairness.pop(fstate, now, allow)
             if entry is None:
@@ -184,7 +187,10 @@ class Scheduler:
                 deferred.append(entry)  # over its share with headroom low; others may go
                 continue
             req = entry.request
-            backend = None if req.model in blocked else self._pick_backend(req)
+            if room is True or req.session_id:
+                backend = None if req.model in blocked else self._pick_backend(req)
+            else:
+                backend = room  # what _pick_backend picks for it
             if backend is None:
                 blocked.add(req.model)
                 deferred.append(entry)
@@ -244,8 +250,11 @@ class Scheduler:
         mine = self._tenant_in_flight.get(req.tenant, 0)
         return may_take_slot(params, total, in_flight, mine, weight, active)
 
-    def _any_room(self) -> bool:
-        """Cheap pre-check when one model is queued: does any backend for it have room?"""
+    def _room_now(self) -> BackendView | bool:
+        """Cheap pre-check when one model is queued: False when no backend for it has room.
+        With room bounds, the least-loaded backend with room: the one ``_pick_backend``
+        picks for any request of that model without a session (one scan serves both).
+        True: there may be room (several models queued: each request's pick decides)."""
         models = self._queue.models
         if len(models) != 1:
             return True
@@ -254,10 +263,8 @@ class Scheduler:
             if bound_of is None:
                 candidates = self._view.candidates(model, self._load)
                 return any_room(self._policy.limit, self._states.limit, candidates)
-            for _, load, bound in self._view.room_bounds(model, self._load, bound_of):
-                if load.in_flight == 0 or load.in_flight < bound:
-                    return True
-            return False
+            best = least_loaded_within(self._view.room_bounds(model, self._load, bound_of))
+            return False if best is None else best
         return True
 
     def _load(self, name: str) -> BackendLoad:

@@ -383,3 +383,37 @@ def test_least_loaded_within_bounds_picks_what_has_room_picks(backends: list[Any
     ]  # fmt: skip
     bounded = [(b, load, limit.room_bound(b)) for b, load in candidates]
     assert least_loaded_within(bounded) == least_loaded(limit, None, candidates)
+
+
+class _PickEach(Scheduler):
+    """The poll as it was: a yes/no room check, then each request's own pick."""
+
+    def _room_now(self) -> BackendView | bool:
+        return super()._room_now() is not False
+
+
+@pytest.mark.parametrize("sessions", [False, True])
+def test_poll_dispatches_where_picking_each_request_would(sessions: bool) -> None:
+    raw = {"limit": {"type": "server_signals"}, "fairness": {"type": "vtc"}}
+    runs = []
+    for cls in (Scheduler, _PickEach):
+        clock, rng = ManualClock(), random.Random(11)
+        s = cls(build_policy(raw), clock=clock, rng=random.Random(1))
+        views = [backend(f"b{i}", max_num_seqs=2 + i, running=1.0 + i) for i in range(3)]
+        out: list[Any] = []
+        tickets: list[Ticket] = []
+        for i in range(400):
+            clock.advance(0.01)
+            snap = fleet(clock, *views)
+            sid = f"s{rng.randrange(5)}" if sessions and rng.random() < 0.5 else None
+            req = request(clock, tenant=f"t{rng.randrange(4)}", output=rng.randint(1, 300),
+                          session_id=sid, request_id=f"q{i}")  # fmt: skip
+            for got in [s.submit(req, snap), *s.poll(snap)]:
+                out.append(got)
+                if isinstance(got, Ticket):
+                    tickets.append(got)
+            for _ in range(min(len(tickets), rng.choice([0, 0, 1, 3]))):  # several slots free
+                s.release(tickets.pop(rng.randrange(len(tickets))), Outcome.COMPLETED)
+        runs.append([(type(o).__name__, o.request_id, getattr(o, "backend", None)) for o in out])
+    assert runs[0] == runs[1]
+    assert sum(1 for kind, _, _ in runs[0] if kind == "Ticket") > 100
