@@ -122,8 +122,11 @@ class ExecQuantiles:
         if cls >= _CLASSES:
             return
         n = len(ordered)
-        self._own[cls] = ordered[min(n - 1, int(0.95 * n))] if n >= _MIN_SAMPLES else None
         own, answer = self._own, self._answer
+        before = own[cls]
+        p95 = own[cls] = ordered[min(n - 1, int(0.95 * n))] if n >= _MIN_SAMPLES else None
+        if p95 == before:
+            return  # the class's own p95 is unchanged, so is every answer (a function of own)
         for c in range(cls, _CLASSES):  # up to the next class that answers for itself
             if c > cls and own[c] is not None:
                 break
