@@ -18,6 +18,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from gateway.context import GatewayContext
+from gateway.disconnect import DisconnectWatch
 from gateway.errors import ApiError
 from gateway.flight import Flight
 from gateway.forward import (
@@ -37,7 +38,7 @@ from gateway.inbound import (
     request_id_from,
 )
 from gateway.records import RequestRecord, prompt_sha256
-from gateway.relay import RelayResponse, race, wait_disconnect
+from gateway.relay import RelayResponse, race
 from gateway.responses import (
     UpstreamAnswer,
     error_response,
@@ -78,9 +79,9 @@ async def handle_completion(ctx: GatewayContext, request: Request, path: str) ->
         return refuse(ctx, err, request_id, path, arrival)
     flight = Flight(ctx, _record(prepared, arrival), prepared.request)
     flight.prompt_chars = prepared.parsed.prompt_chars
-    gone = asyncio.ensure_future(wait_disconnect(request.receive))
+    watch = DisconnectWatch(request.receive)
     try:
-        return await _dispatch(ctx, flight, prepared, gone)
+        return await _dispatch(ctx, flight, prepared, watch.gone)
     except asyncio.CancelledError:
         flight.finish(Outcome.CANCELLED, status=CLIENT_GONE, error="cancelled")
         raise
@@ -88,7 +89,7 @@ async def handle_completion(ctx: GatewayContext, request: Request, path: str) ->
         flight.finish(Outcome.FAILED, status=500, error="gateway error")
         raise
     finally:
-        gone.cancel()
+        watch.close()
 
 
 async def _prepare(
