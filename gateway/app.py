@@ -91,10 +91,8 @@ def create_app(
 
 
 def _completion(ctx: GatewayContext, path: str) -> Endpoint:
-    async def endpoint(request: Request) -> Response:
-        return await handle_completion(ctx, request, path)
-
-    return endpoint
+    """``handle_completion`` for one path, called directly (no coroutine in between)."""
+    return lambda request: handle_completion(ctx, request, path)
 
 
 def _context(

@@ -173,15 +173,7 @@ class UpstreamResponse:
         is buffered now as one piece (several HTTP chunks of one read are one relay step)."""
         while True:
             if self._chunks:
-                chunks = self._chunks
-                chunk = chunks.popleft() if len(chunks) == 1 else b"".join(chunks)
-                chunks.clear()
-                self._buffered -= len(chunk)
-                if self._paused and self._buffered <= _HIGH_WATER // 4:
-                    self._paused = False
-                    if self._conn.transport is not None:
-                        self._conn.transport.resume_reading()
-                yield chunk
+                yield self._take()
                 continue
             if self._complete:
                 return
@@ -190,7 +182,30 @@ class UpstreamResponse:
             await self._wait()
 
     async def aread(self) -> bytes:
-        return b"".join([chunk async for chunk in self.aiter_raw()])
+        """The whole body: ``aiter_raw``'s pieces joined, without an async generator (a
+        small answer is usually all buffered when the head is)."""
+        pieces: list[bytes] = []
+        while True:
+            if self._chunks:
+                pieces.append(self._take())
+                continue
+            if self._complete:
+                return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            if self._error is not None:
+                raise self._error
+            await self._wait()
+
+    def _take(self) -> bytes:
+        """All that is buffered, as one piece; reading resumes once the buffer drained."""
+        chunks = self._chunks
+        chunk = chunks.popleft() if len(chunks) == 1 else b"".join(chunks)
+        chunks.clear()
+        self._buffered -= len(chunk)
+        if self._paused and self._buffered <= _HIGH_WATER // 4:
+            self._paused = False
+            if self._conn.transport is not None:
+                self._conn.transport.resume_reading()
+        return chunk
 
     async def aclose(self) -> None:
         if self._released:

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from gateway.forward_pool import UpstreamPool
+from tests.unit.gateway.conftest import wait_until
 
 OK_BODY = b'{"ok":true}'
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -221,4 +222,25 @@ async def test_idle_connections_beyond_max_idle_are_closed() -> None:
             await response.aread()
             await response.aclose()
         assert pool.idle == 2
+        await pool.aclose()
+
+
+async def test_aread_of_a_body_past_the_high_water_mark_resumes_reading() -> None:
+    """A body several times the pool's read buffer arrives whole: ``aread`` drains what
+    is buffered, so a paused connection resumes (else it would wait forever)."""
+    big = bytes(range(256)) * 4096  # 1 MiB, four times the high-water mark
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(ok_response(big))
+        await writer.drain()
+        await read_request(reader)
+
+    async with serve(handler) as server:
+        pool = server.pool()
+        response = await pool.send("POST", "/big", b"{}", {})
+        await wait_until(lambda: response._paused, timeout=5.0)  # the buffer is full
+        assert await asyncio.wait_for(response.aread(), 5.0) == big
+        await response.aclose()
+        assert pool.idle == 1  # complete: the connection went back for reuse
         await pool.aclose()
