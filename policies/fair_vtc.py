@@ -52,6 +52,8 @@ class Vtc(Fairness[VtcState, NoParams]):
     def pop(self, state: VtcState, now: float, allow: Allow | None = None) -> QueuedEntry | None:
         """The least-served backlogged tenant's most urgent entry; tenants ``allow``
         refuses are passed over (their place is kept)."""
+        if allow is None:
+            return _pop_first(state)
         passed: list[tuple[float, int, str]] = []
         found: QueuedEntry | None = None
         while found is None and _min_backlogged(state) is not None:
@@ -78,10 +80,12 @@ class Vtc(Fairness[VtcState, NoParams]):
 
     def charge(self, state: VtcState, req: RequestInfo, tokens: float) -> None:
         tenant = req.tenant
-        counter = state.counters.get(tenant, state.last_served)
-        state.counters[tenant] = counter + tokens / max(req.weight, _MIN_WEIGHT)
-        if tokens > 0:
-            state.last_served = max(state.last_served, counter)
+        counters = state.counters
+        counter = counters.get(tenant, state.last_served)
+        weight = req.weight
+        counters[tenant] = counter + tokens / (_MIN_WEIGHT if weight < _MIN_WEIGHT else weight)
+        if tokens > 0 and counter > state.last_served:  # max(last_served, counter)
+            state.last_served = counter
         if state.live.get(tenant, 0) > 0:
             _push_heap(state, tenant)
 
@@ -90,6 +94,22 @@ class Vtc(Fairness[VtcState, NoParams]):
         floor = _min_backlogged(state)
         floor = state.last_served if floor is None else floor
         return {t: c - floor for t, c in state.counters.items()}
+
+
+def _pop_first(state: VtcState) -> QueuedEntry | None:
+    """``pop`` without ``allow``: the least-served backlogged tenant's most urgent entry."""
+    live, heap = state.live, state.heap
+    while _min_backlogged(state) is not None:
+        tenant = heap[0][2]
+        head = _head(state, tenant)
+        if head is None:
+            live[tenant] = 0  # only dead entries were left
+            continue
+        heapq.heappop(state.queues[tenant])
+        left = live[tenant] - 1  # _add_live(state, tenant, -1): it is backlogged
+        live[tenant] = left if left > 0 else 0
+        return head
+    return None
 
 
 def _push_entry(state: VtcState, entry: QueuedEntry) -> None:
