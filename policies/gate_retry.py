@@ -57,14 +57,17 @@ class RetryBudget(Gate[RetryState, RetryBudgetParams]):
 
     def on_accept(self, state: RetryState, req: RequestInfo, now: float) -> None:
         window = self._window(state, req, now)
-        width = self.params.window_s / _SLICES
-        if not window.slices or now >= window.slices[-1][0] + width:
-            window.slices.append([now, 0.0, 0.0])
-        slot = 2 if req.is_retry else 1
-        window.slices[-1][slot] += 1
+        slices = window.slices
+        if not slices or now >= slices[-1][0] + self.params.window_s / _SLICES:
+            newest = [now, 0.0, 0.0]
+            slices.append(newest)
+        else:
+            newest = slices[-1]
         if req.is_retry:
+            newest[2] += 1
             window.retries += 1
         else:
+            newest[1] += 1
             window.firsts += 1
 
     def _window(self, state: RetryState, req: RequestInfo, now: float) -> Window:
