@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from gateway.auth import Tenant
 from gateway.errors import ApiError
@@ -114,17 +117,44 @@ def _count(value: str, name: str) -> int:
 
 
 def decode_json_object(raw: bytes) -> dict[str, Any]:
+    """The body as a JSON object: ``json.loads``'s value, or its error, always."""
+    body = loads_as_json(raw)
+    if not isinstance(body, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    return body
+
+
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+_DEEP = 900
+"""Brackets from which a body may nest deeper than json.loads can (RecursionError near
+1000 levels, where orjson still reads it): such bodies take json."""
+
+
+def loads_as_json(raw: bytes) -> Any:
+    """``json.loads(raw.decode("utf-8"))``, read by orjson (a third of the time) where the
+    two agree, with the same ``ApiError`` as before where json refuses. orjson reads a
+    number of 19 digits or more as a float where json keeps an int, and reads nesting
+    deeper than json can: bodies with a run of 19 digits (strings included) or with
+    ``_DEEP`` brackets take json. Whatever orjson refuses (NaN, Infinity, lone
+    surrogates, a BOM, invalid JSON) takes json too, which accepts it or raises as before.
+    Property-tested against json.loads."""
+    if _LONG_DIGITS.search(raw) is None and raw.count(b"[") + raw.count(b"{") < _DEEP:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return _loads_stdlib(raw)
+    return _loads_stdlib(raw)
+
+
+def _loads_stdlib(raw: bytes) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ApiError(400, "request body is not valid UTF-8") from exc
     try:
-        body = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ApiError(400, f"request body is not valid JSON: {exc.msg}") from exc
-    if not isinstance(body, dict):
-        raise ApiError(400, "request body must be a JSON object")
-    return body
 
 
 def parse_body(
