@@ -60,14 +60,33 @@ def least_loaded(
 
 def least_loaded_within(candidates: Sequence[Bounded]) -> BackendView | None:
     """``least_loaded`` for a limit that states its room as bounds (``room_bound``)."""
+    return pick_within(candidates)[0]
+
+
+def pick_within(candidates: Sequence[Bounded]) -> tuple[BackendView | None, bool]:
+    """``least_loaded_within``'s pick, and whether room may remain once it took one more
+    request: False only when it is the one candidate with room and one more fills it.
+
+    The key (tokens in flight, requests in flight, name) is compared field by field, in
+    the order a tuple comparison would (no tuple per candidate)."""
     best: BackendView | None = None
-    best_key: tuple[int, int, str] | None = None
+    best_t = best_n = 0
+    best_name = ""
+    best_bound = 0.0
+    rooms = 0
     for b, load, bound in candidates:
         n = load.in_flight
-        key = (load.in_flight_tokens, n, b.name)
-        if (best_key is None or key < best_key) and (n == 0 or n < bound):
-            best, best_key = b, key
-    return best
+        if not (n == 0 or n < bound):
+            continue
+        rooms += 1
+        t = load.in_flight_tokens
+        if (
+            best is None
+            or t < best_t
+            or (t == best_t and (n < best_n or (n == best_n and b.name < best_name)))
+        ):
+            best, best_t, best_n, best_name, best_bound = b, t, n, b.name, bound
+    return best, rooms > 1 or best_n + 1 < best_bound
 
 
 def choose_backend(

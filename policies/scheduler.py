@@ -21,8 +21,8 @@ from policies.observe import DrainMeter, ExecQuantiles
 from policies.queue_book import QueueBook
 from policies.registry import PolicySet
 from policies.retry_after import drain_seconds, retry_after
-from policies.routing import any_room, choose_backend, least_loaded_within
-from policies.scheduler_types import NO_DEGRADATION, InFlight, SchedulerStats, Ticket, make_decision
+from policies.routing import any_room, choose_backend, least_loaded_within, pick_within
+from policies.scheduler_types import NO_DEGRADATION, SchedulerStats, Ticket, make_decision
 from policies.snapshot_view import SnapshotView
 from policies.swap import PolicyStates
 from policies.types import (
@@ -61,7 +61,8 @@ class Scheduler:
         self._room_bound = _room_bound(policy.limit)
         self._view = SnapshotView(FleetSnapshot(at=clock()))
         self._queue = QueueBook()
-        self._in_flight: dict[str, InFlight] = {}
+        self._in_flight: dict[str, tuple[str, ...]] = {}
+        """The gates that accepted each request in flight, by request id."""
         self._tenant_in_flight: dict[str, int] = {}
         self._active = ActiveTenants()
         self._loads: dict[str, BackendLoad] = {}
@@ -174,10 +175,11 @@ class Scheduler:
         deferred: list[QueuedEntry] = []
         fairness, fstate = self._policy.fairness, self._states.fairness
         allow = self._allow if self._policy.headroom.reserve_fraction > 0 else None
+        spare = True  # False: this dispatch took the last slot _room_now had found
         while queue and len(deferred) < _MAX_SKIPS_PER_POLL:
-            if len(blocked) >= len(queue.models):
+            if len(blocked) >= len(queue.models) or not spare:
                 break
-            room = self._room_now()
+            room, room_spare = self._room_now()
             if room is False:
                 break
             entry = fairness.pop(fstate, now, allow)
@@ -199,6 +201,7 @@ class Scheduler:
                 out.append(self._leave_queue(entry, entry_reason=Reason.OVERLOADED, now=now))
                 continue
             out.append(self._dispatch(entry, backend, now, queue.remove(entry)))
+            spare = room_spare or backend is not room
         for entry in reversed(deferred):
             fairness.push_back(fstate, entry)
         if not queue:
@@ -250,22 +253,23 @@ class Scheduler:
         mine = self._tenant_in_flight.get(req.tenant, 0)
         return may_take_slot(params, total, in_flight, mine, weight, active)
 
-    def _room_now(self) -> BackendView | bool:
+    def _room_now(self) -> tuple[BackendView | bool, bool]:
         """Cheap pre-check when one model is queued: False when no backend for it has room.
         With room bounds, the least-loaded backend with room: the one ``_pick_backend``
-        picks for any request of that model without a session (one scan serves both).
+        picks for any request of that model without a session (one scan serves both),
+        and whether room may remain after it takes one (``pick_within``).
         True: there may be room (several models queued: each request's pick decides)."""
         models = self._queue.models
         if len(models) != 1:
-            return True
+            return True, True
         bound_of = self._room_bound
         for model in models:  # the only one
             if bound_of is None:
                 candidates = self._view.candidates(model, self._load)
-                return any_room(self._policy.limit, self._states.limit, candidates)
-            best = least_loaded_within(self._view.room_bounds(model, self._load, bound_of))
-            return False if best is None else best
-        return True
+                return any_room(self._policy.limit, self._states.limit, candidates), True
+            best, spare = pick_within(self._view.room_bounds(model, self._load, bound_of))
+            return (False if best is None else best), spare
+        return True, True
 
     def _load(self, name: str) -> BackendLoad:
         load = self._loads.get(name)
@@ -295,7 +299,7 @@ class Scheduler:
         tenants[req.tenant] = tenants.get(req.tenant, 0) + 1
         self._charged += total
         self._policy.fairness.charge(self._states.fairness, req, total)
-        self._in_flight[req.request_id] = InFlight(ticket, gate_names)
+        self._in_flight[req.request_id] = gate_names
         self._drain.tick(now, True)
         return ticket
 
@@ -309,8 +313,8 @@ class Scheduler:
         latency_s: float | None = None,
     ) -> None:
         """Idempotent: frees the slot, corrects the charge with ``usage``, feeds learners."""
-        record = self._in_flight.pop(ticket.request_id, None)
-        if record is None:
+        gate_names = self._in_flight.pop(ticket.request_id, None)
+        if gate_names is None:
             return
         now = self._clock()
         req = ticket.request
@@ -330,7 +334,7 @@ class Scheduler:
             self._drain.add(now, usage.total)
         if outcome is Outcome.COMPLETED and latency_s is not None:
             self._exec.add(total, latency_s)
-        self._gates.finish(req, now, usage, served=True, names=record.gate_names)
+        self._gates.finish(req, now, usage, served=True, names=gate_names)
         if self._limit_learns:
             self._policy.limit.on_sample(
                 self._states.limit, self._view.get(ticket.backend), load, ttft_s, latency_s,

@@ -22,9 +22,9 @@ from policies.limit_signals import ServerSignals, ServerSignalsParams
 from policies.observe import DrainMeter, ExecQuantiles, cost_class
 from policies.quick_init import quick_init
 from policies.registry import build_policy
-from policies.routing import least_loaded, least_loaded_within
+from policies.routing import least_loaded, least_loaded_within, pick_within
 from policies.scheduler import Scheduler, Ticket
-from policies.scheduler_types import InFlight, make_decision
+from policies.scheduler_types import make_decision
 from policies.types import (
     Decision,
     DecisionKind,
@@ -40,7 +40,7 @@ from policies.types import (
 from .helpers import ManualClock, backend, fleet, request
 
 QUICK = [FlowKey, WorkEstimate, Usage, RequestInfo, Degradation, Decision, BackendView,
-         FleetSnapshot, Ticket, InFlight, LadderResult, Verdict, GateContext]  # fmt: skip
+         FleetSnapshot, Ticket, LadderResult, Verdict, GateContext]  # fmt: skip
 
 
 def _generated(cls: type[Any], *args: Any, **kwargs: Any) -> Any:
@@ -383,13 +383,18 @@ def test_least_loaded_within_bounds_picks_what_has_room_picks(backends: list[Any
     ]  # fmt: skip
     bounded = [(b, load, limit.room_bound(b)) for b, load in candidates]
     assert least_loaded_within(bounded) == least_loaded(limit, None, candidates)
+    best, spare = pick_within(bounded)
+    assert best == least_loaded(limit, None, candidates)
+    if best is not None:  # one more request on the pick: is there room anywhere still?
+        next(load for b, load in candidates if b is best).in_flight += 1
+        assert spare == any(limit.has_room(None, b, load) for b, load in candidates)
 
 
 class _PickEach(Scheduler):
     """The poll as it was: a yes/no room check, then each request's own pick."""
 
-    def _room_now(self) -> BackendView | bool:
-        return super()._room_now() is not False
+    def _room_now(self) -> tuple[BackendView | bool, bool]:
+        return super()._room_now()[0] is not False, True
 
 
 @pytest.mark.parametrize("sessions", [False, True])
