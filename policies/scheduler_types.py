@@ -50,13 +50,6 @@ NO_DEGRADATION = Degradation()
 """The degradation of a request nothing changed (shared: it is frozen)."""
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class InFlight:
-    ticket: Ticket
-    gate_names: tuple[str, ...]
-
-
 def make_decision(
     policy: PolicySet,
     req: RequestInfo,
