@@ -9,21 +9,19 @@ queues and tickets. Every request ends in exactly one terminal outcome: a REJECT
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from policies.contracts import BackendLoad, GateContext, Limit, QueuedEntry
+from policies.contracts import GateContext, Limit, QueuedEntry
 from policies.fleet import BackendView, FleetSnapshot
 from policies.gate_chain import GateChain
-from policies.headroom import ActiveTenants, may_take_slot
 from policies.ladder import apply_ladder, update_active
 from policies.observe import DrainMeter, ExecQuantiles
+from policies.placement import Placement
 from policies.queue_book import QueueBook
 from policies.registry import PolicySet
 from policies.retry_after import drain_seconds, retry_after
-from policies.routing import any_room, choose_backend, least_loaded_within, pick_within
 from policies.scheduler_types import NO_DEGRADATION, SchedulerStats, Ticket, make_decision
-from policies.snapshot_view import SnapshotView
 from policies.swap import PolicyStates
 from policies.types import (
     Clock,
@@ -58,14 +56,10 @@ class Scheduler:
         self._states = PolicyStates.fresh(policy)
         self._gates = GateChain(policy.gates, self._states.gates)
         self._limit_learns = _learns(policy.limit)
-        self._room_bound = _room_bound(policy.limit)
-        self._view = SnapshotView(FleetSnapshot(at=clock()))
+        self._place = Placement(policy, self._states.limit, clock())
         self._queue = QueueBook()
         self._in_flight: dict[str, tuple[str, ...]] = {}
         """The gates that accepted each request in flight, by request id."""
-        self._tenant_in_flight: dict[str, int] = {}
-        self._active = ActiveTenants()
-        self._loads: dict[str, BackendLoad] = {}
         self._seq = 0
         self._drain = DrainMeter()
         self._exec = ExecQuantiles()
@@ -83,8 +77,7 @@ class Scheduler:
         self._policy = policy
         self._gates = GateChain(policy.gates, self._states.gates)
         self._limit_learns = _learns(policy.limit)
-        self._room_bound = _room_bound(policy.limit)
-        self._view.forget_policy()
+        self._place.bind(policy, self._states.limit)
 
     # -- submit --------------------------------------------------------------------------
 
@@ -94,8 +87,9 @@ class Scheduler:
         if self._queue.get(req.request_id) is not None or req.request_id in self._in_flight:
             raise DuplicateRequestId(req.request_id)
         now = self._observe(fleet)
-        self._active.touch(req.tenant, req.weight, now)
-        if not self._view.serving(req.model):
+        place = self._place
+        place.active.touch(req.tenant, req.weight, now)
+        if not place.view.serving(req.model):
             return self._reject(req, Reason.NO_HEALTHY_BACKEND, None, now)
         if req.deadline is not None and req.deadline <= now:
             return self._reject(req, Reason.DEADLINE_INFEASIBLE, None, now)
@@ -104,13 +98,13 @@ class Scheduler:
         shadowed: tuple[str, ...] = ()
         if self._states.ladder:  # some step is on (none on: the request passes unchanged)
             lad = apply_ladder(
-                req, self._states.ladder, self._policy.ladder, self._view.served_models()
+                req, self._states.ladder, self._policy.ladder, place.view.served_models()
             )
             if lad.reject is not None:
                 return self._reject(req, lad.reject, None, now, shadowed=lad.shadowed)
             req, degradation, shadowed = lad.request, lad.degradation, lad.shadowed
         kind = DecisionKind.DEGRADE if degradation.steps else DecisionKind.ADMIT
-        backend = None if self._queue or not self._may_take(req) else self._pick_backend(req)
+        backend = None if self._queue or not place.may_take(req) else place.pick(req)
         room_now = backend is not None
         if self._gates:
             ctx = self._gate_context(req, now, room_now, oldest)
@@ -174,12 +168,13 @@ class Scheduler:
         blocked: set[str] = set()
         deferred: list[QueuedEntry] = []
         fairness, fstate = self._policy.fairness, self._states.fairness
-        allow = self._allow if self._policy.headroom.reserve_fraction > 0 else None
+        place = self._place
+        allow = place.allow if place.headroom_on() else None
         spare = True  # False: this dispatch took the last slot _room_now had found
         while queue and len(deferred) < _MAX_SKIPS_PER_POLL:
             if len(blocked) >= len(queue.models) or not spare:
                 break
-            room, room_spare = self._room_now()
+            room, room_spare = place.room_now(queue.models)
             if room is False:
                 break
             entry = fairness.pop(fstate, now, allow)
@@ -190,9 +185,9 @@ class Scheduler:
                 continue
             req = entry.request
             if room is True or req.session_id:
-                backend = None if req.model in blocked else self._pick_backend(req)
+                backend = None if req.model in blocked else place.pick(req)
             else:
-                backend = room  # what _pick_backend picks for it
+                backend = room  # what place.pick picks for it
             if backend is None:
                 blocked.add(req.model)
                 deferred.append(entry)
@@ -225,58 +220,6 @@ class Scheduler:
         self._gates.finish(req, now, None, served=False, names=names)
         return self._reject(req, entry_reason, None, now, shadowed=entry.shadowed)
 
-    def _pick_backend(self, req: RequestInfo) -> BackendView | None:
-        bound_of = self._room_bound
-        if bound_of is not None and not req.session_id:
-            return least_loaded_within(self._view.room_bounds(req.model, self._load, bound_of))
-        candidates = self._view.candidates(req.model, self._load)
-        return choose_backend(self._policy.limit, self._states.limit, candidates, req.session_id)
-
-    def _allow(self, entry: QueuedEntry) -> bool:
-        return self._may_take(entry.request)
-
-    def _may_take(self, req: RequestInfo) -> bool:
-        """Headroom: may ``req``'s tenant take one more slot of its model's backends?"""
-        params = self._policy.headroom
-        if params.reserve_fraction <= 0:
-            return True
-        limit, lstate = self._policy.limit, self._states.limit
-        total, in_flight = 0.0, 0
-        for b, load in self._view.candidates(req.model, self._load):
-            current = limit.current(lstate, b, load)
-            if current is None:
-                return True  # no slot count: the server's signals alone decide
-            total, in_flight = total + current, in_flight + load.in_flight
-        seen = self._active.weight(req.tenant)
-        weight = req.weight if seen is None else seen
-        active = self._active.total_weight + (weight if seen is None else 0.0)  # with itself
-        mine = self._tenant_in_flight.get(req.tenant, 0)
-        return may_take_slot(params, total, in_flight, mine, weight, active)
-
-    def _room_now(self) -> tuple[BackendView | bool, bool]:
-        """Cheap pre-check when one model is queued: False when no backend for it has room.
-        With room bounds, the least-loaded backend with room: the one ``_pick_backend``
-        picks for any request of that model without a session (one scan serves both),
-        and whether room may remain after it takes one (``pick_within``).
-        True: there may be room (several models queued: each request's pick decides)."""
-        models = self._queue.models
-        if len(models) != 1:
-            return True, True
-        bound_of = self._room_bound
-        for model in models:  # the only one
-            if bound_of is None:
-                candidates = self._view.candidates(model, self._load)
-                return any_room(self._policy.limit, self._states.limit, candidates), True
-            best, spare = pick_within(self._view.room_bounds(model, self._load, bound_of))
-            return (False if best is None else best), spare
-        return True, True
-
-    def _load(self, name: str) -> BackendLoad:
-        load = self._loads.get(name)
-        if load is None:
-            load = self._loads[name] = BackendLoad()
-        return load
-
     def _dispatch(
         self, entry: QueuedEntry, backend: BackendView, now: float, gate_names: tuple[str, ...]
     ) -> Ticket:
@@ -292,11 +235,7 @@ class Scheduler:
         )  # fmt: skip
         ticket = Ticket(req.request_id, backend.name, decision, now, req)
         total = req.estimate.total
-        load = self._load(backend.name)
-        load.in_flight += 1
-        load.in_flight_tokens += total
-        tenants = self._tenant_in_flight
-        tenants[req.tenant] = tenants.get(req.tenant, 0) + 1
+        self._place.took(backend.name, req, total)
         self._charged += total
         self._policy.fairness.charge(self._states.fairness, req, total)
         self._in_flight[req.request_id] = gate_names
@@ -319,15 +258,7 @@ class Scheduler:
         now = self._clock()
         req = ticket.request
         total = req.estimate.total
-        load = self._load(ticket.backend)
-        load.in_flight -= 1
-        load.in_flight_tokens -= total
-        tenants = self._tenant_in_flight
-        left = tenants.get(req.tenant, 0) - 1
-        if left <= 0:
-            tenants.pop(req.tenant, None)
-        else:
-            tenants[req.tenant] = left
+        load = self._place.gave_back(ticket.backend, req, total)
         self._released += total
         if usage is not None:
             self._policy.fairness.charge(self._states.fairness, req, usage.total - total)
@@ -337,7 +268,7 @@ class Scheduler:
         self._gates.finish(req, now, usage, served=True, names=gate_names)
         if self._limit_learns:
             self._policy.limit.on_sample(
-                self._states.limit, self._view.get(ticket.backend), load, ttft_s, latency_s,
+                self._states.limit, self._place.view.get(ticket.backend), load, ttft_s, latency_s,
                 outcome is Outcome.FAILED,
             )  # fmt: skip
         self._drain.tick(now, bool(self._in_flight))
@@ -356,19 +287,13 @@ class Scheduler:
 
     def _observe(self, fleet: FleetSnapshot) -> float:
         now = self._clock()
-        view = self._view
-        if fleet is not view.fleet:
-            if fleet.backends is view.fleet.backends:
-                view.fleet = fleet  # a new instant, the same views: the lookups still hold
-            else:
-                self._view = SnapshotView(fleet)
-        self._active.expire(now, self._policy.headroom.active_window_s)
+        self._place.observe(fleet, now)
         self._drain.tick(now, bool(self._in_flight))
         return now
 
     def _update_saturation(self, model: str, now: float) -> QueuedEntry | None:
         """Updates the ladder's saturation; returns the oldest queued entry (read for it)."""
-        pool = self._view.saturation(model, self._policy.ladder)
+        pool = self._place.view.saturation(model, self._policy.ladder)
         oldest = self._queue.oldest()
         queue = (
             0.0 if oldest is None else (now - oldest.enqueued_at) / self._policy.queue.max_wait_s
@@ -400,17 +325,15 @@ class Scheduler:
     def stats(self) -> SchedulerStats:
         now = self._clock()
         oldest = self._queue.oldest()
-        limits = {
-            b.name: self._policy.limit.current(self._states.limit, b, self._load(b.name))
-            for b in self._view.fleet.backends
-        }
+        limits = self._place.limits()
+        loads = self._place.loads
         return SchedulerStats(
             queued=len(self._queue),
             queued_tokens=self._queue.tokens,
             oldest_age_s=None if oldest is None else now - oldest.enqueued_at,
             in_flight=len(self._in_flight),
-            in_flight_tokens=sum(ld.in_flight_tokens for ld in self._loads.values()),
-            in_flight_by_backend={n: ld.in_flight for n, ld in self._loads.items()},
+            in_flight_tokens=sum(ld.in_flight_tokens for ld in loads.values()),
+            in_flight_by_backend={n: ld.in_flight for n, ld in loads.items()},
             limits=limits,
             deficits=dict(self._policy.fairness.deficits(self._states.fairness)),
             saturation=self._saturation,
@@ -426,11 +349,3 @@ class Scheduler:
 def _learns(limit: Limit[Any, Any]) -> bool:
     """Whether ``limit`` overrides ``on_sample`` (the contract's is a no-op, not called)."""
     return type(limit).on_sample is not Limit.on_sample
-
-
-def _room_bound(limit: Limit[Any, Any]) -> Callable[[BackendView], float] | None:
-    """A limit whose room depends on the backend's signals only may say so with
-    ``room_bound(backend)``: has_room is then ``in_flight == 0 or in_flight < bound``,
-    read once per snapshot (``ServerSignals``). None: ask ``has_room`` every time."""
-    bound_of: Callable[[BackendView], float] | None = getattr(limit, "room_bound", None)
-    return bound_of

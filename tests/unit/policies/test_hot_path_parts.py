@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from policies.gate_chain import GateChain
 from policies.ladder import LadderResult
 from policies.limit_signals import ServerSignals, ServerSignalsParams
 from policies.observe import DrainMeter, ExecQuantiles, cost_class
+from policies.placement import Placement
 from policies.quick_init import quick_init
 from policies.registry import build_policy
 from policies.routing import least_loaded, least_loaded_within, pick_within
@@ -390,20 +392,24 @@ def test_least_loaded_within_bounds_picks_what_has_room_picks(backends: list[Any
         assert spare == any(limit.has_room(None, b, load) for b, load in candidates)
 
 
-class _PickEach(Scheduler):
+class _PickEach(Placement):
     """The poll as it was: a yes/no room check, then each request's own pick."""
 
-    def _room_now(self) -> tuple[BackendView | bool, bool]:
-        return super()._room_now()[0] is not False, True
+    __slots__ = ()
+
+    def room_now(self, models: Mapping[str, int]) -> tuple[BackendView | bool, bool]:
+        return super().room_now(models)[0] is not False, True
 
 
 @pytest.mark.parametrize("sessions", [False, True])
 def test_poll_dispatches_where_picking_each_request_would(sessions: bool) -> None:
     raw = {"limit": {"type": "server_signals"}, "fairness": {"type": "vtc"}}
     runs = []
-    for cls in (Scheduler, _PickEach):
+    for pick_each in (False, True):
         clock, rng = ManualClock(), random.Random(11)
-        s = cls(build_policy(raw), clock=clock, rng=random.Random(1))
+        s = Scheduler(build_policy(raw), clock=clock, rng=random.Random(1))
+        if pick_each:
+            s._place.__class__ = _PickEach
         views = [backend(f"b{i}", max_num_seqs=2 + i, running=1.0 + i) for i in range(3)]
         out: list[Any] = []
         tickets: list[Ticket] = []
