@@ -14,6 +14,7 @@ from typing import Any
 
 from policies.contracts import GateContext, Limit, QueuedEntry
 from policies.fleet import BackendView, FleetSnapshot
+from policies.flow_keys import FlowKeys
 from policies.gate_chain import GateChain
 from policies.ladder import apply_ladder, update_active
 from policies.observe import DrainMeter, ExecQuantiles
@@ -61,6 +62,7 @@ class Scheduler:
         self._in_flight: dict[str, tuple[str, ...]] = {}
         """The gates that accepted each request in flight, by request id."""
         self._seq = 0
+        self._flows = FlowKeys()
         self._drain = DrainMeter()
         self._exec = ExecQuantiles()
         self._saturation = 0.0
@@ -145,8 +147,9 @@ class Scheduler:
         else:
             expires_at, reason = now + self._policy.queue.max_wait_s, Reason.OVERLOADED
         return QueuedEntry(
-            req, kind, degradation, shadowed, now, expires_at, reason, self._seq, req.flow
-        )
+            req, kind, degradation, shadowed, now, expires_at, reason, self._seq,
+            self._flows.of(req),
+        )  # fmt: skip
 
     def _enqueue(self, entry: QueuedEntry, gate_names: tuple[str, ...]) -> Decision:
         req = entry.request

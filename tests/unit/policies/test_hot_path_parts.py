@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from policies.contracts import BackendLoad, Gate, GateContext, NamedGate, NoParams, Verdict
 from policies.fleet import BackendView, FleetSnapshot, Health
+from policies.flow_keys import FlowKeys
 from policies.gate_chain import GateChain
 from policies.ladder import LadderResult
 from policies.limit_signals import ServerSignals, ServerSignalsParams
@@ -428,3 +429,21 @@ def test_poll_dispatches_where_picking_each_request_would(sessions: bool) -> Non
         runs.append([(type(o).__name__, o.request_id, getattr(o, "backend", None)) for o in out])
     assert runs[0] == runs[1]
     assert sum(1 for kind, _, _ in runs[0] if kind == "Ticket") > 100
+
+
+def test_flow_keys_are_the_request_flow_shared_per_flow_and_bounded() -> None:
+    clock = ManualClock()
+    keys = FlowKeys(limit=8)
+    for i in range(200):
+        clock.advance(0.1)
+        req = request(clock, tenant=f"t{i % 5}", workload_class=("a", "b")[i % 2],
+                      deadline_in=(None, 0.5, 5.0, 3600.0)[i % 4])  # fmt: skip
+        got = keys.of(req)
+        assert got == req.flow
+        assert len(keys) <= 8
+    seen: dict[FlowKey, FlowKey] = {}
+    shared = FlowKeys()
+    for i in range(40):  # 20 flows, each asked twice: one object per flow
+        req = request(clock, tenant=f"t{i % 10}", workload_class=("a", "b")[i % 20 // 10])
+        assert seen.setdefault(req.flow, shared.of(req)) is shared.of(req)
+    assert len(seen) == 20
