@@ -10,18 +10,25 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from policies.estimate import TokenEstimator
 from policies.fleet import FleetSnapshot
 from policies.registry import build_policy
 from policies.scheduler import Scheduler, Ticket
 from policies.types import Clock, Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
 from simulation.ports import Deferred, Dispatched, Queued, Verdict
 
+FLOW = "agents"
+"""Every agent is one flow at the gateway (one tenant, one class, one model)."""
+
 
 class SchedulerAdmission:
     """Every simulated turn goes through the production scheduler.
 
     ``estimated_output_tokens`` is what the gateway would charge before knowing the real
-    length (the workload mixture's mean: an agent sends no ``max_tokens``).
+    length (the workload mixture's mean: an agent sends no ``max_tokens``). With
+    ``max_tokens_hint`` every turn instead carries ``max_tokens`` = its own length, as the
+    live swarm sends it (the emulator needs it for exact lengths), and the estimate is the
+    gateway's own ``TokenEstimator``: min(max_tokens, the flow's recent p90 output).
     """
 
     def __init__(
@@ -32,11 +39,13 @@ class SchedulerAdmission:
         model: str,
         estimated_output_tokens: int,
         seed: int,
+        max_tokens_hint: bool = False,
     ) -> None:
         self.policy_set = build_policy(policy)
         self.scheduler = Scheduler(self.policy_set, clock=clock, rng=random.Random(seed))
         self._clock, self._model = clock, model
         self._estimate = estimated_output_tokens
+        self._estimator = TokenEstimator() if max_tokens_hint else None
         self._tickets: dict[str, Ticket] = {}
 
     def submit(
@@ -54,12 +63,18 @@ class SchedulerAdmission:
             tenant="agents",
             workload_class="interactive",
             model=self._model,
-            estimate=WorkEstimate(prompt_tokens, self._estimate),
+            estimate=self._work(prompt_tokens, output_tokens),
             arrival=self._clock(),
             is_retry=is_retry,
             session_id=session,
         )
         return self._verdict(self.scheduler.submit(req, fleet))
+
+    def _work(self, prompt_tokens: int, output_tokens: int) -> WorkEstimate:
+        if self._estimator is None:
+            return WorkEstimate(prompt_tokens, self._estimate)
+        out = self._estimator.output_tokens(prompt_tokens, output_tokens, None, FLOW)
+        return WorkEstimate(prompt_tokens, out)
 
     def poll(self, fleet: FleetSnapshot) -> list[Verdict]:
         return [self._verdict(out) for out in self.scheduler.poll(fleet)]
@@ -68,6 +83,9 @@ class SchedulerAdmission:
         self, request_id: str, usage: tuple[int, int], decode_start: float, finished: float
     ) -> None:
         ticket = self._tickets.pop(request_id)
+        if self._estimator is not None:
+            done = Usage(prompt_tokens=usage[0], completion_tokens=usage[1])
+            self._estimator.observe(self._model, 0, done, flow=FLOW)
         self.scheduler.release(
             ticket,
             Outcome.COMPLETED,

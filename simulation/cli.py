@@ -49,6 +49,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("bench/seed000/sim"),
                    help="output prefix: writes PREFIX.csv and PREFIX.png")  # fmt: skip
     p.add_argument("--no-chart", action="store_true")
+    p.add_argument("--max-tokens-hint", action="store_true",
+                   help="turns carry max_tokens = their length, as swarm sends them")  # fmt: skip
     p.add_argument("--frontier", action="store_true",
                    help="run the beyond-the-seed candidates (each with its agent behaviour); "
                    "--policies then filters them by name, --agents defaults to 24")  # fmt: skip
@@ -73,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     workload = AgentWorkload(lengths, args.think, args.prompt_tokens, backoff=backoff)
     agents = args.agents or ([24] if args.frontier else [8, 12, 16, 20, 24])
-    base = RunSpec(profile, workload, {}, 0, args.duration, args.warmup, args.seeds[0])
+    base = RunSpec(profile, workload, {}, 0, args.duration, args.warmup, args.seeds[0],
+                   max_tokens_hint=args.max_tokens_hint)  # fmt: skip
     rows = sweep(base, candidates, agents, args.seeds, progress=print)
     write_csv(rows, args.out.with_suffix(".csv"))
     print(format_table(rows))

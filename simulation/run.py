@@ -29,6 +29,9 @@ class RunSpec:
     duration_s: float
     warmup_s: float
     seed: int
+    max_tokens_hint: bool = False
+    """Turns carry max_tokens = their length, as the live swarm sends them (see
+    ``SchedulerAdmission``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,7 @@ def simulate(spec: RunSpec) -> RunOutput:
         model=MODEL,
         estimated_output_tokens=round(spec.workload.lengths.mean),
         seed=spec.seed,
+        max_tokens_hint=spec.max_tokens_hint,
     )
     sim = Simulation(
         n_agents=spec.n_agents,
