@@ -42,12 +42,16 @@ class Vtc(Fairness[VtcState, NoParams]):
 
     def push(self, state: VtcState, entry: QueuedEntry, now: float) -> None:
         tenant = entry.request.tenant
-        if state.live.get(tenant, 0) == 0:
+        live = state.live
+        before = live.get(tenant, 0)
+        if before == 0:
             floor = _min_backlogged(state)
             floor = state.last_served if floor is None else floor
             state.counters[tenant] = max(state.counters.get(tenant, floor), floor)
         _push_entry(state, entry)
-        _add_live(state, tenant, 1)
+        live[tenant] = before + 1  # _add_live(state, tenant, 1), inline: never below 0
+        if before == 0:
+            _push_heap(state, tenant)
 
     def pop(self, state: VtcState, now: float, allow: Allow | None = None) -> QueuedEntry | None:
         """The least-served backlogged tenant's most urgent entry; tenants ``allow``
