@@ -103,6 +103,12 @@ class Gate(Plugin[S, P]):
     @abstractmethod
     def check(self, state: S, req: RequestInfo, ctx: GateContext) -> Verdict | None: ...
 
+    def reads_rates(self) -> bool:
+        """Whether ``check`` or ``commit`` may read ``ctx.drain_tokens_per_s`` or
+        ``ctx.exec_p95_s`` with these parameters. When no gate of a chain does, the
+        scheduler leaves both None instead of computing them for each request."""
+        return True
+
     def commit(
         self, state: S, req: RequestInfo, ctx: GateContext, verdict: Verdict | None, shadow: bool
     ) -> None:

@@ -28,11 +28,13 @@ def _overrides(gate: Gate[Any, Any], hook: str) -> bool:
 
 
 class GateChain:
-    __slots__ = ("_accepts", "_checks", "_finishes", "names")
+    __slots__ = ("_accepts", "_checks", "_finishes", "names", "reads_rates")
 
     def __init__(self, gates: Sequence[NamedGate], states: Mapping[str, Any]) -> None:
         self.names: tuple[str, ...] = tuple(g.name for g in gates)
         """Every gate's name: the gates that accept a request that enters the system."""
+        self.reads_rates = any(g.gate.reads_rates() for g in gates)
+        """Whether any gate reads the context's drain rate or execution p95."""
         self._checks: tuple[_Check, ...] = tuple(
             (
                 g.name,

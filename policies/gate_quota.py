@@ -56,6 +56,11 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
     def new_state(self) -> QuotaState:
         return QuotaState()
 
+    def reads_rates(self) -> bool:
+        """Only a concurrency refusal reads ``exec_p95_s`` (its Retry-After)."""
+        p = self.params
+        return any(lim.max_concurrent is not None for lim in (p.default, *p.tenants.values()))
+
     def check(self, state: QuotaState, req: RequestInfo, ctx: GateContext) -> Verdict | None:
         tenant = req.tenant
         params = self.params  # limits(tenant), inline

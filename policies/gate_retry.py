@@ -44,6 +44,9 @@ class RetryBudget(Gate[RetryState, RetryBudgetParams]):
     def new_state(self) -> RetryState:
         return RetryState()
 
+    def reads_rates(self) -> bool:
+        return False
+
     def check(self, state: RetryState, req: RequestInfo, ctx: GateContext) -> Verdict | None:
         if not req.is_retry:
             return None

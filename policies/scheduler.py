@@ -129,11 +129,12 @@ class Scheduler:
     def _gate_context(
         self, req: RequestInfo, now: float, room_now: bool, oldest: QueuedEntry | None
     ) -> GateContext:
+        rates = self._gates.reads_rates  # else no gate reads them: left None
         return GateContext(  # by position, in field order
             now,
             0 if room_now else self._queue.tokens,  # queued_tokens
-            self._drain.rate(now),  # drain_tokens_per_s
-            self._exec.p95(req.estimate.total),  # exec_p95_s
+            self._drain.rate(now) if rates else None,  # drain_tokens_per_s
+            self._exec.p95(req.estimate.total) if rates else None,  # exec_p95_s
             room_now,
             None if room_now or oldest is None else now - oldest.enqueued_at,  # oldest_queued_s
         )

@@ -447,3 +447,29 @@ def test_flow_keys_are_the_request_flow_shared_per_flow_and_bounded() -> None:
         req = request(clock, tenant=f"t{i % 10}", workload_class=("a", "b")[i % 20 // 10])
         assert seen.setdefault(req.flow, shared.of(req)) is shared.of(req)
     assert len(seen) == 20
+
+
+@pytest.mark.parametrize(
+    ("gates", "reads"),
+    [
+        ([{"type": "retry_budget"}], False),
+        ([{"type": "tenant_quota", "parameters": {"default": {"tokens_per_minute": 9**9}}}], False),
+        ([{"type": "tenant_quota", "parameters": {"tenants": {"x": {"max_concurrent": 3}}}}], True),
+        ([{"type": "retry_budget"}, {"type": "deadline_feasibility"}], True),
+    ],
+)
+def test_gate_context_rates_are_computed_when_a_gate_may_read_them(
+    gates: list[dict[str, Any]], reads: bool
+) -> None:
+    clock = ManualClock()
+    sched = Scheduler(build_policy({"gates": gates}), clock=clock)
+    snap = fleet(clock, backend("b1", max_num_seqs=4))
+    for _ in range(6):  # completions: a drain rate and a p95 exist
+        ticket = sched.submit(request(clock), snap)
+        assert isinstance(ticket, Ticket)
+        clock.advance(1.0)
+        sched.release(ticket, Outcome.COMPLETED, Usage(100, 100), latency_s=1.0)
+    rates = (sched._drain.rate(clock.now), sched._exec.p95(200))
+    assert None not in rates
+    ctx = sched._gate_context(request(clock), clock.now, False, None)
+    assert (ctx.drain_tokens_per_s, ctx.exec_p95_s) == (rates if reads else (None, None))
