@@ -91,13 +91,23 @@ async def _drain_and_close(response: Upstream) -> None:
 
 
 def upstream_body(
-    body: dict[str, Any], *, model: str, max_tokens: int | None, stream: bool
+    body: dict[str, Any],
+    *,
+    model: str,
+    max_tokens: int | None,
+    stream: bool,
+    raw: bytes | None = None,
 ) -> bytes:
-    """The body sent upstream: the degraded model/max_tokens, and usage always requested."""
+    """The body sent upstream: the degraded model/max_tokens, and usage always requested.
+    When that changes nothing (a non-streamed request, not degraded), the client's own
+    bytes ``raw`` (``body`` is their decoding) go as sent, without encoding them again."""
+    key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+    if (raw is not None and not stream and body.get("model") == model
+            and (max_tokens is None or body.get(key) == max_tokens)):  # fmt: skip
+        return raw
     out = dict(body)
     out["model"] = model
     if max_tokens is not None:
-        key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
         out[key] = max_tokens
     if stream:
         options = body.get("stream_options") or {}

@@ -67,6 +67,8 @@ class Prepared:
     path: str
     parsed: ParsedBody
     request: RequestInfo
+    raw: bytes
+    """The body as the client sent it (``parsed.body`` is its decoding)."""
 
 
 async def handle_completion(ctx: GatewayContext, request: Request, path: str) -> Response:
@@ -126,7 +128,7 @@ async def _prepare(
         session_id=meta.session_id,
         prompt_hash=prompt_sha256(parsed.prompt),
     )
-    return Prepared(path, parsed, info)
+    return Prepared(path, parsed, info, raw)
 
 
 async def read_body(request: Request, limit: int, hdrs: Mapping[str, str] | None = None) -> bytes:
@@ -237,7 +239,7 @@ async def _open(
     """The response, or the kind of failure ("connect", "busy") that allows another try."""
     sent = ticket.request
     body = upstream_body(prepared.parsed.body, model=sent.model, max_tokens=sent.max_tokens,
-                         stream=prepared.parsed.stream)  # fmt: skip
+                         stream=prepared.parsed.stream, raw=prepared.raw)  # fmt: skip
     client = ctx.pool.client(ticket.backend)
     try:
         started, upstream = await race(
