@@ -18,11 +18,15 @@ from policies.registry import PolicyConfigError, build_policy
 
 
 def check_file(path: str | Path) -> tuple[LoadedConfig | None, list[ConfigIssue]]:
-    """The loaded config (when fully valid) and every problem found."""
+    """The loaded config (when fully valid) and every problem found; a valid file holding
+    only a `policy:` section (a preset) gives (None, [])."""
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
         return None, [ConfigIssue(str(path), 0, (), f"cannot read: {exc}")]
+    policy_only = _policy_only(raw, str(path))
+    if policy_only is not None:
+        return None, policy_only
     try:
         loaded = load_config_bytes(raw, str(path))
     except ConfigError as exc:
@@ -32,6 +36,18 @@ def check_file(path: str | Path) -> tuple[LoadedConfig | None, list[ConfigIssue]
     except ConfigError as exc:
         return None, exc.issues
     return loaded, []
+
+
+def _policy_only(raw: bytes, source: str) -> list[ConfigIssue] | None:
+    """A file holding nothing but ``policy:`` (a preset) is checked as a policy: its issues,
+    or None when the file is a whole gateway config (or not even YAML)."""
+    try:
+        data, _ = load_yaml_with_lines(raw.decode("utf-8"))
+    except Exception:
+        return None
+    if not isinstance(data, Mapping) or set(data) != {"policy"}:
+        return None
+    return _policy_issues(raw, source)
 
 
 def _policy_issues(raw: bytes, source: str) -> list[ConfigIssue]:
@@ -59,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("file")
     args = parser.parse_args(argv)
     loaded, issues = check_file(args.file)
+    if loaded is None and not issues:
+        print(f"{args.file}: ok (a policy section only: copy it into a config's `policy:`)")
+        return 0
     if issues or loaded is None:
         print_issues(issues)
         print(f"{args.file}: {len(issues)} error(s)", file=sys.stderr)

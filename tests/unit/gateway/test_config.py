@@ -84,3 +84,22 @@ def test_serve_refuses_an_invalid_config(tmp_path: Path, capsys) -> None:
     bad.write_text(BAD)
     assert serve(["--config", str(bad)]) == 2
     assert f"{bad}:5: tenants.0.weight" in capsys.readouterr().err
+
+
+PRESETS = sorted((Path(__file__).parents[3] / "presets").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
+def test_check_config_accepts_every_preset_as_a_policy(preset: Path) -> None:
+    assert main([str(preset)]) == 0
+
+
+def test_check_config_locates_an_error_in_a_policy_only_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "preset.yaml"
+    path.write_text("policy:\n  limit:\n    type: no_such_limit\n")
+    assert main([str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"{path}:3" in err and "no_such_limit" in err
+    assert "backends" not in err  # a preset is not asked for a gateway's sections
