@@ -32,8 +32,6 @@ from gateway.backends import BackendPool
 from gateway.config import GatewayConfig, LoadedConfig, policy_version
 from gateway.context import Estimator, GatewayContext, Runtime
 from gateway.errors import error_body
-from gateway.forward import route_through_pool
-from gateway.forward_pool import UpstreamPool
 from gateway.inbound import CHAT, COMPLETIONS, request_id_from
 from gateway.metrics import GatewayMetrics, GaugeSample
 from gateway.proxy import handle_completion
@@ -73,8 +71,9 @@ def create_app(
     loaded = config if isinstance(config, LoadedConfig) else _as_loaded(config)
     scheduler = scheduler or Scheduler(build_loaded_policy(loaded), clock=clock, rng=rng)
     closers: list[Any] = []
-    ctx = _context(loaded, scheduler, estimator or TokenEstimator(), clock, transport, closers)
-    ctx.records.batch_per_turn = batch_records
+    ctx = _context(
+        loaded, scheduler, estimator or TokenEstimator(), clock, transport, closers, batch_records
+    )
     if config_path is not None:
         ctx.reloader = Reloader(
             config_path, lambda new, pol: _apply(ctx, new, pol), current_version=loaded.version,
@@ -97,7 +96,7 @@ def _completion(ctx: GatewayContext, path: str) -> Endpoint:
 
 def _context(
     loaded: LoadedConfig, scheduler: SchedulerLike, estimator: Estimator, clock: Clock,
-    transport: httpx.AsyncBaseTransport | None, closers: list[Any],
+    transport: httpx.AsyncBaseTransport | None, closers: list[Any], batch_records: bool,
 ) -> GatewayContext:  # fmt: skip
     """Pool, scraper, dispatcher and metrics, wired to each other."""
     cfg = loaded.config
@@ -108,8 +107,6 @@ def _context(
         connect_timeout_s=cfg.server.connect_timeout_s, read_timeout_s=cfg.server.read_timeout_s,
     )  # fmt: skip
     wakers.append(pool.invalidate)  # a scrape landed: the next snapshot rebuilds its views
-    if transport is None:
-        _upstream_pools(cfg, pool, closers)
     admission = Admission(scheduler, pool.snapshot, clock=clock)
     pool.on_change.append(admission.wake)
     wakers.append(admission.wake)
@@ -117,27 +114,12 @@ def _context(
     metrics.config_info.labels(loaded.version).set(1)
     ctx = GatewayContext(
         Runtime(loaded, Authenticator(cfg)), pool, admission, estimator, metrics,
-        RecordSink(cfg.server.log_records), clock, scraper=scraper,
+        RecordSink(cfg.server.log_records, batch_per_turn=batch_records), clock, scraper=scraper,
     )  # fmt: skip
     metrics.add_scrape_time_gauges(lambda: _scheduler_gauges(ctx))
     if scraper is not None:
         register_backend_metrics(metrics.registry, scraper, clock=clock, health=pool.health)
     return ctx
-
-
-def _upstream_pools(cfg: GatewayConfig, pool: BackendPool, closers: list[Any]) -> None:
-    """Completions to each http:// backend go through a lean keep-alive pool
-    (``gateway/forward_pool.py``, chosen by measurement: docs/performance.md); httpx stays
-    for health probes, /v1/models and scrapes, and for https backends."""
-    for backend in cfg.backends:
-        if not backend.url.startswith("http://"):
-            continue
-        upstream = UpstreamPool(
-            backend.url, connect_timeout_s=cfg.server.connect_timeout_s,
-            read_timeout_s=cfg.server.read_timeout_s,
-        )  # fmt: skip
-        route_through_pool(pool.client(backend.name), upstream)
-        closers.append(upstream.aclose)
 
 
 class GatewayApp(FastAPI):

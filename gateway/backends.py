@@ -15,6 +15,7 @@ from typing import Protocol
 import httpx
 
 from gateway.config import BackendConfig, HealthConfig
+from gateway.forward_pool import UpstreamPool
 from policies.fleet import BackendView, FleetSnapshot, Health
 from policies.types import Clock
 
@@ -42,9 +43,21 @@ class SignalSource(Protocol):
 class _BackendState:
     config: BackendConfig
     client: httpx.AsyncClient
+    upstream: UpstreamPool | None
+    """The lean keep-alive pool completions go through (``gateway/forward_pool.py``, chosen
+    by measurement: docs/performance.md); None for https backends and injected transports,
+    whose completions go through ``client``."""
     health: Health = Health.HEALTHY
     failures: int = 0
     max_model_len: int | None = None
+
+
+def _lean_pool(
+    b: BackendConfig, transport: httpx.AsyncBaseTransport | None, connect_s: float, read_s: float
+) -> UpstreamPool | None:
+    if transport is not None or not b.url.startswith("http://"):
+        return None
+    return UpstreamPool(b.url, connect_timeout_s=connect_s, read_timeout_s=read_s)
 
 
 class BackendPool:
@@ -72,6 +85,7 @@ class BackendPool:
                 httpx.AsyncClient(
                     base_url=b.url.rstrip("/"), timeout=timeout, limits=limits, transport=transport
                 ),
+                _lean_pool(b, transport, connect_timeout_s, read_timeout_s),
                 max_model_len=b.max_model_len,
             )
             for b in backends
@@ -88,6 +102,9 @@ class BackendPool:
 
     def client(self, backend: str) -> httpx.AsyncClient:
         return self._states[backend].client
+
+    def upstream(self, backend: str) -> UpstreamPool | None:
+        return self._states[backend].upstream
 
     def health(self, backend: str) -> Health:
         return self._states[backend].health
@@ -213,6 +230,7 @@ class BackendPool:
 
     async def aclose(self) -> None:
         await asyncio.gather(*(s.client.aclose() for s in self._states.values()))
+        await asyncio.gather(*(s.upstream.aclose() for s in self._states.values() if s.upstream))
 
 
 def _min_known(a: int | None, b: int | None) -> int | None:

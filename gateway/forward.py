@@ -8,7 +8,6 @@ that extra usage-only chunk again when the client did not ask for it.
 from __future__ import annotations
 
 import json
-import weakref
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -45,25 +44,17 @@ class Upstream(Protocol):
     async def aclose(self) -> None: ...
 
 
-_POOLS: weakref.WeakKeyDictionary[httpx.AsyncClient, UpstreamPool] = weakref.WeakKeyDictionary()
-
-
-def route_through_pool(client: httpx.AsyncClient, pool: UpstreamPool) -> None:
-    """Completions sent with ``client`` go through ``pool`` instead (``create_app`` does
-    this for real backends; a client built on an injected test transport keeps httpx)."""
-    _POOLS[client] = pool
-
-
 async def open_upstream(
-    client: httpx.AsyncClient, path: str, body: bytes, request_id: str
-) -> Upstream:
-    """Send the request and wait for the response head; the body stays unread (owned).
+    client: httpx.AsyncClient, pool: UpstreamPool | None, path: str, body: bytes,
+    request_id: str,
+) -> Upstream:  # fmt: skip
+    """Send the request through ``pool`` (or ``client`` without one) and wait for the
+    response head; the body stays unread (owned).
 
     Raises ``httpx.ConnectError``/``ConnectTimeout`` when nothing reached the backend (safe
     to retry elsewhere) and ``BackendBusy`` on the engine's own 503.
     """
     headers = {**_UPSTREAM_HEADERS, "x-request-id": request_id}
-    pool = _POOLS.get(client)
     response: Upstream
     if pool is not None:
         response = await pool.send("POST", path, body, headers)

@@ -240,10 +240,10 @@ async def _open(
     sent = ticket.request
     body = upstream_body(prepared.parsed.body, model=sent.model, max_tokens=sent.max_tokens,
                          stream=prepared.parsed.stream, raw=prepared.raw)  # fmt: skip
-    client = ctx.pool.client(ticket.backend)
+    client, pool = ctx.pool.client(ticket.backend), ctx.pool.upstream(ticket.backend)
     try:
         started, upstream = await race(
-            open_upstream(client, prepared.path, body, prepared.request.request_id), gone
+            open_upstream(client, pool, prepared.path, body, prepared.request.request_id), gone
         )
     except (httpx.ConnectError, httpx.ConnectTimeout):
         ctx.metrics.upstream_errors.labels(ticket.backend, "connect").inc()

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
+from gateway.backends import BackendPool
+from gateway.config import BackendConfig, HealthConfig
 from gateway.forward_pool import UpstreamPool
 from tests.unit.gateway.conftest import wait_until
 
@@ -244,3 +246,24 @@ async def test_aread_of_a_body_past_the_high_water_mark_resumes_reading() -> Non
         await response.aclose()
         assert pool.idle == 1  # complete: the connection went back for reuse
         await pool.aclose()
+
+
+async def test_completions_to_plain_http_backends_use_the_lean_pool() -> None:
+    """The backend pool gives each http:// backend its lean pool; an https backend, or any
+    backend behind an injected transport (tests), sends completions through httpx."""
+    backends = [
+        BackendConfig(name="plain", url="http://127.0.0.1:9", models=["m"]),
+        BackendConfig(name="tls", url="https://127.0.0.1:9", models=["m"]),
+    ]
+    timeouts = {"connect_timeout_s": 1.0, "read_timeout_s": 1.0}
+    pool = BackendPool(backends, clock=lambda: 0.0, health=HealthConfig(), **timeouts)
+    injected = BackendPool(backends, clock=lambda: 0.0, health=HealthConfig(),
+                           transport=httpx.MockTransport(lambda r: httpx.Response(200)),
+                           **timeouts)  # fmt: skip
+    try:
+        assert isinstance(pool.upstream("plain"), UpstreamPool)
+        assert pool.upstream("tls") is None
+        assert injected.upstream("plain") is None and injected.upstream("tls") is None
+    finally:
+        await pool.aclose()
+        await injected.aclose()
