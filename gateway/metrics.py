@@ -124,17 +124,17 @@ class GatewayMetrics:
         self.deadlines.inc((result,))
 
     def decision(self, d: Decision, workload_class: str) -> None:
-        tenant = d.tenant if d.tenant in self._named_tenants else OTHER
+        tenant = self.tenant_label(d.tenant)
         self.decisions.inc((d.decision.value, d.reason.value, tenant, workload_class))
         if d.decision is DecisionKind.REJECT:
             self.shed.inc((tenant, workload_class))
 
     def outcome(self, outcome: Outcome, tenant: str, workload_class: str) -> None:
-        label = tenant if tenant in self._named_tenants else OTHER
+        label = self.tenant_label(tenant)
         self.outcomes.inc((outcome.value, label, workload_class))
 
     def waited(self, seconds: float, tenant: str, workload_class: str) -> None:
-        label = tenant if tenant in self._named_tenants else OTHER
+        label = self.tenant_label(tenant)
         self.queue_wait.observe((label, workload_class), seconds)
 
     def tokens(self, estimate: WorkEstimate, usage: Usage) -> None:

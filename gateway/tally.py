@@ -51,7 +51,7 @@ class CounterTally(Collector):
     def touch(self, key: Key) -> None:
         """The series exists (exported at 0), as after ``counter.labels(*key)``."""
         if key not in self.values:
-            self._check(key)
+            _check_key(self.name, self.labelnames, key)
             self._created[key] = self._wall()
             self.values[key] = 0.0
 
@@ -79,9 +79,10 @@ class CounterTally(Collector):
                 metric.add_sample(self.name + "_created", dict(labels), self._created[key])
         return [metric]
 
-    def _check(self, key: Key) -> None:
-        if len(key) != len(self.labelnames):
-            raise ValueError(f"{self.name}: {len(self.labelnames)} label values expected")
+
+def _check_key(name: str, labelnames: Sequence[str], key: Key) -> None:
+    if len(key) != len(labelnames):
+        raise ValueError(f"{name}: {len(labelnames)} label values expected")
 
 
 class HistogramTally(Collector):
@@ -110,8 +111,7 @@ class HistogramTally(Collector):
         """``histogram.labels(*key).observe(amount)``."""
         series = self._series.get(key)
         if series is None:
-            if len(key) != len(self.labelnames):
-                raise ValueError(f"{self.name}: {len(self.labelnames)} label values expected")
+            _check_key(self.name, self.labelnames, key)
             self._created[key] = self._wall()
             series = self._series[key] = [0.0] * (len(self._bounds) + 1)
         series[-1] += amount
