@@ -10,10 +10,11 @@ import argparse
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from gateway.config import ConfigError, ConfigIssue, LoadedConfig, issues_at, load_config_bytes
 from gateway.reload import build_loaded_policy
-from gateway.yaml_lines import load_yaml_with_lines
+from gateway.yaml_lines import LineIndex, load_yaml_with_lines
 from policies.registry import PolicyConfigError, build_policy
 
 
@@ -24,13 +25,14 @@ def check_file(path: str | Path) -> tuple[LoadedConfig | None, list[ConfigIssue]
         raw = Path(path).read_bytes()
     except OSError as exc:
         return None, [ConfigIssue(str(path), 0, (), f"cannot read: {exc}")]
-    policy_only = _policy_only(raw, str(path))
-    if policy_only is not None:
-        return None, policy_only
+    source = str(path)
+    parsed = _parse(raw)
+    if parsed is not None and set(parsed[0]) == {"policy"}:
+        return None, _policy_issues(*parsed, source)
     try:
-        loaded = load_config_bytes(raw, str(path))
+        loaded = load_config_bytes(raw, source)
     except ConfigError as exc:
-        return None, exc.issues + _policy_issues(raw, str(path))
+        return None, exc.issues + ([] if parsed is None else _policy_issues(*parsed, source))
     try:
         build_loaded_policy(loaded)
     except ConfigError as exc:
@@ -38,25 +40,19 @@ def check_file(path: str | Path) -> tuple[LoadedConfig | None, list[ConfigIssue]
     return loaded, []
 
 
-def _policy_only(raw: bytes, source: str) -> list[ConfigIssue] | None:
-    """A file holding nothing but ``policy:`` (a preset) is checked as a policy: its issues,
-    or None when the file is a whole gateway config (or not even YAML)."""
-    try:
-        data, _ = load_yaml_with_lines(raw.decode("utf-8"))
-    except Exception:
-        return None
-    if not isinstance(data, Mapping) or set(data) != {"policy"}:
-        return None
-    return _policy_issues(raw, source)
-
-
-def _policy_issues(raw: bytes, source: str) -> list[ConfigIssue]:
-    """Policy errors found even when other sections failed (the file parsed as YAML)."""
+def _parse(raw: bytes) -> tuple[Mapping[str, Any], LineIndex] | None:
+    """The file as a YAML mapping with its lines, or None (``load_config_bytes`` reports
+    why)."""
     try:
         data, lines = load_yaml_with_lines(raw.decode("utf-8"))
-    except Exception:  # already reported by load_config_bytes
-        return []
-    if not isinstance(data, Mapping) or not isinstance(data.get("policy"), Mapping | None):
+    except Exception:
+        return None
+    return (data, lines) if isinstance(data, Mapping) else None
+
+
+def _policy_issues(data: Mapping[str, Any], lines: LineIndex, source: str) -> list[ConfigIssue]:
+    """Errors of the ``policy:`` section alone (also found when other sections failed)."""
+    if not isinstance(data.get("policy"), Mapping | None):
         return []
     try:
         build_policy(data.get("policy"))
