@@ -40,23 +40,20 @@ class ServerSignals(Limit[None, ServerSignalsParams]):
         return None
 
     def has_room(self, state: None, backend: BackendView, load: BackendLoad) -> bool:
-        p = self.params
-        if load.in_flight == 0:
-            return True
-        if backend.stale or (p.fuse is not None and load.in_flight >= p.fuse):
-            return False
-        if backend.max_num_seqs is not None and load.in_flight >= backend.max_num_seqs:
-            return False
-        return signals_say_room(backend, load, p)
+        n = load.in_flight
+        return n == 0 or n < self.room_bound(backend)
 
     def current(self, state: None, backend: BackendView, load: BackendLoad) -> float | None:
         return None if backend.max_num_seqs is None else float(backend.max_num_seqs)
 
     def room_bound(self, backend: BackendView) -> float:
-        """``has_room`` as a number read once per snapshot: has_room(backend, load) is
-        ``load.in_flight == 0 or load.in_flight < room_bound(backend)`` (-inf: only an idle
-        backend takes one; the signals alone decide, so the state plays no part)."""
-        p = self.params  # (signals_say_room's tests, inlined: read per backend and snapshot)
+        """The room rule as a number read once per snapshot: ``has_room`` is
+        ``load.in_flight == 0 or load.in_flight < room_bound(backend)``. -inf when the engine
+        says it is full (stale signal, too many waiting, KV cache or queue time past their
+        bounds): only an idle backend takes one. Otherwise the least of the fuse, the
+        engine's slots and, in slow start, twice what it reports running. The signals
+        alone decide, so the state plays no part."""
+        p = self.params
         waiting, kv, qt = backend.waiting, backend.kv_cache_usage, backend.queue_time_p50_s
         if (
             backend.stale
@@ -75,16 +72,3 @@ class ServerSignals(Limit[None, ServerSignalsParams]):
             if slow < bound:
                 bound = slow
         return bound
-
-
-def signals_say_room(backend: BackendView, load: BackendLoad, p: ServerSignalsParams) -> bool:
-    if backend.waiting is not None and backend.waiting > p.max_waiting:
-        return False
-    if backend.kv_cache_usage is not None and backend.kv_cache_usage > p.max_kv_usage:
-        return False
-    qt = backend.queue_time_p50_s
-    if p.max_queue_time_s is not None and qt is not None and qt > p.max_queue_time_s:
-        return False
-    if p.slow_start and backend.running is not None:
-        return load.in_flight < 2 * max(1.0, backend.running)
-    return True

@@ -344,11 +344,34 @@ maybe = st.one_of(st.none(), st.floats(0, 200, allow_nan=False))
 def test_server_signals_room_bound_answers_as_has_room(
     view: BackendView, params: dict[str, Any]
 ) -> None:
-    limit = ServerSignals(ServerSignalsParams(**params))
+    p = ServerSignalsParams(**params)
+    limit = ServerSignals(p)
     bound = limit.room_bound(view)
     for in_flight in range(402):  # past every bound drawn (2 x running <= 400)
         load = BackendLoad(in_flight, 0)
-        assert limit.has_room(None, view, load) == (in_flight == 0 or in_flight < bound)
+        rule = _room_rule(view, in_flight, p)
+        assert limit.has_room(None, view, load) == rule
+        assert (in_flight == 0 or in_flight < bound) == rule
+
+
+def _room_rule(b: BackendView, n: int, p: ServerSignalsParams) -> bool:
+    """server_signals' room rule, stated test by test (the limit reads it as one bound)."""
+    if n == 0:
+        return True
+    if b.stale or (p.fuse is not None and n >= p.fuse):
+        return False
+    if b.max_num_seqs is not None and n >= b.max_num_seqs:
+        return False
+    if b.waiting is not None and b.waiting > p.max_waiting:
+        return False
+    if b.kv_cache_usage is not None and b.kv_cache_usage > p.max_kv_usage:
+        return False
+    qt = b.queue_time_p50_s
+    if p.max_queue_time_s is not None and qt is not None and qt > p.max_queue_time_s:
+        return False
+    if p.slow_start and b.running is not None:
+        return n < 2 * max(1.0, b.running)
+    return True
 
 
 def test_a_swap_rereads_room_even_for_the_same_views() -> None:
