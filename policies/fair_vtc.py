@@ -65,7 +65,7 @@ class Vtc(Fairness[VtcState, NoParams]):
             head = _head(state, tenant)
             if head is None:
                 state.live[tenant] = 0  # only dead entries were left
-            elif allow is not None and not allow(head):
+            elif not allow(head):
                 passed.append(heapq.heappop(state.heap))
             else:
                 heapq.heappop(state.queues[tenant])

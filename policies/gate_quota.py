@@ -24,17 +24,10 @@ class TenantLimits(Params):
     burst_tokens: int | None = Field(default=None, gt=0)
     max_concurrent: int | None = Field(default=None, gt=0)
 
-    @property
-    def bucket_size(self) -> float | None:
-        return self.burst_tokens or self.tokens_per_minute
-
 
 class QuotaParams(Params):
     default: TenantLimits = Field(default_factory=TenantLimits)
     tenants: dict[str, TenantLimits] = Field(default_factory=dict)
-
-    def limits(self, tenant: str) -> TenantLimits:
-        return self.tenants.get(tenant, self.default)
 
 
 @dataclass(slots=True)
@@ -71,7 +64,7 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
         tpm = limits.tokens_per_minute
         if tpm is None:
             return None
-        size = limits.burst_tokens or tpm  # bucket_size
+        size = limits.burst_tokens or tpm
         level = _refill(state, tenant, tpm, size, ctx.now).level
         cost = float(req.estimate.total)
         need = size if size < cost else cost  # min(cost, size)
@@ -103,7 +96,7 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
         params = self.params
         limits = params.tenants.get(tenant, params.default)
         tpm = limits.tokens_per_minute
-        if tpm is None:  # no bucket (bucket_size is None only then)
+        if tpm is None:  # no bucket
             return
         size = limits.burst_tokens or tpm
         bucket = _refill(state, tenant, tpm, size, now)

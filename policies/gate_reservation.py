@@ -39,6 +39,10 @@ class Reservation:
     due: float
     tokens: int
 
+    def lapsed(self, now: float, grace_s: float) -> bool:
+        """Unclaimed for longer than ``grace_s`` after its time."""
+        return self.due + grace_s < now
+
 
 @dataclass
 class ReservationState:
@@ -46,10 +50,10 @@ class ReservationState:
 
     def reserved_tokens(self, now: float, grace_s: float) -> int:
         """Tokens held by reservations that have not lapsed at ``now`` (read only)."""
-        return sum(r.tokens for r in self.held.values() if r.due + grace_s >= now)
+        return sum(r.tokens for r in self.held.values() if not r.lapsed(now, grace_s))
 
     def forget_lapsed(self, now: float, grace_s: float) -> None:
-        lapsed = [s for s, r in self.held.items() if r.due + grace_s < now]
+        lapsed = [s for s, r in self.held.items() if r.lapsed(now, grace_s)]
         for session in lapsed:
             del self.held[session]
 
@@ -88,9 +92,9 @@ class WaitReservation(Gate[ReservationState, ReservationParams]):
         shadow: bool,
     ) -> None:
         """An enforced refusal is an appointment: hold the place until ``retry_after_s``."""
-        state.forget_lapsed(ctx.now, self.params.grace_s)
         if verdict is None or shadow or req.session_id is None:
-            return
+            return  # nothing to hold; every reader already skips lapsed reservations
+        state.forget_lapsed(ctx.now, self.params.grace_s)  # held only grows here
         after_s = verdict.retry_after_s or 0.0
         mine = state.held.get(req.session_id)
         if mine is not None:
@@ -102,7 +106,7 @@ class WaitReservation(Gate[ReservationState, ReservationParams]):
         self, state: ReservationState, session: str | None, now: float
     ) -> Reservation | None:
         mine = state.held.get(session) if session is not None else None
-        if mine is None or mine.due + self.params.grace_s < now:
+        if mine is None or mine.lapsed(now, self.params.grace_s):
             return None
         return mine
 

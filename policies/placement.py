@@ -77,13 +77,12 @@ class Placement:
         if len(models) != 1:
             return True, True
         bound_of = self._room_bound
-        for model in models:  # the only one
-            if bound_of is None:
-                candidates = self.view.candidates(model, self.load)
-                return any_room(self._limit, self._lstate, candidates), True
-            best, spare = pick_within(self.view.room_bounds(model, self.load, bound_of))
-            return (False if best is None else best), spare
-        return True, True
+        (model,) = models
+        if bound_of is None:
+            candidates = self.view.candidates(model, self.load)
+            return any_room(self._limit, self._lstate, candidates), True
+        best, spare = pick_within(self.view.room_bounds(model, self.load, bound_of))
+        return (False if best is None else best), spare
 
     def headroom_on(self) -> bool:
         return self._headroom.reserve_fraction > 0
