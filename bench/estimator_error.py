@@ -25,7 +25,6 @@ import argparse
 import ast
 import json
 import math
-import os
 import random
 import statistics
 import subprocess
@@ -40,10 +39,11 @@ from emulator.profile import load_profile
 from gateway.inbound import CHAT, parse_body
 from policies.estimate import TokenEstimator
 from policies.types import Usage
+from scripts.vllm.serve import model_cache, vllm_venv
 
 MODEL = "tiny"
-CACHE = Path(os.environ.get("SLUICEGATE_MODEL_CACHE", Path.home() / ".cache/sluicegate/models"))
-VENV_PYTHON = Path.home() / ".cache/sluicegate/vllm-venv/bin/python"
+CACHE = model_cache()
+VENV_PYTHON = vllm_venv() / "bin" / "python"
 STATIC_PRIOR = 4.0
 COLD, WARM_FROM = 20, 100
 KINDS = ("code", "prose", "json")

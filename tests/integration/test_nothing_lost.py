@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import httpx
 import pytest
 
 from emulator.embedded import EmbeddedEmulator
+from scripts.vllm.serve import free_port
 from tests.integration.conftest import StartEmulator
 from tests.integration.harness import (
     MODEL,
@@ -81,16 +81,9 @@ async def test_client_gone_while_queued(start_emulator: StartEmulator) -> None:
             await queued
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def emulator_process(speed: float) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "gateway.cli", "emulate", "--port", str(port),
            "--model-name", MODEL, "--speed", str(speed)]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

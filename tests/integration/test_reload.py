@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from emulator.embedded import EmbeddedEmulator
+from scripts.vllm.serve import free_port
 from tests.integration.harness import (
     api_key,
     chat_body,
@@ -26,7 +27,6 @@ from tests.integration.harness import (
     preset_policy,
     wait_for,
 )
-from tests.integration.test_nothing_lost import _free_port
 
 pytestmark = pytest.mark.emulator
 
@@ -85,7 +85,7 @@ class Probe:
 async def test_reload_by_file_change_invalid_file_and_sighup(
     emulator: EmbeddedEmulator, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     path = tmp_path / "sluicegate.yaml"
     v1 = write_atomically(path, config_bytes(emulator.url, port, "fixed-cap"))
     with gateway_process(path) as proc:

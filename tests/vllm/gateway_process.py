@@ -9,7 +9,6 @@ tests left behind in this interpreter never share a GIL with the relay being mea
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import signal
 import subprocess
 import sys
@@ -27,10 +26,6 @@ from tests.vllm.waiting import wait_until
 
 START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 15.0
-
-
-def key_digest(api_key: str) -> str:
-    return hashlib.sha256(api_key.encode()).hexdigest()
 
 
 @dataclass

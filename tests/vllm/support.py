@@ -11,8 +11,8 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.auth import key_digest
 from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer
-from tests.vllm.gateway_process import key_digest
 
 PROMPT: list[ChatCompletionMessageParam] = [
     {"role": "user", "content": "Write a haiku about queues."}
