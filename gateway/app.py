@@ -204,7 +204,7 @@ def _lifespan(
                 # One scrape before serving: with no signal yet every backend is stale, which
                 # counts as saturated, and the first requests would be degraded for nothing.
                 await asyncio.gather(*(scraper.scrape_once(n) for n in scraper.names))
-                jobs.append(scraper.run())
+                jobs.append(scraper.run(scraped=True))
             if ctx.reloader is not None:
                 ctx.reloader.install_sighup(asyncio.get_running_loop())
                 reload_cfg = ctx.runtime.loaded.config.reload

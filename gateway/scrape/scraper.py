@@ -127,12 +127,13 @@ class MetricsScraper:
             return None
         return math.nextafter(state.derived.at + self.settings.stale_after_s, math.inf)
 
-    async def run(self) -> None:
-        """Scrape every backend until ``stop()``; backends are staggered over one interval."""
-        count = max(1, len(self._states))
+    async def run(self, *, scraped: bool = False) -> None:
+        """Scrape every backend until ``stop()``; backends are staggered over one interval.
+        ``scraped``: every backend was just scraped, so none is scraped again at once."""
+        delays = first_delays(len(self._states), self.settings.interval_s, scraped=scraped)
         async with asyncio.TaskGroup() as group:
-            for i, name in enumerate(self._states):
-                group.create_task(self._loop(name, self.settings.interval_s * i / count))
+            for name, delay in zip(self._states, delays, strict=True):
+                group.create_task(self._loop(name, delay))
 
     def stop(self) -> None:
         self._stop.set()
@@ -220,3 +221,11 @@ class MetricsScraper:
                 if len(body) > limit:
                     raise ScrapeError(f"body exceeds {limit} bytes")
         return body.decode("utf-8")
+
+
+def first_delays(count: int, interval_s: float, *, scraped: bool) -> list[float]:
+    """When each backend's scrape loop first scrapes: staggered evenly over one interval,
+    from now (backend 0 at once) or, when all were ``scraped`` just now, one step later (the
+    last one interval from now)."""
+    step = interval_s / max(1, count)
+    return [step * (i + scraped) for i in range(count)]

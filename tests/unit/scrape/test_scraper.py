@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget
+from gateway.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget, first_delays
 from tests.unit.scrape.conftest import FakeClock
 
 URL = "http://backend-a.test/metrics"
@@ -180,3 +180,12 @@ async def test_a_body_flooded_with_known_series_is_refused() -> None:
     assert not await scraper.scrape_once("a")
     state = scraper.state("a")
     assert state is not None and "samples of known families" in (state.last_error or "")
+
+
+def test_scrape_loops_are_staggered_over_one_interval() -> None:
+    # From a cold start backend 0 is scraped at once; after the gateway's startup scrape of
+    # every backend, none is scraped again at once and the spacing stays one interval/count.
+    assert first_delays(4, 1.0, scraped=False) == [0.0, 0.25, 0.5, 0.75]
+    assert first_delays(4, 1.0, scraped=True) == [0.25, 0.5, 0.75, 1.0]
+    assert first_delays(1, 0.5, scraped=True) == [0.5]
+    assert first_delays(0, 0.5, scraped=True) == []
