@@ -8,14 +8,12 @@ them with an anonymous tenant, so the command works on any machine.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import gc
 import json
 import logging
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 import uvicorn
 
@@ -111,43 +109,12 @@ def _tune_gc() -> None:
     gc.set_threshold(50_000, gen1, gen2)
 
 
-class TurnFlushedHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """A stream handler that writes each line at once but flushes the stream once per
-    event-loop turn instead of once per line (one ``write`` syscall for all the decision
-    records of a turn, not one per request). Outside the event loop's thread it flushes
-    at once, as ``StreamHandler`` does; at exit ``logging.shutdown`` flushes."""
-
-    def __init__(self, stream: Any) -> None:
-        super().__init__(stream)
-        self._flush_scheduled = False
-
-    def flush(self) -> None:
-        if self._flush_scheduled:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            super().flush()
-            return
-        self._flush_scheduled = True
-        loop.call_soon(self._flush_now)
-
-    def _flush_now(self) -> None:
-        self._flush_scheduled = False
-        with contextlib.suppress(OSError, ValueError):  # a closed stream: as at exit
-            super().flush()
-
-    def close(self) -> None:
-        super().flush()  # a flush still scheduled on a loop that is gone
-        super().close()
-
-
 def _logging(level: str, *, records: bool) -> None:
     # The format is the message alone: the LogRecord need not look up process and thread.
+    # Decision records reach the handler once per event-loop turn (RecordSink batches them),
+    # so the stream is written and flushed once per turn, not once per request.
     logging.logProcesses = logging.logThreads = logging.logMultiprocessing = False
-    logging.basicConfig(
-        level=level.upper(), format="%(message)s", handlers=[TurnFlushedHandler(sys.stdout)]
-    )
+    logging.basicConfig(level=level.upper(), format="%(message)s", stream=sys.stdout)
     logging.getLogger("sluicegate.records").setLevel(logging.INFO if records else logging.ERROR)
     # httpx logs one INFO line per request (every probe and scrape): noise, and CPU
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))

@@ -6,7 +6,6 @@ admitted request does not wake the dispatcher, a queued one still does."""
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import logging
 from collections.abc import Mapping
@@ -27,7 +26,6 @@ from gateway.json_encode import json_encoder
 from gateway.records import RecordSink, RequestRecord
 from gateway.relay import race
 from gateway.responses import UpstreamAnswer
-from gateway.serve import TurnFlushedHandler
 from policies.fleet import FleetSnapshot, Health
 from policies.types import (
     Decision,
@@ -277,43 +275,6 @@ async def test_a_bug_on_the_completion_path_still_gets_the_gateway_500(
             assert resp.json()["error"]["type"] == "server_error"
             assert resp.headers["x-sluicegate-reason"] == "internal_error"
             assert (await client.get("/healthz")).status_code == 200  # the rest: FastAPI's
-
-
-class CountingStream(io.StringIO):
-    def __init__(self) -> None:
-        super().__init__()
-        self.flushes = 0
-
-    def flush(self) -> None:
-        self.flushes += 1
-        super().flush()
-
-
-async def test_log_lines_of_one_loop_turn_are_flushed_once_after_it() -> None:
-    stream = CountingStream()
-    handler = TurnFlushedHandler(stream)
-    log = logging.getLogger("test.turn_flushed")
-    log.propagate, log.level = False, logging.INFO
-    log.addHandler(handler)
-    try:
-        for i in range(3):
-            log.info("line %d", i)
-        assert stream.getvalue() == "line 0\nline 1\nline 2\n"  # written at once
-        assert stream.flushes == 0
-        await asyncio.sleep(0)
-        assert stream.flushes == 1
-        log.info("last")
-        handler.close()  # at exit: nothing stays behind a flush that never ran
-        assert stream.flushes == 2 and stream.getvalue().endswith("last\n")
-    finally:
-        log.removeHandler(handler)
-
-
-def test_outside_an_event_loop_each_line_is_flushed_at_once() -> None:
-    stream = CountingStream()
-    handler = TurnFlushedHandler(stream)
-    handler.emit(logging.makeLogRecord({"msg": "x", "levelno": logging.INFO}))
-    assert stream.flushes == 1
 
 
 def test_sse_relay_forwards_the_same_bytes_and_counts_however_the_reads_fall() -> None:
