@@ -4,7 +4,7 @@ Used two ways:
 
 * from the shell, in the foreground until Ctrl-C::
 
-      python scripts/vllm/serve.py --size tiny --port 8001 -- --max-num-queued-reqs 4
+      python -m scripts.vllm.serve --size tiny --port 8001 -- --max-num-queued-reqs 4
 
 * from Python (the ``tests/vllm`` fixtures, ``measure.py``)::
 
@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from scripts.vllm.engine_affinity import pin_engine_core_beside_worker
 
 DEFAULT_START_TIMEOUT_S = 240.0
 STOP_GRACE_S = 15.0
@@ -129,6 +131,7 @@ class VllmServer:
         server = cls(process, f"http://127.0.0.1:{port}", served_name, log_path, 0.0, cache_dir)
         try:
             server.wait_healthy(timeout_s)
+            pin_engine_core_beside_worker(process.pid)  # why: scripts/vllm/engine_affinity.py
         except BaseException:
             server.stop()
             raise

@@ -3,11 +3,14 @@ OpenAI API as the notes say, and its live /metrics match the gateway's metric ta
 
 from __future__ import annotations
 
+import os
+
 import httpx
 import pytest
 
 from gateway.scrape.engines import VLLM_0_32
 from gateway.scrape.parse import parse_narrow, parse_reference, wanted_names
+from scripts.vllm.engine_affinity import ENGINE_CORE, WORKER, group_processes
 from scripts.vllm.serve import VllmServer
 from tests.vllm.support import OpenSdk
 
@@ -63,3 +66,14 @@ def test_narrow_parser_agrees_with_reference_on_live_metrics(
     assert narrow.bad_lines == 0
     assert narrow.series == reference.series
     assert VLLM_0_32.running in narrow.series
+
+
+def test_the_engine_core_runs_on_its_workers_cores(tiny_vllm: VllmServer) -> None:
+    """Its spin-wait would otherwise starve the API server on a 2-core machine (see
+    scripts/vllm/engine_affinity.py)."""
+    processes = group_processes(tiny_vllm.process.pid)
+    [worker] = [pid for pid, comm in processes.items() if comm.startswith(WORKER)]
+    [engine] = [pid for pid, comm in processes.items() if comm.startswith(ENGINE_CORE)]
+    allowed = os.sched_getaffinity(worker)
+    for thread in os.listdir(f"/proc/{engine}/task"):
+        assert os.sched_getaffinity(int(thread)) <= allowed
