@@ -113,6 +113,8 @@ def _refill(state: QuotaState, tenant: str, tpm: int, size: int, now: float) -> 
     bucket = state.buckets.get(tenant)
     if bucket is None:
         bucket = state.buckets[tenant] = Bucket(size, now)
+    elif bucket.updated == now and bucket.level <= size:
+        return bucket  # refilled at this instant already (check, then on_accept): a no-op
     elapsed = now - bucket.updated
     if elapsed < 0.0:
         elapsed = 0.0

@@ -47,7 +47,16 @@ class DrainMeter:
         """Account the time since the last tick to the busy state that held during it."""
         last = self._last
         if last is not None and self._busy and now > last:
-            self._bucket(now)[2] += now - last
+            buckets = self._buckets
+            # the newest bucket still open and nothing to evict: _bucket(now) without calls
+            if (
+                buckets
+                and now < buckets[-1][0] + self._bucket_s
+                and buckets[0][0] + self._bucket_s >= now - self._span
+            ):
+                buckets[-1][2] += now - last
+            else:
+                self._bucket(now)[2] += now - last
         self._last = now
         self._busy = busy
 
