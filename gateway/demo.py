@@ -163,6 +163,11 @@ def main(argv: list[str] | None = None) -> int:
             thread.start()
         try:
             server.run()
+        except KeyboardInterrupt:
+            # Ctrl-C: uvicorn drains and shuts down (every slot released), then raises the
+            # signal again, which asyncio turns into KeyboardInterrupt. uvicorn.run, which
+            # `sluicegate serve` uses, swallows it the same way: exit 0, no traceback.
+            pass
         finally:
             stop.set()
     return 0
