@@ -38,17 +38,30 @@ async def _served_one_request(base: str, proc: subprocess.Popen[bytes], key: str
     return True
 
 
-def _interrupt(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGINT)
+async def _serve_one_then_ctrl_c(argv: list[str], port: int, key: str) -> None:
+    """Start ``sluicegate ARGV`` on ``port``, wait until it answers one completion, send
+    SIGINT: it must exit by itself with 0 and no traceback on stderr."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", *argv],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
     try:
-        _, err = proc.communicate(timeout=EXIT_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate()
-        raise AssertionError(f"still running {EXIT_TIMEOUT_S} s after SIGINT") from None
-    stderr = err.decode(errors="replace")
-    assert proc.returncode == 0, stderr[-2000:]
-    assert "Traceback" not in stderr, stderr[-2000:]
+        base = f"http://127.0.0.1:{port}"
+        await wait_for(
+            lambda: _served_one_request(base, proc, key), timeout_s=60.0, what="answered"
+        )
+        proc.send_signal(signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=EXIT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"still running {EXIT_TIMEOUT_S} s after SIGINT") from None
+        stderr = err.decode(errors="replace")
+        assert proc.returncode == 0, stderr[-2000:]
+        assert "Traceback" not in stderr, stderr[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 async def test_ctrl_c_ends_serve_with_0_and_no_traceback(
@@ -59,34 +72,10 @@ async def test_ctrl_c_ends_serve_with_0_and_no_traceback(
     raw["server"].update({"port": port})
     path = tmp_path / "sluicegate.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(path),
-           "--log-level", "warning", "--no-records"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        await wait_for(
-            lambda: _served_one_request(base, proc, api_key("alice")), timeout_s=30.0,
-            what="serve answered",
-        )  # fmt: skip
-        _interrupt(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    argv = ["serve", "--config", str(path), "--log-level", "warning", "--no-records"]
+    await _serve_one_then_ctrl_c(argv, port, api_key("alice"))
 
 
 async def test_ctrl_c_ends_demo_with_0_and_no_traceback() -> None:
     port = free_port()
-    cmd = [sys.executable, "-m", "gateway.cli", "demo", "--port", str(port), "--no-live"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        await wait_for(
-            lambda: _served_one_request(base, proc, DEMO_KEY), timeout_s=60.0,
-            what="demo answered",
-        )  # fmt: skip
-        _interrupt(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    await _serve_one_then_ctrl_c(["demo", "--port", str(port), "--no-live"], port, DEMO_KEY)
