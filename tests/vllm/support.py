@@ -63,7 +63,7 @@ def gateway_config(backends: list[VllmServer]) -> dict[str, Any]:
                         }
                     },
                 }
-            ]
+            ],
         },
     }
 
@@ -86,3 +86,16 @@ def metric_value(base_url: str, family: str, **labels: str) -> float:
             if sample.name == family and labels.items() <= sample.labels.items():
                 total += sample.value
     return total
+
+
+def tokens_per_text_chunk(chunks: list[Any]) -> list[int]:
+    """Tokens in each streamed legacy-completions chunk that has a choice (the request must
+    ask for ``logprobs``). vLLM merges token deltas into one chunk when its API server falls
+    behind the engine (``RequestOutputCollector``), so how many chunks carry the tokens is
+    vLLM's choice; that every token arrives once is not. A chunk without logprobs counts 0."""
+    counts = []
+    for chunk in chunks:
+        if chunk.choices:
+            logprobs = chunk.choices[0].logprobs
+            counts.append(len(logprobs.tokens or []) if logprobs is not None else 0)
+    return counts

@@ -12,7 +12,7 @@ from gateway.scrape.engines import VLLM_0_32
 from gateway.scrape.parse import parse_narrow, parse_reference, wanted_names
 from scripts.vllm.engine_affinity import ENGINE_CORE, WORKER, group_processes
 from scripts.vllm.serve import VllmServer
-from tests.vllm.support import OpenSdk
+from tests.vllm.support import OpenSdk, tokens_per_text_chunk
 
 pytestmark = pytest.mark.vllm
 
@@ -38,11 +38,12 @@ def test_stream_with_include_usage_ends_in_a_usage_chunk(
         max_tokens=6,
         stream=True,
         stream_options={"include_usage": True},
+        logprobs=1,
         extra_body={"ignore_eos": True},
     )
     chunks = list(stream)
-    text_chunks = [c for c in chunks if c.choices]
-    assert len(text_chunks) == 6
+    tokens = tokens_per_text_chunk(chunks)
+    assert all(tokens) and sum(tokens) == 6
     assert chunks[-1].choices == []
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 6
 
