@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -91,15 +92,23 @@ def test_admin_backends_shows_fresh_signals_and_the_live_capacity_derivation(
     client = open_sdk(gateway)
     for _ in range(3):
         client.completions.create(model=name, prompt=PROMPT_TEXT, max_tokens=4, extra_body=EXACT)
+    traffic_done = time.monotonic()
 
-    def fresh_after_traffic(found: tuple[dict[str, Any], float]) -> bool:
-        """A non-stale scrape whose window saw our prompts arrive."""
-        entry = found[0]
+    def probe() -> tuple[dict[str, Any], float, float]:
+        asked = time.monotonic()
+        return (*backend_entry(gateway, name), asked - traffic_done)
+
+    def fresh_after_traffic(found: tuple[dict[str, Any], float, float]) -> bool:
+        """A non-stale scrape taken after the traffic (so of an idle server) whose window saw
+        our prompts arrive. Its age was computed when the gateway answered, after ``asked``."""
+        entry, _, since_traffic = found
+        signals = entry["signals"]
         prompt_rate = (entry.get("rates_per_s") or {}).get("prompt_tokens_per_s") or 0
-        fresh = entry["signals"]["capacity_estimate"] is not None and not entry["signals"]["stale"]
-        return fresh and prompt_rate > 0
+        fresh = signals["capacity_estimate"] is not None and not signals["stale"]
+        age = signals["signal_age_s"]
+        return fresh and prompt_rate > 0 and age is not None and age < since_traffic
 
-    entry, stale_after_s = wait_until(lambda: backend_entry(gateway, name), fresh_after_traffic)
+    entry, stale_after_s, _ = wait_until(probe, fresh_after_traffic)
     signals = entry["signals"]
     assert signals["stale"] is False
     assert signals["signal_age_s"] is not None and signals["signal_age_s"] <= stale_after_s
