@@ -21,6 +21,8 @@ from policies.contracts import Allow, Fairness, NoParams, QueuedEntry
 from policies.types import RequestInfo
 
 _MIN_WEIGHT = 1e-9
+_SLACK = 64
+"""Dead items a tenant's heap may hold beyond its live ones before it is rebuilt."""
 _Item = tuple[float, int, int, QueuedEntry]  # expires_at, seq, gen, entry
 
 
@@ -80,7 +82,20 @@ class Vtc(Fairness[VtcState, NoParams]):
         _add_live(state, entry.request.tenant, 1)
 
     def discard(self, state: VtcState, entry: QueuedEntry) -> None:
-        _add_live(state, entry.request.tenant, -1)
+        """``entry`` leaves unpopped (the caller marks it dead after this). Its heap item
+        stays until it reaches the head, so a tenant that stays backlogged while its clients
+        cancel would keep every cancelled item; the tenant's heap is rebuilt from its live
+        items once the dead ones outnumber them by ``_SLACK`` (the QueueBook rule)."""
+        tenant = entry.request.tenant
+        _add_live(state, tenant, -1)
+        queue = state.queues.get(tenant)
+        if queue is not None and len(queue) > 2 * state.live.get(tenant, 0) + _SLACK:
+            kept = [
+                item for item in queue
+                if item[3] is not entry and item[3].alive and item[3].gen == item[2]
+            ]  # fmt: skip
+            heapq.heapify(kept)
+            state.queues[tenant] = kept
 
     def charge(self, state: VtcState, req: RequestInfo, tokens: float) -> None:
         tenant = req.tenant

@@ -6,10 +6,12 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+from policies.contracts import QueuedEntry
 from policies.fleet import BackendView, FleetSnapshot, Health
 from policies.registry import PolicySet, build_policy
 from policies.scheduler import Scheduler, Ticket
-from policies.types import Decision, DecisionKind, RequestInfo, WorkEstimate
+from policies.scheduler_types import NO_DEGRADATION
+from policies.types import Decision, DecisionKind, Reason, RequestInfo, WorkEstimate
 
 _ids = itertools.count()
 
@@ -76,3 +78,12 @@ def is_ticket(x: Decision | Ticket) -> bool:
 
 def kind(x: Decision | Ticket) -> DecisionKind:
     return x.decision.decision if isinstance(x, Ticket) else x.decision
+
+
+def queued_entry(seq: int, now: float, wait_s: float, tenant: str = "t") -> QueuedEntry:
+    """A queue entry as the scheduler makes one: enqueued at ``now``, expiring ``wait_s`` later."""
+    req = RequestInfo(f"r{seq}", tenant, "interactive", "m", WorkEstimate(seq % 97, 5), now)
+    return QueuedEntry(
+        req, DecisionKind.ADMIT, NO_DEGRADATION, (), now, now + wait_s, Reason.OVERLOADED,
+        seq, req.flow,
+    )  # fmt: skip

@@ -13,18 +13,10 @@ from hypothesis import strategies as st
 
 from policies.contracts import QueuedEntry
 from policies.queue_book import QueueBook
-from policies.scheduler_types import NO_DEGRADATION
-from policies.types import DecisionKind, Reason, RequestInfo, WorkEstimate
+
+from .helpers import queued_entry as entry
 
 _SLACK_BOUND = 64  # the book's rebuild slack, restated: the test's own ceiling
-
-
-def entry(seq: int, now: float, wait_s: float) -> QueuedEntry:
-    req = RequestInfo(f"r{seq}", "t", "interactive", "m", WorkEstimate(seq % 97, 5), now)
-    return QueuedEntry(
-        req, DecisionKind.ADMIT, NO_DEGRADATION, (), now, now + wait_s, Reason.OVERLOADED,
-        seq, req.flow,
-    )  # fmt: skip
 
 
 def test_entries_held_stay_bounded_under_a_long_run_of_submit_and_dispatch() -> None:
