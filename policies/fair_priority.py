@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pydantic import Field
 
 from policies.contracts import Allow, Fairness, Params, QueuedEntry
+from policies.dead_entries import must_rebuild
 
 _Item = tuple[float, int, int, QueuedEntry]  # key, seq, gen, entry
 
@@ -28,6 +29,8 @@ class PriorityParams(Params):
 class PriorityState:
     bands: dict[int, list[_Item]] = field(default_factory=dict)
     by_age: list[_Item] = field(default_factory=list)
+    live: int = 0
+    """Entries pushed and neither popped nor discarded (each is once in by_age)."""
 
 
 class PriorityBands(Fairness[PriorityState, PriorityParams]):
@@ -44,17 +47,36 @@ class PriorityBands(Fairness[PriorityState, PriorityParams]):
         band = state.bands.setdefault(entry.request.priority, [])
         heapq.heappush(band, (entry.expires_at, entry.seq, entry.gen, entry))
         heapq.heappush(state.by_age, (entry.enqueued_at, entry.seq, entry.gen, entry))
+        state.live += 1
+
+    def discard(self, state: PriorityState, entry: QueuedEntry) -> None:
+        """``entry`` leaves unpopped (the caller marks it dead after this); its items stay
+        until they reach a head, so both heaps are rebuilt from live items by the rule of
+        ``policies/dead_entries.py``."""
+        state.live -= 1
+        if must_rebuild(len(state.by_age), state.live):
+            state.by_age = _live_items(state.by_age, entry)
+            for priority, band in list(state.bands.items()):
+                kept = _live_items(band, entry)
+                if kept:
+                    state.bands[priority] = kept
+                else:
+                    del state.bands[priority]
 
     def pop(
         self, state: PriorityState, now: float, allow: Allow | None = None
     ) -> QueuedEntry | None:
         oldest = _top(state.by_age)
         if oldest is not None and now - oldest.enqueued_at >= self.params.starvation_after_s:
-            return _take(oldest)
+            return _take(state, oldest)
         for priority in sorted(state.bands, reverse=True):
             entry = _top(state.bands[priority])
             if entry is not None:
-                return _take(entry)
+                _take(state, entry)
+                # its by_age item is stale now but stays until it reaches that heap's head
+                if must_rebuild(len(state.by_age), state.live):
+                    state.by_age = _live_items(state.by_age, entry)
+                return entry
             del state.bands[priority]
         return None
 
@@ -68,6 +90,16 @@ def _top(heap: list[_Item]) -> QueuedEntry | None:
     return None
 
 
-def _take(entry: QueuedEntry) -> QueuedEntry:
+def _take(state: PriorityState, entry: QueuedEntry) -> QueuedEntry:
     entry.gen += 1  # every heap copy is now stale; push_back makes fresh ones
+    state.live -= 1
     return entry
+
+
+def _live_items(heap: list[_Item], leaving: QueuedEntry) -> list[_Item]:
+    kept = [
+        item for item in heap
+        if item[3] is not leaving and item[3].alive and item[3].gen == item[2]
+    ]  # fmt: skip
+    heapq.heapify(kept)
+    return kept

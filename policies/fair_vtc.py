@@ -18,11 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from policies.contracts import Allow, Fairness, NoParams, QueuedEntry
+from policies.dead_entries import must_rebuild
 from policies.types import RequestInfo
 
 _MIN_WEIGHT = 1e-9
-_SLACK = 64
-"""Dead items a tenant's heap may hold beyond its live ones before it is rebuilt."""
 _Item = tuple[float, int, int, QueuedEntry]  # expires_at, seq, gen, entry
 
 
@@ -85,11 +84,11 @@ class Vtc(Fairness[VtcState, NoParams]):
         """``entry`` leaves unpopped (the caller marks it dead after this). Its heap item
         stays until it reaches the head, so a tenant that stays backlogged while its clients
         cancel would keep every cancelled item; the tenant's heap is rebuilt from its live
-        items once the dead ones outnumber them by ``_SLACK`` (the QueueBook rule)."""
+        items by the rule of ``policies/dead_entries.py``."""
         tenant = entry.request.tenant
         _add_live(state, tenant, -1)
         queue = state.queues.get(tenant)
-        if queue is not None and len(queue) > 2 * state.live.get(tenant, 0) + _SLACK:
+        if queue is not None and must_rebuild(len(queue), state.live.get(tenant, 0)):
             kept = [
                 item for item in queue
                 if item[3] is not entry and item[3].alive and item[3].gen == item[2]

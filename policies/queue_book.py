@@ -2,10 +2,9 @@
 arrival order (oldest age), an expiry heap (deadlines), and work totals (tokens, models).
 
 Removal is O(1): the arrival deque and the expiry heap drop dead entries lazily, from
-their fronts as they are read, and all at once when the dead outnumber the live (by more
-than ``_SLACK``). Each structure holds every live entry exactly once, so its dead count is
-its length minus the live count; a rebuild costs less than twice the removals since the
-last one, and memory stays below twice the live entries plus the slack whatever the
+their fronts as they are read, and all at once by the rule of ``policies/dead_entries.py``.
+Each structure holds every live entry exactly once, so its dead count is its length minus
+the live count; memory stays below twice the live entries plus the slack whatever the
 dispatch order and wait bound.
 """
 
@@ -16,9 +15,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from policies.contracts import QueuedEntry
-
-_SLACK = 64
-"""Dead entries a structure may hold beyond the live count before it is rebuilt."""
+from policies.dead_entries import must_rebuild
 
 
 class QueueBook:
@@ -58,10 +55,10 @@ class QueueBook:
             self.models.pop(req.model, None)
         else:
             self.models[req.model] = left
-        bound = 2 * len(self._entries) + _SLACK  # live + dead > bound: dead > live + slack
-        if len(self._arrivals) > bound:
+        live = len(self._entries)
+        if must_rebuild(len(self._arrivals), live):
             self._arrivals = deque(e for e in self._arrivals if e.alive)
-        if len(self._expiry) > bound:
+        if must_rebuild(len(self._expiry), live):
             self._expiry = [item for item in self._expiry if item[2].alive]
             heapq.heapify(self._expiry)
         return self._gate_names.pop(req.request_id)
