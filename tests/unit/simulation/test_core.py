@@ -91,6 +91,7 @@ def test_a_degrade_caps_the_turn_the_engine_serves(
     always = {"steps": [{"name": "cap", "at": 0.0, "action": "cap_max_tokens", "max_tokens": cap}]}
     capped = run(profile, workload, SEED_POLICIES["unbounded"] | {"ladder": always}, n=8)
     plain = run(profile, workload, SEED_POLICIES["unbounded"], n=8)
+
     def decode_s(out: RunOutput) -> float:
         return max(r.finished - r.decode_start for r in out.records  # type: ignore[operator]
                    if r.output_tokens > 10 * cap)  # fmt: skip
