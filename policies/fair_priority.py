@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 from pydantic import Field
 
 from policies.contracts import Allow, Fairness, Params, QueuedEntry
-from policies.dead_entries import must_rebuild
-
-_Item = tuple[float, int, int, QueuedEntry]  # key, seq, gen, entry
+from policies.dead_entries import Item, live_head, live_items, must_rebuild
 
 
 class PriorityParams(Params):
@@ -27,8 +25,8 @@ class PriorityParams(Params):
 
 @dataclass
 class PriorityState:
-    bands: dict[int, list[_Item]] = field(default_factory=dict)
-    by_age: list[_Item] = field(default_factory=list)
+    bands: dict[int, list[Item]] = field(default_factory=dict)
+    by_age: list[Item] = field(default_factory=list)
     live: int = 0
     """Entries pushed and neither popped nor discarded (each is once in by_age)."""
 
@@ -55,9 +53,9 @@ class PriorityBands(Fairness[PriorityState, PriorityParams]):
         ``policies/dead_entries.py``."""
         state.live -= 1
         if must_rebuild(len(state.by_age), state.live):
-            state.by_age = _live_items(state.by_age, entry)
+            state.by_age = live_items(state.by_age, entry)
             for priority, band in list(state.bands.items()):
-                kept = _live_items(band, entry)
+                kept = live_items(band, entry)
                 if kept:
                     state.bands[priority] = kept
                 else:
@@ -66,40 +64,22 @@ class PriorityBands(Fairness[PriorityState, PriorityParams]):
     def pop(
         self, state: PriorityState, now: float, allow: Allow | None = None
     ) -> QueuedEntry | None:
-        oldest = _top(state.by_age)
+        oldest = live_head(state.by_age)
         if oldest is not None and now - oldest.enqueued_at >= self.params.starvation_after_s:
             return _take(state, oldest)
         for priority in sorted(state.bands, reverse=True):
-            entry = _top(state.bands[priority])
+            entry = live_head(state.bands[priority])
             if entry is not None:
                 _take(state, entry)
                 # its by_age item is stale now but stays until it reaches that heap's head
                 if must_rebuild(len(state.by_age), state.live):
-                    state.by_age = _live_items(state.by_age, entry)
+                    state.by_age = live_items(state.by_age, entry)
                 return entry
             del state.bands[priority]
         return None
-
-
-def _top(heap: list[_Item]) -> QueuedEntry | None:
-    while heap:
-        _, _, gen, entry = heap[0]
-        if entry.alive and entry.gen == gen:
-            return entry
-        heapq.heappop(heap)
-    return None
 
 
 def _take(state: PriorityState, entry: QueuedEntry) -> QueuedEntry:
     entry.gen += 1  # every heap copy is now stale; push_back makes fresh ones
     state.live -= 1
     return entry
-
-
-def _live_items(heap: list[_Item], leaving: QueuedEntry) -> list[_Item]:
-    kept = [
-        item for item in heap
-        if item[3] is not leaving and item[3].alive and item[3].gen == item[2]
-    ]  # fmt: skip
-    heapq.heapify(kept)
-    return kept

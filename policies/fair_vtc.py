@@ -18,16 +18,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from policies.contracts import Allow, Fairness, NoParams, QueuedEntry
-from policies.dead_entries import must_rebuild
+from policies.dead_entries import Item, live_head, live_items, must_rebuild
 from policies.types import RequestInfo
 
 _MIN_WEIGHT = 1e-9
-_Item = tuple[float, int, int, QueuedEntry]  # expires_at, seq, gen, entry
 
 
 @dataclass
 class VtcState:
-    queues: dict[str, list[_Item]] = field(default_factory=dict)  # per tenant, EDF heap
+    queues: dict[str, list[Item]] = field(default_factory=dict)  # per tenant, EDF heap
     live: dict[str, int] = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
     heap: list[tuple[float, int, str]] = field(default_factory=list)
@@ -63,7 +62,7 @@ class Vtc(Fairness[VtcState, NoParams]):
         found: QueuedEntry | None = None
         while found is None and _min_backlogged(state) is not None:
             tenant = state.heap[0][2]
-            head = _head(state, tenant)
+            head = live_head(state.queues[tenant])
             if head is None:
                 state.live[tenant] = 0  # only dead entries were left
             elif not allow(head):
@@ -89,12 +88,7 @@ class Vtc(Fairness[VtcState, NoParams]):
         _add_live(state, tenant, -1)
         queue = state.queues.get(tenant)
         if queue is not None and must_rebuild(len(queue), state.live.get(tenant, 0)):
-            kept = [
-                item for item in queue
-                if item[3] is not entry and item[3].alive and item[3].gen == item[2]
-            ]  # fmt: skip
-            heapq.heapify(kept)
-            state.queues[tenant] = kept
+            state.queues[tenant] = live_items(queue, entry)
 
     def charge(self, state: VtcState, req: RequestInfo, tokens: float) -> None:
         tenant = req.tenant
@@ -119,7 +113,7 @@ def _pop_first(state: VtcState) -> QueuedEntry | None:
     live, heap = state.live, state.heap
     while _min_backlogged(state) is not None:
         tenant = heap[0][2]
-        head = _head(state, tenant)
+        head = live_head(state.queues[tenant])
         if head is None:
             live[tenant] = 0  # only dead entries were left
             continue
@@ -136,13 +130,6 @@ def _push_entry(state: VtcState, entry: QueuedEntry) -> None:
     if queue is None:
         queue = state.queues[tenant] = []
     heapq.heappush(queue, (entry.expires_at, entry.seq, entry.gen, entry))
-
-
-def _head(state: VtcState, tenant: str) -> QueuedEntry | None:
-    queue = state.queues[tenant]
-    while queue and not (queue[0][3].alive and queue[0][3].gen == queue[0][2]):
-        heapq.heappop(queue)
-    return queue[0][3] if queue else None
 
 
 def _add_live(state: VtcState, tenant: str, delta: int) -> None:
