@@ -133,7 +133,7 @@ class ExecQuantiles:
         n = len(ordered)
         own, answer = self._own, self._answer
         before = own[cls]
-        p95 = own[cls] = ordered[min(n - 1, int(0.95 * n))] if n >= _MIN_SAMPLES else None
+        p95 = own[cls] = _p95_of(ordered) if n >= _MIN_SAMPLES else None
         if p95 == before:
             return  # the class's own p95 is unchanged, so is every answer (a function of own)
         for c in range(cls, _CLASSES):  # up to the next class that answers for itself
@@ -150,5 +150,11 @@ class ExecQuantiles:
         for c in range(cls, _CLASSES - 1, -1):  # beyond any int64 count: read the samples
             ordered = self._sorted.get(c)
             if ordered is not None and len(ordered) >= _MIN_SAMPLES:
-                return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+                return _p95_of(ordered)
         return self._answer[_CLASSES - 1]
+
+
+def _p95_of(ordered: list[float]) -> float:
+    """The 95th-percentile order statistic of ascending ``ordered`` (not empty)."""
+    n = len(ordered)
+    return ordered[min(n - 1, int(0.95 * n))]
