@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import subprocess
+import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -180,6 +182,27 @@ def _fresh(ctx: GatewayContext) -> bool:
     views = ctx.pool.snapshot().backends
     return all(v.health.value == "healthy" and not v.stale and v.waiting is not None
                for v in views)  # fmt: skip
+
+
+@contextlib.contextmanager
+def cli_process(*argv: str, stderr: int = subprocess.DEVNULL) -> Iterator[subprocess.Popen[bytes]]:
+    """``sluicegate ARGV`` as a child process (``stderr``: DEVNULL, or PIPE to read it). At
+    exit, one still running gets SIGTERM, then SIGKILL after 10 s; a piped stderr is closed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", *argv], stdout=subprocess.DEVNULL, stderr=stderr
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 @contextlib.asynccontextmanager

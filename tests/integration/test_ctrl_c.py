@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -17,7 +16,14 @@ import yaml
 from emulator.embedded import EmbeddedEmulator
 from gateway.serve import DEMO_KEY
 from scripts.vllm.serve import free_port
-from tests.integration.harness import api_key, chat_body, gateway_config, preset_policy, wait_for
+from tests.integration.harness import (
+    api_key,
+    chat_body,
+    cli_process,
+    gateway_config,
+    preset_policy,
+    wait_for,
+)
 
 pytestmark = pytest.mark.emulator
 
@@ -41,11 +47,7 @@ async def _served_one_request(base: str, proc: subprocess.Popen[bytes], key: str
 async def _serve_one_then_ctrl_c(argv: list[str], port: int, key: str) -> None:
     """Start ``sluicegate ARGV`` on ``port``, wait until it answers one completion, send
     SIGINT: it must exit by itself with 0 and no traceback on stderr."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", *argv],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
+    with cli_process(*argv, stderr=subprocess.PIPE) as proc:
         base = f"http://127.0.0.1:{port}"
         await wait_for(
             lambda: _served_one_request(base, proc, key), timeout_s=60.0, what="answered"
@@ -58,10 +60,6 @@ async def _serve_one_then_ctrl_c(argv: list[str], port: int, key: str) -> None:
         stderr = err.decode(errors="replace")
         assert proc.returncode == 0, stderr[-2000:]
         assert "Traceback" not in stderr, stderr[-2000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
 
 
 async def test_ctrl_c_ends_serve_with_0_and_no_traceback(

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ from tests.integration.conftest import StartEmulator
 from tests.integration.harness import (
     MODEL,
     chat_body,
+    cli_process,
     engine_gauge,
     gateway_config,
     serve_gateway,
@@ -84,15 +84,9 @@ async def test_client_gone_while_queued(start_emulator: StartEmulator) -> None:
 @contextlib.contextmanager
 def emulator_process(speed: float) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     port = free_port()
-    cmd = [sys.executable, "-m", "gateway.cli", "emulate", "--port", str(port),
-           "--model-name", MODEL, "--speed", str(speed)]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+    argv = ("emulate", "--port", str(port), "--model-name", MODEL, "--speed", str(speed))
+    with cli_process(*argv) as proc:
         yield proc, f"http://127.0.0.1:{port}"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
 
 
 async def _healthy(url: str) -> bool:

@@ -3,13 +3,10 @@ changed to another preset, to an invalid file, and SIGHUP."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import signal
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +19,7 @@ from scripts.vllm.serve import free_port
 from tests.integration.harness import (
     api_key,
     chat_body,
+    cli_process,
     gateway_config,
     metric_sums,
     preset_policy,
@@ -44,24 +42,6 @@ def config_bytes(emulator_url: str, port: int, preset: str) -> bytes:
     raw["server"].update({"port": port})
     raw["reload"] = {"watch": True, "interval_s": 0.1}
     return yaml.safe_dump(raw, sort_keys=False).encode()
-
-
-@contextlib.contextmanager
-def gateway_process(path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(path),
-           "--log-level", "warning", "--no-records"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        assert proc.stderr is not None
-        proc.stderr.close()
 
 
 class Probe:
@@ -88,7 +68,8 @@ async def test_reload_by_file_change_invalid_file_and_sighup(
     port = free_port()
     path = tmp_path / "sluicegate.yaml"
     v1 = write_atomically(path, config_bytes(emulator.url, port, "fixed-cap"))
-    with gateway_process(path) as proc:
+    serve = ("serve", "--config", str(path), "--log-level", "warning", "--no-records")
+    with cli_process(*serve) as proc:
         base = f"http://127.0.0.1:{port}"
         await wait_for(lambda: _healthy_gateway(base, proc), timeout_s=30.0, what="gateway up")
         probe = Probe(base)
