@@ -95,6 +95,11 @@ class Plugin(ABC, Generic[S, P]):
     @abstractmethod
     def new_state(self) -> S: ...
 
+    def overrides(self, contract: type, hook: str) -> bool:
+        """Whether this policy's class replaces ``contract``'s own ``hook`` (a no-op there),
+        so callers may skip calling it altogether."""
+        return getattr(type(self), hook) is not getattr(contract, hook)
+
 
 class Gate(Plugin[S, P]):
     """Admission gate. ``check`` has no side effects; ``commit`` records what its answer

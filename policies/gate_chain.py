@@ -23,10 +23,6 @@ _Check = tuple[
 ]
 
 
-def _overrides(gate: Gate[Any, Any], hook: str) -> bool:
-    return getattr(type(gate), hook) is not getattr(Gate, hook)
-
-
 class GateChain:
     __slots__ = ("_accepts", "_checks", "_finishes", "names", "reads_rates")
 
@@ -39,19 +35,19 @@ class GateChain:
             (
                 g.name,
                 g.gate.check,
-                g.gate.commit if _overrides(g.gate, "commit") else None,
+                g.gate.commit if g.gate.overrides(Gate, "commit") else None,
                 states[g.name],
                 g.shadow,
             )
             for g in gates
         )
         self._accepts = tuple(
-            (g.gate.on_accept, states[g.name]) for g in gates if _overrides(g.gate, "on_accept")
+            (g.gate.on_accept, states[g.name]) for g in gates if g.gate.overrides(Gate, "on_accept")
         )
         self._finishes = tuple(
             (g.name, g.gate.on_finish, states[g.name])
             for g in gates
-            if _overrides(g.gate, "on_finish")
+            if g.gate.overrides(Gate, "on_finish")
         )
 
     def __bool__(self) -> bool:

@@ -56,7 +56,7 @@ class Scheduler:
         self._rng = rng or random.Random()
         self._states = PolicyStates.fresh(policy)
         self._gates = GateChain(policy.gates, self._states.gates)
-        self._limit_learns = _learns(policy.limit)
+        self._limit_learns = policy.limit.overrides(Limit, "on_sample")
         self._place = Placement(policy, self._states.limit, clock())
         self._queue = QueueBook()
         self._in_flight: dict[str, tuple[str, ...]] = {}
@@ -78,7 +78,7 @@ class Scheduler:
         self._states = self._states.carry_over(self._policy, policy, self._queue.live())
         self._policy = policy
         self._gates = GateChain(policy.gates, self._states.gates)
-        self._limit_learns = _learns(policy.limit)
+        self._limit_learns = policy.limit.overrides(Limit, "on_sample")
         self._place.bind(policy, self._states.limit)
 
     # -- submit --------------------------------------------------------------------------
@@ -348,8 +348,3 @@ class Scheduler:
             charged_tokens=self._charged,
             released_tokens=self._released,
         )
-
-
-def _learns(limit: Limit[Any, Any]) -> bool:
-    """Whether ``limit`` overrides ``on_sample`` (the contract's is a no-op, not called)."""
-    return type(limit).on_sample is not Limit.on_sample
