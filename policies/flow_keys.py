@@ -8,7 +8,7 @@ one per flow is not. Bounded: the table is emptied when it reaches ``limit`` flo
 
 from __future__ import annotations
 
-from policies.types import FlowKey, RequestInfo, deadline_bucket
+from policies.types import FlowKey, RequestInfo
 
 _LIMIT = 4096
 """Distinct flows kept (tenant x workload class x model x deadline bucket)."""
@@ -26,9 +26,7 @@ class FlowKeys:
 
     def of(self, req: RequestInfo) -> FlowKey:
         """``req.flow``, the same object for every request of that flow."""
-        deadline = req.deadline
-        bucket = "none" if deadline is None else deadline_bucket(deadline - req.arrival)
-        fields = (req.tenant, req.workload_class, req.model, bucket)
+        fields = req.flow_fields()
         key = self._keys.get(fields)
         if key is None:
             if len(self._keys) >= self._limit:

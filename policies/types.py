@@ -124,9 +124,13 @@ class RequestInfo:
 
     @property
     def flow(self) -> FlowKey:
+        return FlowKey(*self.flow_fields())
+
+    def flow_fields(self) -> tuple[str, str, str, str]:
+        """``flow``'s fields: tenant, workload class, model, deadline bucket."""
         deadline = self.deadline
         bucket = "none" if deadline is None else deadline_bucket(deadline - self.arrival)
-        return FlowKey(self.tenant, self.workload_class, self.model, bucket)
+        return (self.tenant, self.workload_class, self.model, bucket)
 
 
 @quick_init
