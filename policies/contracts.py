@@ -196,6 +196,13 @@ class Limit(Plugin[S, P]):
         """The limit now, for stats; None when the backend's signals alone decide."""
         return None
 
+    def room_bound(self, backend: BackendView) -> float:
+        """Optional. A limit whose room depends on the backend's signals alone (not on its
+        state) may state it as a number, read once per snapshot: ``has_room`` must then be
+        ``load.in_flight == 0 or load.in_flight < room_bound(backend)``. Placement uses it
+        only where a limit overrides it (``overrides(Limit, "room_bound")``)."""
+        raise NotImplementedError
+
 
 @dataclass(frozen=True, slots=True)
 class NamedGate:

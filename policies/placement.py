@@ -138,8 +138,6 @@ class Placement:
 
 
 def _room_bound(limit: Limit[Any, Any]) -> Callable[[BackendView], float] | None:
-    """A limit whose room depends on the backend's signals only may say so with
-    ``room_bound(backend)``: has_room is then ``in_flight == 0 or in_flight < bound``,
-    read once per snapshot (``ServerSignals``). None: ask ``has_room`` every time."""
-    bound_of: Callable[[BackendView], float] | None = getattr(limit, "room_bound", None)
-    return bound_of
+    """The limit's ``room_bound`` when it states one (see ``Limit.room_bound``); None: ask
+    ``has_room`` every time."""
+    return limit.room_bound if limit.overrides(Limit, "room_bound") else None
