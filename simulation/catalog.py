@@ -46,27 +46,29 @@ NO_LADDER: dict[str, Any] = {"steps": []}
 applies that cap, so a live seed run with the default ladder serves truncated turns."""
 
 
+def _on_the_card(policy: dict[str, Any]) -> dict[str, Any]:
+    """``policy`` as every catalogue policy runs: on the seed's card, never degraded."""
+    return {**policy, "ladder": NO_LADDER}
+
+
 def _codel_admission(name: str, shed: str) -> dict[str, Any]:
     params = {"target_s": 8.0, "interval_s": CODEL_ADMISSION_INTERVAL_S, "shed": shed}
     return {
         "name": name,
         "queue": {"max_wait_s": NEVER_S},
         "gates": [{"type": "codel_admission", "parameters": params}],
-        "ladder": NO_LADDER,
     }
 
 
-SEED_POLICIES: dict[str, dict[str, Any]] = {
+_SEED: dict[str, dict[str, Any]] = {
     "unbounded": {
         "name": "unbounded",
         "queue": {"max_wait_s": NEVER_S},
-        "ladder": NO_LADDER,
     },
     "fixed-cap-12": {
         "name": "fixed-cap-12",
         "limit": {"type": "fixed", "parameters": {"max_in_flight": 12}},
         "queue": {"max_wait_s": NEVER_S, "max_queued_tokens": 1},
-        "ladder": NO_LADDER,
     },
     "codel-8s": {
         "name": "codel-8s",
@@ -77,11 +79,11 @@ SEED_POLICIES: dict[str, dict[str, Any]] = {
                 "parameters": {"target_s": 8.0, "interval_s": CODEL_INTERVAL_S},
             },
         },
-        "ladder": NO_LADDER,
     },
     "codel-admission-8s": _codel_admission("codel-admission-8s", "while_dropping"),
     "codel-admission-8s-law": _codel_admission("codel-admission-8s-law", "control_law"),
 }
+SEED_POLICIES = {name: _on_the_card(policy) for name, policy in _SEED.items()}
 
 
 EXPONENTIAL = BackoffPolicy()
@@ -96,25 +98,25 @@ def _reservation(target_s: float) -> dict[str, Any]:
         "queue": {"max_wait_s": 60.0},
         "gates": [{"type": "wait_reservation", "parameters": {"target_wait_s": target_s}}],
         "retry_after": {"jitter": 0.0, "max_s": 120.0},
-        "ladder": NO_LADDER,
     }
 
 
-FRONTIER: dict[str, tuple[dict[str, Any], BackoffPolicy]] = {
+_FRONTIER: dict[str, tuple[dict[str, Any], BackoffPolicy]] = {
     "unbounded": (SEED_POLICIES["unbounded"], EXPONENTIAL),
     "fixed-cap-12": (SEED_POLICIES["fixed-cap-12"], EXPONENTIAL),
     "codel-8s": (SEED_POLICIES["codel-8s"], EXPONENTIAL),
     "codel-admission-8s": (SEED_POLICIES["codel-admission-8s"], EXPONENTIAL),
     "fixed-cap-12/exact": (SEED_POLICIES["fixed-cap-12"], EXACT),
     "queue-deadline-12s/exact": ({"name": "queue-deadline-12s", "queue": {"max_wait_s": 12.0},
-                                  "retry_after": {"jitter": 0.0}, "ladder": NO_LADDER}, EXACT),
+                                  "retry_after": {"jitter": 0.0}}, EXACT),
     "adaptive-qt/exact": ({"name": "adaptive-qt", "queue": {"max_wait_s": 12.0},
                            "limit": {"type": "adaptive", "parameters": {"signal": "queue_time"}},
-                           "retry_after": {"jitter": 0.0}, "ladder": NO_LADDER}, EXACT),
+                           "retry_after": {"jitter": 0.0}}, EXACT),
     "reservation-3s/exact": (_reservation(3.0), EXACT),
     "reservation-4s/exact": (_reservation(4.0), EXACT),
     "reservation-5s/exact": (_reservation(5.0), EXACT),
 }  # fmt: skip
+FRONTIER = {name: (_on_the_card(policy), agents) for name, (policy, agents) in _FRONTIER.items()}
 """Candidates for "beyond the seed", each with the agent behaviour it assumes."""
 
 
