@@ -15,23 +15,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
-
 from policies.fleet import BackendView
+from policies.params import NoParams, Params
 from policies.quick_init import quick_init
 from policies.types import DecisionKind, Degradation, FlowKey, Reason, RequestInfo, Usage
 
 S = TypeVar("S")
-
-
-class Params(BaseModel):
-    """Base of every policy parameter model: unknown keys are config errors."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class NoParams(Params):
-    pass
 
 
 P = TypeVar("P", bound=Params)

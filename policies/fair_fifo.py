@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from policies.contracts import Allow, Fairness, NoParams, QueuedEntry
+from policies.contracts import Allow, Fairness, QueuedEntry
 from policies.dead_entries import must_rebuild
+from policies.params import NoParams
 
 
 @dataclass

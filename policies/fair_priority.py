@@ -13,14 +13,9 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from pydantic import Field
-
-from policies.contracts import Allow, Fairness, Params, QueuedEntry
+from policies.contracts import Allow, Fairness, QueuedEntry
 from policies.dead_entries import Item, live_head, live_items, must_rebuild
-
-
-class PriorityParams(Params):
-    starvation_after_s: float = Field(default=10.0, gt=0)
+from policies.params import PriorityParams
 
 
 @dataclass

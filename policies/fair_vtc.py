@@ -17,8 +17,9 @@ import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from policies.contracts import Allow, Fairness, NoParams, QueuedEntry
+from policies.contracts import Allow, Fairness, QueuedEntry
 from policies.dead_entries import Item, live_head, live_items, must_rebuild
+from policies.params import NoParams
 from policies.types import RequestInfo
 
 _MIN_WEIGHT = 1e-9

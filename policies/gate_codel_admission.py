@@ -24,17 +24,11 @@ with the same sample, so a shadow gate observes the queue exactly as an enforced
 from __future__ import annotations
 
 import copy
-from typing import Literal
 
 from policies.contracts import Gate, GateContext, Verdict
-from policies.queue_codel import Codel, CodelParams, CodelState
+from policies.params import CodelAdmissionParams
+from policies.queue_codel import Codel, CodelState
 from policies.types import Reason, RequestInfo
-
-
-class CodelAdmissionParams(CodelParams):
-    """``target_s`` and ``interval_s`` in seconds, as for the ``codel`` discipline."""
-
-    shed: Literal["control_law", "while_dropping"] = "control_law"
 
 
 class CodelAdmission(Gate[CodelState, CodelAdmissionParams]):

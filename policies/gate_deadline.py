@@ -10,15 +10,10 @@ Requests still queued at their deadline are expired by the scheduler for every p
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from policies.contracts import Gate, GateContext, Params, Verdict
+from policies.contracts import Gate, GateContext, Verdict
+from policies.params import DeadlineParams
 from policies.retry_after import drain_seconds
 from policies.types import Reason, RequestInfo
-
-
-class DeadlineParams(Params):
-    wait_factor: float = Field(default=1.0, gt=0)
 
 
 class DeadlineFeasibility(Gate[None, DeadlineParams]):

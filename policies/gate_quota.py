@@ -13,21 +13,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pydantic import Field
-
-from policies.contracts import Gate, GateContext, Params, Verdict
+from policies.contracts import Gate, GateContext, Verdict
+from policies.params import QuotaParams
 from policies.types import Reason, RequestInfo, Usage
-
-
-class TenantLimits(Params):
-    tokens_per_minute: int | None = Field(default=None, gt=0)
-    burst_tokens: int | None = Field(default=None, gt=0)
-    max_concurrent: int | None = Field(default=None, gt=0)
-
-
-class QuotaParams(Params):
-    default: TenantLimits = Field(default_factory=TenantLimits)
-    tenants: dict[str, TenantLimits] = Field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -21,17 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pydantic import Field
-
-from policies.contracts import Gate, GateContext, Params, Verdict
+from policies.contracts import Gate, GateContext, Verdict
+from policies.params import ReservationParams
 from policies.types import Reason, RequestInfo
-
-
-class ReservationParams(Params):
-    target_wait_s: float = Field(default=10.0, gt=0)
-    """The queue wait the gateway aims to hold, in seconds."""
-    grace_s: float = Field(default=30.0, gt=0)
-    """How long after its time an unclaimed reservation is kept, in seconds."""
 
 
 @dataclass(slots=True)

@@ -10,19 +10,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from pydantic import Field
-
-from policies.contracts import Gate, GateContext, Params, Verdict
+from policies.contracts import Gate, GateContext, Verdict
+from policies.params import RetryBudgetParams
 from policies.types import Reason, RequestInfo
 
 _SLICES = 10
-
-
-class RetryBudgetParams(Params):
-    ratio: float = Field(default=0.1, gt=0, le=1)
-    window_s: float = Field(default=10.0, gt=0)
-    min_retries_per_s: float = Field(default=0.0, ge=0)
-    per_tenant: bool = True
 
 
 @dataclass(slots=True)

@@ -18,14 +18,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from pydantic import Field
-
-from policies.contracts import Params
-
-
-class HeadroomParams(Params):
-    reserve_fraction: float = Field(default=0.0, ge=0, lt=1)
-    active_window_s: float = Field(default=30.0, gt=0)
+from policies.params import HeadroomParams
 
 
 class ActiveTenants:

@@ -11,20 +11,9 @@ no capacity is typed in.
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
-from policies.contracts import BackendLoad, Limit, Params
+from policies.contracts import BackendLoad, Limit
 from policies.fleet import BackendView
-
-
-class AdaptiveParams(Params):
-    signal: Literal["ttft", "queue_time"] = "ttft"
-    target_s: float = Field(default=2.0, gt=0)
-    backoff: float = Field(default=0.9, gt=0, lt=1)
-    max_waiting: float = Field(default=0.5, ge=0)
-    min_limit: float = Field(default=1.0, ge=1)
+from policies.params import AdaptiveParams
 
 
 class AdaptiveState:

@@ -7,14 +7,9 @@ typed into the YAML; nothing here guesses one.
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from policies.contracts import BackendLoad, Limit, Params
+from policies.contracts import BackendLoad, Limit
 from policies.fleet import BackendView
-
-
-class FixedParams(Params):
-    max_in_flight: int = Field(gt=0)
+from policies.params import FixedParams
 
 
 class FixedCap(Limit[None, FixedParams]):

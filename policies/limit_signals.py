@@ -16,20 +16,9 @@ from __future__ import annotations
 
 import math
 
-from pydantic import Field
-
-from policies.contracts import BackendLoad, Limit, Params
+from policies.contracts import BackendLoad, Limit
 from policies.fleet import BackendView
-
-
-class ServerSignalsParams(Params):
-    max_waiting: float = Field(default=1.0, ge=0)
-    """Tolerated requests waiting inside the engine (a smoothed gauge)."""
-    max_kv_usage: float = Field(default=0.9, gt=0, le=1)
-    max_queue_time_s: float | None = Field(default=None, gt=0)
-    slow_start: bool = True
-    fuse: int | None = Field(default=None, gt=0)
-    """Runaway fuse per backend: far above any real need, never the thing throttling."""
+from policies.params import ServerSignalsParams
 
 
 class ServerSignals(Limit[None, ServerSignalsParams]):

@@ -11,7 +11,8 @@ from typing import Any
 
 from policies.contracts import BackendLoad, Limit, QueuedEntry
 from policies.fleet import BackendView, FleetSnapshot
-from policies.headroom import ActiveTenants, HeadroomParams, may_take_slot
+from policies.headroom import ActiveTenants, may_take_slot
+from policies.params import HeadroomParams
 from policies.registry import PolicySet
 from policies.routing import any_room, choose_backend, least_loaded_within, pick_within
 from policies.snapshot_view import SnapshotView

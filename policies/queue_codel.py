@@ -15,20 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pydantic import Field, model_validator
-
-from policies.contracts import Discipline, Params
-
-
-class CodelParams(Params):
-    target_s: float = Field(default=5.0, gt=0)
-    interval_s: float = Field(default=50.0, gt=0)
-
-    @model_validator(mode="after")
-    def _target_below_interval(self) -> CodelParams:
-        if self.target_s >= self.interval_s:
-            raise ValueError("target_s must be below interval_s")
-        return self
+from policies.contracts import Discipline
+from policies.params import CodelParams
 
 
 @dataclass

@@ -5,7 +5,8 @@ discipline."""
 
 from __future__ import annotations
 
-from policies.contracts import Discipline, NoParams
+from policies.contracts import Discipline
+from policies.params import NoParams
 
 
 class DeadlineOnly(Discipline[None, NoParams]):

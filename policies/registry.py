@@ -13,12 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from policies.contracts import Discipline, Fairness, Gate, Limit, NamedGate, Params, Plugin
-from policies.headroom import HeadroomParams
-from policies.ladder import LadderParams
-from policies.retry_after import RetryAfterParams
+from policies.contracts import Discipline, Fairness, Gate, Limit, NamedGate, Plugin
+from policies.params import HeadroomParams, LadderParams, QueueParams, RetryAfterParams
 
 Role = Literal["limit", "fairness", "discipline", "gate"]
 Loc = tuple[str | int, ...]
@@ -61,13 +59,6 @@ def register(role: Role) -> Callable[[T], T]:
 def registered(role: Role) -> Mapping[str, type[Plugin[Any, Any]]]:
     _load_builtins()
     return dict(_REGISTRY[role])
-
-
-class QueueParams(Params):
-    max_wait_s: float = Field(default=30.0, gt=0)
-    """Longest a request without its own deadline may wait in the gateway queue."""
-    max_queued_tokens: int | None = Field(default=None, gt=0)
-    """Work-weighted bound on the whole queue (estimated tokens); None: time bound only."""
 
 
 @dataclass(frozen=True)

@@ -5,24 +5,7 @@ from __future__ import annotations
 
 import random
 
-from pydantic import Field, model_validator
-
-from policies.contracts import Params
-
-
-class RetryAfterParams(Params):
-    """Bounds in seconds; ``jitter`` is the largest fraction added (never subtracted, so a
-    client that obeys the header is never told to come back before the budget returns)."""
-
-    min_s: float = Field(default=0.5, gt=0)
-    max_s: float = Field(default=60.0, gt=0)
-    jitter: float = Field(default=0.2, ge=0, le=1)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> RetryAfterParams:
-        if self.max_s < self.min_s:
-            raise ValueError("max_s must be >= min_s")
-        return self
+from policies.params import RetryAfterParams
 
 
 def retry_after(seconds: float | None, params: RetryAfterParams, rng: random.Random) -> float:

@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from policies.contracts import BackendLoad
 from policies.fleet import BackendView, FleetSnapshot
-from policies.ladder import LadderParams, pool_saturation
+from policies.ladder import pool_saturation
+from policies.params import LadderParams
 from policies.routing import Bounded, Candidate
 
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gateway.config import load_config
-from policies.registry import QueueParams
+from policies.params import QueueParams
 from tests.unit.deploy.conftest import DEPLOY, REPO, app_paths
 from tests.unit.deploy.promql import unknown_names
 from tests.unit.gateway.fakes import make_config

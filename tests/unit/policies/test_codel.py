@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 import math
 
-from policies.queue_codel import Codel, CodelParams, CodelState
+from policies.params import CodelParams
+from policies.queue_codel import Codel, CodelState
 
 TARGET, INTERVAL = 1.0, 10.0
 

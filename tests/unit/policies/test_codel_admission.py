@@ -8,8 +8,9 @@ import random
 import pytest
 
 from policies.contracts import GateContext
-from policies.gate_codel_admission import CodelAdmission, CodelAdmissionParams
-from policies.queue_codel import Codel, CodelParams, CodelState
+from policies.gate_codel_admission import CodelAdmission
+from policies.params import CodelAdmissionParams, CodelParams
+from policies.queue_codel import Codel, CodelState
 from policies.registry import build_policy
 from policies.scheduler import Scheduler, Ticket
 from policies.types import DecisionKind, Outcome, Reason, RequestInfo, Usage, WorkEstimate

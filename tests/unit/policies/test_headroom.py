@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from policies.headroom import HeadroomParams, may_take_slot
+from policies.headroom import may_take_slot
+from policies.params import HeadroomParams
 from policies.scheduler import Ticket
 from policies.types import Decision, Outcome
 

@@ -15,13 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.contracts import BackendLoad, Gate, GateContext, NamedGate, NoParams, Verdict
+from policies.contracts import BackendLoad, Gate, GateContext, NamedGate, Verdict
 from policies.fleet import BackendView, FleetSnapshot, Health
 from policies.flow_keys import FlowKeys
 from policies.gate_chain import GateChain
 from policies.ladder import LadderResult
-from policies.limit_signals import ServerSignals, ServerSignalsParams
+from policies.limit_signals import ServerSignals
 from policies.observe import DrainMeter, ExecQuantiles, cost_class
+from policies.params import NoParams, ServerSignalsParams
 from policies.placement import Placement
 from policies.quick_init import quick_init
 from policies.registry import build_policy

@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from policies.contracts import BackendLoad, Limit, NoParams
+from policies.contracts import BackendLoad, Limit
 from policies.fleet import BackendView, FleetSnapshot
+from policies.params import NoParams
 from policies.registry import PolicySet, build_policy
 from policies.scheduler import Scheduler, Ticket
 from policies.types import Outcome

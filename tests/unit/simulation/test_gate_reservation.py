@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from policies.contracts import GateContext, Verdict
-from policies.gate_reservation import ReservationParams, ReservationState, WaitReservation
+from policies.gate_reservation import ReservationState, WaitReservation
+from policies.params import ReservationParams
 from policies.registry import build_policy
 from policies.scheduler import Scheduler, Ticket
 from policies.types import DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
