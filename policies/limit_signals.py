@@ -51,10 +51,10 @@ class ServerSignals(Limit[None, ServerSignalsParams]):
             or (p.max_queue_time_s is not None and qt is not None and qt > p.max_queue_time_s)
         ):
             return -math.inf
-        bound: float = math.inf if p.fuse is None else p.fuse
+        bound = math.inf if p.fuse is None else float(p.fuse)
         seqs = backend.max_num_seqs
         if seqs is not None and seqs < bound:
-            bound = seqs
+            bound = float(seqs)
         running = backend.running
         if p.slow_start and running is not None:
             slow = 2 * (running if running > 1.0 else 1.0)  # 2 * max(1.0, running)
