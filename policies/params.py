@@ -4,9 +4,12 @@ One model per registered policy (``Plugin.params_model``), plus the queue, ladde
 Retry-After and headroom sections of a policy set. Unknown keys are config errors; every
 model is frozen, so a loaded policy never changes under the scheduler.
 
-Kept apart from the decision code on purpose: the modules that decide (the scheduler and
-the policies' hot hooks) are compiled with mypyc when built (``setup.py``), and pydantic
-must inspect its validators as plain Python functions. This module is never compiled.
+Kept apart from the decision code on purpose, so that the modules that decide (the
+scheduler and the policies' hot hooks) can be compiled with mypyc: pydantic inspects its
+validators as plain Python functions, which a compiled module does not have. Nothing is
+compiled by the build yet; ``bench/compiled_core.py`` measures what compiling gives, and
+``tests/unit/policies/test_params_apart.py`` keeps pydantic out of the other modules.
+Sections are named after the module whose policy reads them.
 """
 
 from __future__ import annotations
