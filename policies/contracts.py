@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
+from mypy_extensions import mypyc_attr
+
 from policies.fleet import BackendView
 from policies.params import NoParams, Params
 from policies.quick_init import quick_init
@@ -71,6 +73,8 @@ class GateContext:
     """Seconds the oldest queued request has waited so far; None when nothing is queued."""
 
 
+# Users' own policies subclass the contracts in Python, also when the core is compiled.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Plugin(ABC, Generic[S, P]):
     """A registered policy: ``type_name`` is its YAML name, ``params_model`` its schema
     (an instance of which is ``P``). Holds parameters only; state comes from ``new_state``."""
@@ -90,6 +94,7 @@ class Plugin(ABC, Generic[S, P]):
         return getattr(type(self), hook) is not getattr(contract, hook)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Gate(Plugin[S, P]):
     """Admission gate. ``check`` has no side effects; ``commit`` records what its answer
     meant; ``on_accept``/``on_finish`` account."""
@@ -119,6 +124,7 @@ class Gate(Plugin[S, P]):
         """The request left the system; ``served`` is False if it never reached a backend."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Fairness(Plugin[S, P]):
     """Owns the queued entries; ``pop`` returns the next to dispatch, skipping dead ones."""
 
@@ -144,6 +150,7 @@ class Fairness(Plugin[S, P]):
         return {}
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Discipline(Plugin[S, P]):
     """Queue discipline at dequeue: True means drop this entry (REJECT OVERLOADED)."""
 
@@ -164,6 +171,7 @@ class BackendLoad:
     in_flight_tokens: int = 0
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Limit(Plugin[S, P]):
     """Concurrency limit per backend: may it take one more request now?"""
 

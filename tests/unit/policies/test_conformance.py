@@ -83,8 +83,17 @@ def policy_component(policy: Any, role: Role) -> Plugin[Any, Any]:
 
 
 def _holds_parameters_only(plugin: Plugin[Any, Any]) -> None:
-    assert set(vars(plugin)) == {"params"}
+    assert _attributes_set(plugin) == {"params"}
     assert plugin.new_state() is not plugin.new_state() or plugin.new_state() is None
+
+
+def _attributes_set(obj: object) -> set[str]:
+    """The attributes an instance holds: its ``__dict__``, or, for a class compiled by mypyc
+    (no ``__dict__``), the attributes it declares that are set."""
+    if hasattr(obj, "__dict__"):
+        return set(vars(obj))
+    declared = getattr(type(obj), "__mypyc_attrs__", ())
+    return {n for n in declared if n != "__dict__" and hasattr(obj, n)}
 
 
 def _random_request(clock: ManualClock, rng: random.Random, i: int) -> Any:
