@@ -6,9 +6,9 @@ model is frozen, so a loaded policy never changes under the scheduler.
 
 Kept apart from the decision code on purpose, so that the modules that decide (the
 scheduler and the policies' hot hooks) can be compiled with mypyc: pydantic inspects its
-validators as plain Python functions, which a compiled module does not have. Nothing is
-compiled by the build yet; ``bench/compiled_core.py`` measures what compiling gives, and
-``tests/unit/policies/test_params_apart.py`` keeps pydantic out of the other modules.
+validators as plain Python functions, which a compiled module does not have. The build
+(``setup.py``) compiles the other modules; ``tests/unit/policies/test_params_apart.py`` keeps
+pydantic out of them.
 Sections are named after the module whose policy reads them.
 """
 

@@ -1,19 +1,23 @@
 """The pydantic parameter models stay in ``policies/params.py``, apart from the decision code.
 
 mypyc cannot compile a module whose pydantic validators or ``Field`` defaults it would
-have to turn into native code (``bench/compiled_core.py`` compiles every other module of
+have to turn into native code (the build, ``setup.py``, compiles every other module of
 ``policies/``); this keeps a model from drifting back next to the code that decides.
 """
 
 from __future__ import annotations
 
 import ast
+import runpy
 from pathlib import Path
 
-from bench.compiled_core import NOT_COMPILED, compiled_modules
 from policies.registry import Role, registered
 
-POLICIES = Path(__file__).resolve().parents[3] / "policies"
+REPO = Path(__file__).resolve().parents[3]
+POLICIES = REPO / "policies"
+SETUP = runpy.run_path(str(REPO / "setup.py"), run_name="setup")  # not __main__: no setup()
+NOT_COMPILED: frozenset[str] = SETUP["NOT_COMPILED"]
+compiled_modules = SETUP["compiled_modules"]
 
 
 def _imports(path: Path) -> set[str]:
@@ -27,7 +31,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_no_decision_module_imports_pydantic() -> None:
-    modules = compiled_modules(POLICIES)
+    modules = compiled_modules(REPO)
     assert "policies/scheduler.py" in modules and "policies/params.py" not in modules
     offenders = [m for m in modules if "pydantic" in _imports(POLICIES.parent / m)]
     assert offenders == [], f"pydantic models belong in policies/params.py: {offenders}"

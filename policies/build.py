@@ -1,0 +1,34 @@
+"""Which decision core this process runs: the ``policies`` modules compiled with mypyc
+(a regular ``pip install``; see setup.py) or plain Python (an editable install, no compiler,
+or ``SLUICEGATE_COMPILE=0``). Reported at start and as ``sluicegate_build_info{core=...}``."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import pkgutil
+from typing import Literal
+
+import policies
+
+Core = Literal["compiled", "interpreted", "mixed"]
+
+
+def compiled_modules() -> list[str]:
+    """The ``policies`` modules that import from a compiled extension (found, not imported)."""
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    found = []
+    for mod in pkgutil.iter_modules(policies.__path__):
+        spec = importlib.util.find_spec(f"policies.{mod.name}")
+        if spec is not None and spec.origin is not None and spec.origin.endswith(suffixes):
+            found.append(mod.name)
+    return sorted(found)
+
+
+def core() -> Core:
+    """``compiled`` when the scheduler and its parts are compiled, ``interpreted`` when none
+    is, ``mixed`` otherwise (a broken install: some compiled modules failed to land)."""
+    compiled = compiled_modules()
+    if not compiled:
+        return "interpreted"
+    return "compiled" if "scheduler" in compiled and "types" in compiled else "mixed"

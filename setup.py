@@ -1,0 +1,135 @@
+"""The build: the decision core (``policies/``) compiled with mypyc, or plain Python.
+
+Everything else about the package is in ``pyproject.toml``; this file only adds the compiled
+modules. ``SLUICEGATE_COMPILE`` chooses:
+
+- unset or ``auto`` (default): compile a regular install or wheel; fall back to plain Python,
+  with a warning, when mypyc or a C compiler is missing or the compile fails.
+- ``1``: compile or fail the build (the compiled test tier and the Docker image use this).
+- ``0``: plain Python.
+
+Editable installs (``pip install -e``) always stay plain Python, so a stale ``.so`` never
+shadows an edit.
+
+The running gateway says which core it loaded (a log line at start and
+``sluicegate_build_info{core=...}``); ``policies.build.core()`` answers the same question.
+See docs/performance.md ("The compiled core") for what it buys and why these modules.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from setuptools import setup
+from setuptools.command.bdist_wheel import bdist_wheel
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+
+NOT_COMPILED = frozenset({
+    "__init__.py",
+    "build.py",  # tells which core loaded: it must stay importable as Python
+    "params.py",  # pydantic models: pydantic inspects validators as Python functions
+    "registry.py",  # config parsing through pydantic, once per load
+    "builtins.py",  # registration at import
+    "quick_init.py",  # builds __init__s with exec
+})  # fmt: skip
+
+
+def compiled_modules(root: Path = ROOT) -> list[str]:
+    """The ``policies/`` modules mypyc compiles, as paths relative to ``root``."""
+    return sorted(
+        f"policies/{p.name}" for p in (root / "policies").glob("*.py") if p.name not in NOT_COMPILED
+    )
+
+
+def _mode() -> str:
+    mode = os.environ.get("SLUICEGATE_COMPILE", "auto").strip().lower() or "auto"
+    if mode not in {"auto", "0", "1"}:
+        sys.exit(f"SLUICEGATE_COMPILE={mode!r}: expected auto, 0 or 1")
+    return mode
+
+
+def _warn(message: str) -> None:
+    print(f"sluicegate build: {message}", file=sys.stderr, flush=True)
+
+
+class BuildCoreOrFallBack(build_ext):
+    """``build_ext`` that, in ``auto`` mode, drops every compiled module when any of them
+    fails to build: a compiled module without mypyc's shared runtime would not import, and
+    half a compiled core is worse than none."""
+
+    def run(self) -> None:
+        if _mode() == "1":
+            super().run()
+            return
+        try:
+            super().run()
+        except Exception as exc:
+            _warn(f"compiling the decision core failed ({exc}); installing plain Python")
+            self._drop_built()
+            self.distribution.ext_modules = []
+            return
+        if not all(Path(self.get_ext_fullpath(e.name)).exists() for e in self.extensions):
+            _warn("some compiled modules did not build; installing plain Python")
+            self._drop_built()
+            self.distribution.ext_modules = []
+
+    def _drop_built(self) -> None:
+        for ext in self.extensions:
+            Path(self.get_ext_fullpath(ext.name)).unlink(missing_ok=True)
+
+    def get_outputs(self) -> list[str]:
+        return [o for o in super().get_outputs() if Path(o).exists()]
+
+
+class WheelTaggedByWhatBuilt(bdist_wheel):
+    """A wheel whose core fell back to plain Python is a pure wheel (``py3-none-any``, files
+    in the wheel's root), as if it had never had extensions: the tag is settled after the
+    build, not before it."""
+
+    def run(self) -> None:
+        if not self.skip_build:
+            self.run_command("build")
+        if not self.distribution.has_ext_modules():
+            self.root_is_pure = True
+        super().run()
+
+
+def ext_modules() -> list[Any]:
+    mode = _mode()
+    if any(arg in {"editable_wheel", "develop"} for arg in sys.argv):
+        if mode == "1":
+            _warn("editable installs stay plain Python (SLUICEGATE_COMPILE=1 ignored)")
+        return []
+    builds = any(arg in {"bdist_wheel", "build", "build_ext", "install"} for arg in sys.argv)
+    if mode == "0" or not builds:
+        return []  # plain Python, or a metadata-only step (egg_info, dist_info, sdist)
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        if mode == "1":
+            raise
+        _warn("mypyc is not available; installing plain Python")
+        return []
+    try:
+        # The mypy options are pyproject's [tool.mypy] (strict); the build type-checks first.
+        exts: list[Any] = mypycify(compiled_modules(), opt_level="3", group_name="policies_core")
+    except BaseException as exc:  # mypyc exits through SystemExit on a type error
+        if mode == "1" or isinstance(exc, KeyboardInterrupt):
+            raise
+        _warn(f"mypyc could not translate the decision core ({exc!r}); installing plain Python")
+        return []
+    for ext in exts:
+        ext.optional = mode != "1"  # auto: a compiler error skips, BuildCoreOrFallBack cleans up
+    return exts
+
+
+if __name__ == "__main__":
+    setup(
+        ext_modules=ext_modules(),
+        cmdclass={"build_ext": BuildCoreOrFallBack, "bdist_wheel": WheelTaggedByWhatBuilt},
+    )
