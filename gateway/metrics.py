@@ -7,6 +7,7 @@ configured tenants or ``other``; ``class`` is a configured workload class; ``dec
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
@@ -15,12 +16,21 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gateway.tally import CounterTally, HistogramTally
+from policies.build import core
 from policies.types import Decision, DecisionKind, Outcome, Usage, WorkEstimate
 
 QUEUE_WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 OTHER = "other"
 _PROMPT, _OUTPUT = ("prompt",), ("output",)
 T = TypeVar("T", CounterTally, HistogramTally)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("sluicegate")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+        return "unknown"
+
 
 GaugeSample = tuple[str, str, Mapping[str, str], float]
 """(metric name, help, labels, value) of a gauge read at scrape time."""
@@ -102,6 +112,14 @@ class GatewayMetrics:
         self.config_info = Gauge(
             "sluicegate_config_info", "Active config version", ["version"], registry=r
         )
+        self.build_info = Gauge(
+            "sluicegate_build_info",
+            "The running build: package version, and whether the decision core is compiled "
+            "(mypyc), interpreted (plain Python) or mixed (a broken install)",
+            ["version", "core"],
+            registry=r,
+        )
+        self.build_info.labels(_version(), core()).set(1)
         for kind in ("prompt", "output"):
             self.est_tokens.touch((kind,))
             self.actual_tokens.touch((kind,))

@@ -27,6 +27,7 @@ from gateway.config import (
 )
 from gateway.config_check import print_issues
 from gateway.gc_tuning import tune_gc
+from policies.build import compiled_modules, core
 
 DEMO_KEY = "sk-sluicegate-demo"
 """The key of the ``demo`` tenant when serving embedded emulators (requests without a key
@@ -65,6 +66,7 @@ def _run(loaded: LoadedConfig, path: str | None, args: argparse.Namespace) -> in
         print_issues(exc.issues)
         return 2
     tune_gc()
+    _report_core()
     uvicorn.run(
         app,
         host=args.host or server_cfg.host,
@@ -96,6 +98,22 @@ def _embedded_emulators() -> Iterator[LoadedConfig]:
         print(f"sluicegate: embedded emulators at {', '.join(fleet.urls)}; model 'emulated'; "
               f"API key {DEMO_KEY!r} (or none)", file=sys.stderr)  # fmt: skip
         yield load_config_bytes(json.dumps(cfg.model_dump(mode="json")).encode(), "<embedded>")
+
+
+def _report_core() -> None:
+    """Which decision core this process runs (also ``sluicegate_build_info{core=...}``)."""
+    log = logging.getLogger("sluicegate")
+    which = core()
+    if which == "compiled":
+        log.info("sluicegate: decision core compiled with mypyc")
+    elif which == "interpreted":
+        log.info(
+            "sluicegate: decision core in plain Python (an editable install, no C "
+            "compiler at install time, or SLUICEGATE_COMPILE=0: docs/performance.md)"
+        )
+    else:
+        log.warning("sluicegate: decision core half compiled (%s); reinstall the package",
+                    ", ".join(compiled_modules()))  # fmt: skip
 
 
 def _logging(level: str, *, records: bool) -> None:

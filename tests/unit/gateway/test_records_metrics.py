@@ -3,12 +3,14 @@ are disclosed and applied to what is sent."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import logging
 from typing import Any
 
 import pytest
 
+import policies.scheduler
 from gateway.auth import key_digest
 from tests.unit.gateway.conftest import auth, in_process
 from tests.unit.gateway.fakes import API_KEY, OTHER_KEY, FakeFleet, make_config
@@ -117,3 +119,13 @@ async def test_every_request_ends_in_exactly_one_record(config, fleet, caplog) -
     ids = [json.loads(r.getMessage())["request_id"] for r in caplog.records
            if r.name == "sluicegate.records"]  # fmt: skip
     assert sorted(ids) == sorted(sent)
+
+
+async def test_build_info_says_which_core_the_scheduler_came_from(config, fleet) -> None:
+    compiled = not policies.scheduler.__file__.endswith(".py")  # an extension module: .so
+    async with in_process(config, fleet) as h:
+        text = h.ctx.metrics.exposition().decode()
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("sluicegate_build_info{")]
+    assert f'core="{"compiled" if compiled else "interpreted"}"' in line
+    assert f'version="{importlib.metadata.version("sluicegate")}"' in line
+    assert line.endswith(" 1.0")
