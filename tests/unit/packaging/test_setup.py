@@ -85,7 +85,9 @@ def test_without_a_c_compiler_a_regular_install_is_plain_python(tmp_path: Path) 
     assert "policies/scheduler.py" in members
     assert not [m for m in members if m.endswith(".so")], "a half-compiled core was kept"
     assert "installing plain Python" in done.stdout + done.stderr
-    assert [w.name.endswith("-py3-none-any.whl") for w in (tmp_path / "out").glob("*.whl")] == [True]
+    assert [w.name.endswith("-py3-none-any.whl") for w in (tmp_path / "out").glob("*.whl")] == [
+        True
+    ]
 
 
 def test_compile_1_fails_the_build_without_a_c_compiler(tmp_path: Path) -> None:
