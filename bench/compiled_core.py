@@ -1,25 +1,22 @@
-"""The decision core compiled with mypyc against the same code interpreted, side by side.
+"""The decision core as a regular install compiles it, against the same code interpreted,
+side by side.
 
     python -m bench.compiled_core [--rounds 3] [--keep DIR] [-- decision_bench args]
 
-An experiment, not a build mode: nothing that is installed or tested is compiled. It copies
-``policies/``, ``gateway/`` and ``bench/`` into a scratch directory, compiles the decision
-modules there with mypyc (``mypy`` from the test extras brings it; ~80 s of gcc on one
-core), checks the scheduler really is the compiled one, then runs ``bench/decision_bench.py``
-alternately in the source tree (interpreted) and in the copy (compiled), ``--rounds`` times
-each, and prints the CPU p50/p99 of each call and the compiled/interpreted ratio of every
-round's pair. Run on a quiet machine; the pairs are the measurement, not the absolutes.
-
-Not compiled: ``params.py`` (pydantic inspects validator functions, which a compiled
-module does not have as Python functions), ``registry.py`` (config parsing, pydantic),
-``builtins.py`` (registration at import), ``quick_init.py`` (it builds ``__init__``s with
-``exec``; the classes it decorates stay interpreted classes inside compiled modules, because
-mypyc compiles a class with an unknown decorator as a plain Python class).
+Builds the wheel ``pip install .`` builds (``SLUICEGATE_COMPILE=1``: mypyc compiles the
+decision modules of ``policies/``, see setup.py; ~90 s of gcc on one core) from a copy of
+this checkout, installs it into a scratch directory, then runs ``bench/decision_bench.py``
+alternately on this checkout's sources (interpreted) and on the built package (compiled),
+``--rounds`` times each. Each run reports which core it imported, and a run on the wrong one
+stops the benchmark. Prints the CPU p50/p99 of each call and the compiled/interpreted ratio
+of every round's pair. Run on a quiet machine; the pairs are the measurement, not the
+absolutes.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import statistics
@@ -29,45 +26,53 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-NOT_COMPILED = {"__init__.py", "params.py", "registry.py", "builtins.py", "quick_init.py"}
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "gateway", "policies", "emulator",
+           "simulation")  # fmt: skip
 CALLS = ("submit (queued)", "poll (dispatch 1)", "release", "ref: fixed work")
 _LINE = re.compile(r"^(?P<name>.+?)\s+wall .*\| cpu p50\s+(?P<p50>[\d.]+) p99\s+(?P<p99>[\d.]+)")
+_CORE = re.compile(r"^decision core: (?P<core>\w+)", re.M)
 
 
-def compiled_modules(policies: Path) -> list[str]:
-    return sorted(f"policies/{p.name}" for p in policies.glob("*.py") if p.name not in NOT_COMPILED)
-
-
-def build(scratch: Path) -> None:
-    """A fresh copy of the sources in ``scratch`` (an earlier copy and build there are
-    replaced, so a kept directory never measures stale code), compiled."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.so", "build")
-    for part in ("policies", "gateway", "bench", "build"):
+def build(scratch: Path) -> Path:
+    """The compiled package, installed into ``scratch/site`` from a fresh copy of the
+    sources (an earlier copy and build there are replaced: a kept directory never measures
+    stale code). Returns the directory to put on ``PYTHONPATH``."""
+    for part in ("src", "wheel", "site"):
         shutil.rmtree(scratch / part, ignore_errors=True)
-    for shared in scratch.glob("*__mypyc*"):  # the previous build's shared library
-        shared.unlink()
-    for part in ("policies", "gateway", "bench"):
-        shutil.copytree(ROOT / part, scratch / part, ignore=ignore)
-    modules = compiled_modules(scratch / "policies")
-    print(f"compiling {len(modules)} modules with mypyc in {scratch} ...", flush=True)
-    done = subprocess.run(
-        [sys.executable, "-m", "mypyc", *modules], cwd=scratch, capture_output=True, text=True
-    )
+    src = scratch / "src"
+    src.mkdir(parents=True)
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            ignore = shutil.ignore_patterns("__pycache__", "*.so")
+            shutil.copytree(ROOT / name, src / name, ignore=ignore)
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    print(f"building the compiled wheel in {scratch} ...", flush=True)
+    env = {**os.environ, "SLUICEGATE_COMPILE": "1"}
+    pip = [sys.executable, "-m", "pip"]
+    _run([*pip, "wheel", "-q", "--no-deps", "-w", str(scratch / "wheel"), str(src)], env)
+    (wheel,) = (scratch / "wheel").glob("*.whl")
+    _run([*pip, "install", "-q", "--no-deps", "--target", str(scratch / "site"), str(wheel)], env)
+    return scratch / "site"
+
+
+def _run(cmd: list[str], env: dict[str, str]) -> None:
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        sys.exit(f"mypyc failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-    where = subprocess.run(
-        [sys.executable, "-c", "import policies.scheduler as s; print(s.__file__)"],
-        cwd=scratch, capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    if where.endswith(".py"):
-        sys.exit(f"the copy imports the interpreted scheduler ({where}); nothing to compare")
+        sys.exit(f"{' '.join(cmd[:4])} failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
 
 
-def run_bench(tree: Path, args: list[str]) -> dict[str, tuple[float, float]]:
+def run_bench(path: Path, core: str, args: list[str]) -> dict[str, tuple[float, float]]:
+    """decision_bench with ``path`` ahead of everything else on ``sys.path``; it must report
+    the ``core`` expected there."""
+    env = {**os.environ, "PYTHONPATH": str(path), "PYTHONSAFEPATH": "1"}
     out = subprocess.run(
-        [sys.executable, "bench/decision_bench.py", *args],
-        cwd=tree, capture_output=True, text=True, check=True,
+        [sys.executable, str(ROOT / "bench" / "decision_bench.py"), *args],
+        env=env, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
+    found = _CORE.search(out)
+    if found is None or found["core"] != core:
+        sys.exit(f"decision_bench ran on a core other than {core} (from {path}):\n{out}")
     rows: dict[str, tuple[float, float]] = {}
     for line in out.splitlines():
         m = _LINE.match(line)
@@ -75,7 +80,7 @@ def run_bench(tree: Path, args: list[str]) -> dict[str, tuple[float, float]]:
             rows[m["name"].strip()] = (float(m["p50"]), float(m["p99"]))
     missing = set(CALLS) - set(rows)
     if missing:
-        sys.exit(f"decision_bench printed no {sorted(missing)} in {tree}:\n{out}")
+        sys.exit(f"decision_bench printed no {sorted(missing)} (from {path}):\n{out}")
     return rows
 
 
@@ -87,11 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="sluicegate-mypyc-"))
     try:
-        build(scratch)
+        site = build(scratch)
         pairs = []
         for r in range(args.rounds):  # alternate, so both see the same machine moments
-            pure = run_bench(ROOT, args.bench_args)
-            comp = run_bench(scratch, args.bench_args)
+            pure = run_bench(ROOT, "interpreted", args.bench_args)
+            comp = run_bench(site, "compiled", args.bench_args)
             pairs.append((pure, comp))
             print(f"round {r + 1}: " + ", ".join(
                 f"{c.split()[0]} p50 {pure[c][0]:.1f}->{comp[c][0]:.1f} "

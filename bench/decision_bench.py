@@ -19,6 +19,8 @@ collector stays on with the settings ``sluicegate serve`` gives it (``gateway/gc
 startup objects frozen, generation 0 every 50,000 allocations); ``--gc python-default``
 keeps Python's own thresholds instead (generation 0 every 700 allocations).
 
+It measures the decision core it imports: an installed one (compiled by a regular
+``pip install``, see setup.py) before this checkout's sources, and says which.
 Prints p50/p99/max in microseconds per call; the issue's target is a decision in <= 50 us
 p99. Two reference rows measured in the same run read the machine rather than the
 scheduler: ``timer floor`` (an empty call through the same timing) and ``fixed work`` (the
@@ -38,9 +40,10 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # an installed core comes first
 
 from gateway.gc_tuning import tune_gc
+from policies.build import core
 from policies.fleet import BackendView, FleetSnapshot
 from policies.registry import build_policy
 from policies.scheduler import Scheduler, Ticket
@@ -183,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         timed(_nothing, floor_ns)
         timed(fixed_work, fixed_ns)
     stats = sched.stats()
+    where = Path(sys.modules["policies"].__file__ or "?").parent
+    print(f"decision core: {core()} (policies from {where})")
     print(f"queued {stats.queued} across {args.tenants} tenants, in flight {stats.in_flight} "
           f"on {args.backends} backends; {args.ops} steady-state iterations; gc {args.gc} "
           f"(thresholds {gc.get_threshold()})")  # fmt: skip
