@@ -36,6 +36,7 @@ NOT_COMPILED = frozenset({
     "registry.py",  # config parsing through pydantic, once per load
     "builtins.py",  # registration at import
     "quick_init.py",  # builds __init__s with exec
+    "read_only.py",  # installs methods on classes: a compiled function would not bind as one
 })  # fmt: skip
 
 

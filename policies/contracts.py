@@ -13,13 +13,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
 from mypy_extensions import mypyc_attr
 
 from policies.fleet import BackendView
 from policies.params import NoParams, Params
 from policies.quick_init import quick_init
+from policies.read_only import read_only
 from policies.types import DecisionKind, Degradation, FlowKey, Reason, RequestInfo, Usage
 
 S = TypeVar("S")
@@ -28,23 +29,57 @@ S = TypeVar("S")
 P = TypeVar("P", bound=Params)
 
 
-@dataclass(slots=True, eq=False)
 class QueuedEntry:
     """A delayed request inside the gateway queue. ``alive`` is cleared when it leaves,
-    so structures that hold it may drop it lazily; ``gen`` invalidates stale heap copies."""
+    so structures that hold it may drop it lazily; ``gen`` invalidates stale heap copies.
 
-    request: RequestInfo
-    kind: DecisionKind
-    degradation: Degradation
-    shadowed: tuple[str, ...]
-    enqueued_at: float
-    expires_at: float
-    expiry_reason: Reason
-    seq: int
-    flow: FlowKey
-    """``request.flow``, built once for the DELAY decision and reused at dispatch."""
-    alive: bool = True
-    gen: int = 0
+    A plain class (equal only to itself), so that mypyc builds it natively: a native
+    dataclass is built through the interpreted ``__init__`` that ``dataclasses`` generates."""
+
+    __slots__ = (
+        "alive",
+        "degradation",
+        "enqueued_at",
+        "expires_at",
+        "expiry_reason",
+        "flow",
+        "gen",
+        "kind",
+        "request",
+        "seq",
+        "shadowed",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        request: RequestInfo,
+        kind: DecisionKind,
+        degradation: Degradation,
+        shadowed: tuple[str, ...],
+        enqueued_at: float,
+        expires_at: float,
+        expiry_reason: Reason,
+        seq: int,
+        flow: FlowKey,
+        alive: bool = True,
+        gen: int = 0,
+    ) -> None:
+        self.request = request
+        self.kind = kind
+        self.degradation = degradation
+        self.shadowed = shadowed
+        self.enqueued_at = enqueued_at
+        self.expires_at = expires_at
+        self.expiry_reason = expiry_reason
+        self.seq = seq
+        self.flow = flow
+        """``request.flow``, built once for the DELAY decision and reused at dispatch."""
+        self.alive = alive
+        self.gen = gen
+
+    def __repr__(self) -> str:
+        return (f"QueuedEntry({self.request.request_id!r}, seq={self.seq}, "
+                f"alive={self.alive}, gen={self.gen})")  # fmt: skip
 
 
 Allow = Callable[[QueuedEntry], bool]
@@ -59,18 +94,45 @@ class Verdict:
     retry_after_s: float | None = None
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
 class GateContext:
-    """What a gate may read besides the request. Units: seconds, tokens, tokens/second."""
+    """What a gate may read besides the request. Units: seconds, tokens, tokens/second.
 
-    now: float
-    queued_tokens: int
-    drain_tokens_per_s: float | None
-    exec_p95_s: float | None
-    room_now: bool
-    oldest_queued_s: float | None = None
-    """Seconds the oldest queued request has waited so far; None when nothing is queued."""
+    Read-only, built once per request: a plain class that mypyc builds natively (see
+    ``policies/read_only.py``). Equal only to itself."""
+
+    __slots__ = (
+        "drain_tokens_per_s",
+        "exec_p95_s",
+        "now",
+        "oldest_queued_s",
+        "queued_tokens",
+        "room_now",
+    )
+
+    def __init__(
+        self,
+        now: float,
+        queued_tokens: int,
+        drain_tokens_per_s: float | None,
+        exec_p95_s: float | None,
+        room_now: bool,
+        oldest_queued_s: float | None = None,
+    ) -> None:
+        self.now: Final = now
+        self.queued_tokens: Final = queued_tokens
+        self.drain_tokens_per_s: Final = drain_tokens_per_s
+        self.exec_p95_s: Final = exec_p95_s
+        self.room_now: Final = room_now
+        self.oldest_queued_s: Final = oldest_queued_s
+        """Seconds the oldest queued request has waited so far; None when nothing is queued."""
+
+    def __repr__(self) -> str:
+        names = ("now", "queued_tokens", "drain_tokens_per_s", "exec_p95_s", "room_now",
+                 "oldest_queued_s")  # fmt: skip
+        return f"GateContext({', '.join(f'{n}={getattr(self, n)!r}' for n in names)})"
+
+
+read_only(GateContext)
 
 
 # Users' own policies subclass the contracts in Python, also when the core is compiled.

@@ -22,9 +22,10 @@ from policies.placement import Placement
 from policies.queue_book import QueueBook
 from policies.registry import PolicySet
 from policies.retry_after import drain_seconds, retry_after
-from policies.scheduler_types import NO_DEGRADATION, SchedulerStats, Ticket, make_decision
+from policies.scheduler_types import SchedulerStats, Ticket, make_decision
 from policies.swap import PolicyStates
 from policies.types import (
+    NO_DEGRADATION,
     Clock,
     Decision,
     DecisionKind,

@@ -7,7 +7,15 @@ from dataclasses import dataclass
 
 from policies.quick_init import quick_init
 from policies.registry import PolicySet
-from policies.types import Decision, DecisionKind, Degradation, FlowKey, Reason, RequestInfo
+from policies.types import (
+    NO_DEGRADATION,
+    Decision,
+    DecisionKind,
+    Degradation,
+    FlowKey,
+    Reason,
+    RequestInfo,
+)
 
 
 @quick_init
@@ -44,10 +52,6 @@ class SchedulerStats:
     drain_tokens_per_s: float | None
     charged_tokens: int
     released_tokens: int
-
-
-NO_DEGRADATION = Degradation()
-"""The degradation of a request nothing changed (shared: it is frozen)."""
 
 
 def make_decision(

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Final
 
 from policies.quick_init import quick_init
+from policies.read_only import read_only
 
 Clock = Callable[[], float]
 """Monotonic seconds. The gateway passes ``time.monotonic``; the simulator a virtual clock."""
@@ -143,27 +145,80 @@ class Degradation:
     model: str | None = None
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """The decision object: one per request, frozen, recorded and exposed in headers."""
+NO_DEGRADATION = Degradation()
+"""The degradation of a request nothing changed (shared: it is frozen)."""
 
-    decision: DecisionKind
-    reason: Reason
-    request_id: str
-    tenant: str
-    flow: FlowKey
-    estimate: WorkEstimate
-    policy: str
-    policy_version: str
-    reservation_tokens: int = 0
-    retry_after_s: float | None = None
-    queue_position: int | None = None
-    degradation: Degradation = field(default_factory=Degradation)
-    backend: str | None = None
-    shadowed: tuple[str, ...] = ()
-    """Gates in shadow mode that would have blocked this request."""
+
+DECISION_FIELDS = ("decision", "reason", "request_id", "tenant", "flow", "estimate", "policy",
+                   "policy_version", "reservation_tokens", "retry_after_s", "queue_position",
+                   "degradation", "backend", "shadowed")  # fmt: skip
+"""``Decision``'s fields, in the order of its parameters."""
+
+
+class Decision:
+    """The decision object: one per request, read-only, recorded and exposed in headers.
+
+    A plain class rather than a frozen dataclass, so that mypyc builds it natively (see
+    ``policies/read_only.py``); equality, hashing and ``repr`` go by its fields, in order.
+    """
+
+    __slots__ = DECISION_FIELDS
+
+    def __init__(
+        self,
+        decision: DecisionKind,
+        reason: Reason,
+        request_id: str,
+        tenant: str,
+        flow: FlowKey,
+        estimate: WorkEstimate,
+        policy: str,
+        policy_version: str,
+        reservation_tokens: int = 0,
+        retry_after_s: float | None = None,
+        queue_position: int | None = None,
+        degradation: Degradation = NO_DEGRADATION,
+        backend: str | None = None,
+        shadowed: tuple[str, ...] = (),
+    ) -> None:
+        self.decision: Final = decision
+        self.reason: Final = reason
+        self.request_id: Final = request_id
+        self.tenant: Final = tenant
+        self.flow: Final = flow
+        self.estimate: Final = estimate
+        self.policy: Final = policy
+        self.policy_version: Final = policy_version
+        self.reservation_tokens: Final = reservation_tokens
+        self.retry_after_s: Final = retry_after_s
+        self.queue_position: Final = queue_position
+        self.degradation: Final = degradation
+        self.backend: Final = backend
+        self.shadowed: Final = shadowed
+        """Gates in shadow mode that would have blocked this request."""
+
+    def fields(self) -> tuple[object, ...]:
+        """Every field's value, in the order of ``DECISION_FIELDS``."""
+        return (self.decision, self.reason, self.request_id, self.tenant, self.flow,
+                self.estimate, self.policy, self.policy_version, self.reservation_tokens,
+                self.retry_after_s, self.queue_position, self.degradation, self.backend,
+                self.shadowed)  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Decision):
+            return NotImplemented
+        return self.fields() == other.fields()
+
+    def __hash__(self) -> int:
+        return hash(self.fields())
+
+    def __repr__(self) -> str:
+        pairs = ", ".join(f"{n}={v!r}" for n, v in zip(DECISION_FIELDS, self.fields(), strict=True))
+        return f"Decision({pairs})"
 
     @property
     def admitted(self) -> bool:
         return self.decision in (DecisionKind.ADMIT, DecisionKind.DEGRADE)
+
+
+read_only(Decision)

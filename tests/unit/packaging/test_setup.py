@@ -52,8 +52,8 @@ def test_an_unknown_mode_stops_the_build(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_the_compiled_modules_are_the_decision_core_but_its_python_only_parts() -> None:
     compiled = runpy.run_path(str(REPO / "setup.py"), run_name="setup")["compiled_modules"]()
     assert "policies/scheduler.py" in compiled and "policies/types.py" in compiled
-    for python_only in ("params", "registry", "builtins", "quick_init", "build", "__init__"):
-        assert f"policies/{python_only}.py" not in compiled
+    for name in ("params", "registry", "builtins", "quick_init", "read_only", "build", "__init__"):
+        assert f"policies/{name}.py" not in compiled
     assert all(p.startswith("policies/") for p in compiled)
 
 

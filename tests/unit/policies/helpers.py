@@ -10,8 +10,7 @@ from policies.contracts import QueuedEntry
 from policies.fleet import BackendView, FleetSnapshot, Health
 from policies.registry import PolicySet, build_policy
 from policies.scheduler import Scheduler, Ticket
-from policies.scheduler_types import NO_DEGRADATION
-from policies.types import Decision, DecisionKind, Reason, RequestInfo, WorkEstimate
+from policies.types import NO_DEGRADATION, Decision, DecisionKind, Reason, RequestInfo, WorkEstimate
 
 _ids = itertools.count()
 
