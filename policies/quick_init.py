@@ -3,8 +3,8 @@
 A frozen dataclass's generated ``__init__`` stores every field through
 ``object.__setattr__(self, name, value)`` (it must get past the frozen ``__setattr__``),
 which costs about three times what a plain class's init does. The values a decision makes
-per request (``FlowKey``, ``Ticket``, ``WorkEstimate``, ...) pay that on every call.
-(``Decision`` and ``GateContext`` went further: plain classes made read-only by
+per request (``FlowKey``, ``WorkEstimate``, ``RequestInfo``, ...) pay that on every call.
+(``Decision``, ``GateContext`` and ``Ticket`` went further: plain classes made read-only by
 ``policies/read_only.py``, which mypyc builds natively; a decorated class it does not.)
 ``quick_init`` replaces the generated ``__init__`` with one of the same signature
 (same parameters, defaults and default factories) that stores each field through its slot

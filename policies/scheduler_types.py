@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
-from policies.quick_init import quick_init
+from policies.read_only import read_only
 from policies.registry import PolicySet
 from policies.types import (
     NO_DEGRADATION,
@@ -17,18 +18,51 @@ from policies.types import (
     RequestInfo,
 )
 
+TICKET_FIELDS = ("request_id", "backend", "decision", "dispatched_at", "request")
+"""``Ticket``'s fields, in the order of its parameters."""
 
-@quick_init
-@dataclass(frozen=True, slots=True)
+
 class Ticket:
     """A dispatched request. ``request`` carries any degraded model/max_tokens already
-    applied (see ``decision.degradation``); ``dispatched_at`` is clock seconds."""
+    applied (see ``decision.degradation``); ``dispatched_at`` is clock seconds.
 
-    request_id: str
-    backend: str
-    decision: Decision
-    dispatched_at: float
-    request: RequestInfo
+    Read-only, built once per dispatch: a plain class that mypyc builds natively (see
+    ``policies/read_only.py``); equality, hashing and ``repr`` go by its fields, in order."""
+
+    __slots__ = TICKET_FIELDS
+
+    def __init__(
+        self,
+        request_id: str,
+        backend: str,
+        decision: Decision,
+        dispatched_at: float,
+        request: RequestInfo,
+    ) -> None:
+        self.request_id: Final = request_id
+        self.backend: Final = backend
+        self.decision: Final = decision
+        self.dispatched_at: Final = dispatched_at
+        self.request: Final = request
+
+    def fields(self) -> tuple[object, ...]:
+        """Every field's value, in the order of ``TICKET_FIELDS``."""
+        return (self.request_id, self.backend, self.decision, self.dispatched_at, self.request)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Ticket):
+            return NotImplemented
+        return self.fields() == other.fields()
+
+    def __hash__(self) -> int:
+        return hash(self.fields())
+
+    def __repr__(self) -> str:
+        pairs = ", ".join(f"{n}={v!r}" for n, v in zip(TICKET_FIELDS, self.fields(), strict=True))
+        return f"Ticket({pairs})"
+
+
+read_only(Ticket)
 
 
 @dataclass(frozen=True, slots=True)

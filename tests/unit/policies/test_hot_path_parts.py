@@ -46,7 +46,7 @@ from policies.types import (
 from .helpers import ManualClock, backend, fleet, request
 
 QUICK = [FlowKey, WorkEstimate, Usage, RequestInfo, Degradation, BackendView,
-         FleetSnapshot, Ticket, LadderResult, Verdict]  # fmt: skip
+         FleetSnapshot, LadderResult, Verdict]  # fmt: skip
 
 
 def _generated(cls: type[Any], *args: Any, **kwargs: Any) -> Any:

@@ -1,6 +1,6 @@
-"""``read_only`` value classes (``Decision``, ``GateContext``): attributes that cannot be
-assigned, compiled or not; a decision's equality, hashing and ``repr`` by fields; and a
-refusal of any ``__init__`` whose interpreted replacement would do less than it."""
+"""``read_only`` value classes (``Decision``, ``GateContext``, ``Ticket``): attributes that
+cannot be assigned, compiled or not; equality, hashing and ``repr`` by fields; and a refusal
+of any ``__init__`` whose interpreted replacement would do less than it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from policies.contracts import GateContext
 from policies.read_only import is_native, read_only
+from policies.scheduler_types import TICKET_FIELDS, Ticket
 from policies.types import (
     DECISION_FIELDS,
     NO_DEGRADATION,
@@ -58,6 +59,17 @@ def test_no_attribute_of_a_gate_context_can_be_assigned(name: str) -> None:
     assert repr(ctx).startswith("GateContext(now=1.0, queued_tokens=2, drain_tokens_per_s=3.0")
 
 
+@pytest.mark.parametrize("name", TICKET_FIELDS)
+def test_no_attribute_of_a_ticket_can_be_assigned_and_it_compares_by_fields(name: str) -> None:
+    ticket = Ticket("r1", "b1", _decision(), 1.5, REQ)
+    with pytest.raises(AttributeError):
+        setattr(ticket, name, None)
+    same = Ticket(*ticket.fields())
+    assert same == ticket and hash(same) == hash(ticket) and same is not ticket
+    assert Ticket("r1", "b2", _decision(), 1.5, REQ) != ticket
+    assert repr(ticket).startswith("Ticket(request_id='r1', backend='b1', decision=Decision(")
+
+
 def test_a_decision_has_no_room_for_other_attributes() -> None:
     with pytest.raises(AttributeError):
         _decision().note = "x"  # type: ignore[attr-defined]
@@ -95,7 +107,7 @@ def test_the_interpreted_class_is_made_read_only_and_a_compiled_one_is_left_alon
     import policies.types
 
     compiled = not policies.types.__file__.endswith(".py")
-    for cls in (Decision, GateContext):
+    for cls in (Decision, GateContext, Ticket):
         assert is_native(cls) is compiled
         assert ("__setattr__" in cls.__dict__) is not compiled  # read_only's refusal
 
