@@ -29,6 +29,7 @@ from gateway.app import create_app
 from gateway.auth import key_digest
 from gateway.config import GatewayConfig, LoadedConfig, load_config_bytes
 from gateway.serve import DEMO_KEY
+from policies.build import core
 
 MODEL = "emulated"
 
@@ -146,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         server = uvicorn.Server(config)
         base = f"http://{args.host}:{args.port}"
         print(examples(base), flush=True)
+        print(f"decision core: {core()} (docs/performance.md)", flush=True)
         stop = threading.Event()
         threads = []
         if not args.no_live:
