@@ -33,20 +33,25 @@ _LINE = re.compile(r"^(?P<name>.+?)\s+wall .*\| cpu p50\s+(?P<p50>[\d.]+) p99\s+
 _CORE = re.compile(r"^decision core: (?P<core>\w+)", re.M)
 
 
+def copy_sources(dest: Path) -> Path:
+    """What a wheel is built from (no caches, no compiled leftovers), copied into ``dest``."""
+    dest.mkdir(parents=True)
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            ignore = shutil.ignore_patterns("__pycache__", "*.so")
+            shutil.copytree(ROOT / name, dest / name, ignore=ignore)
+        else:
+            shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
 def build(scratch: Path) -> Path:
     """The compiled package, installed into ``scratch/site`` from a fresh copy of the
     sources (an earlier copy and build there are replaced: a kept directory never measures
     stale code). Returns the directory to put on ``PYTHONPATH``."""
     for part in ("src", "wheel", "site"):
         shutil.rmtree(scratch / part, ignore_errors=True)
-    src = scratch / "src"
-    src.mkdir(parents=True)
-    for name in SOURCES:
-        if (ROOT / name).is_dir():
-            ignore = shutil.ignore_patterns("__pycache__", "*.so")
-            shutil.copytree(ROOT / name, src / name, ignore=ignore)
-        else:
-            shutil.copy2(ROOT / name, src / name)
+    src = copy_sources(scratch / "src")
     print(f"building the compiled wheel in {scratch} ...", flush=True)
     env = {**os.environ, "SLUICEGATE_COMPILE": "1"}
     pip = [sys.executable, "-m", "pip"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import runpy
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -15,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from bench.compiled_core import copy_sources
+
 REPO = Path(__file__).resolve().parents[3]
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "gateway", "policies", "emulator",
-           "simulation")  # fmt: skip
 
 
 def setup_module_with(argv: list[str], monkeypatch: pytest.MonkeyPatch, mode: str | None) -> Any:
@@ -58,14 +57,7 @@ def test_the_compiled_modules_are_the_decision_core_but_its_python_only_parts() 
 
 
 def _wheel(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    src = tmp_path / "src"
-    src.mkdir()
-    for name in SOURCES:
-        if (REPO / name).is_dir():
-            ignore = shutil.ignore_patterns("__pycache__", "*.so")
-            shutil.copytree(REPO / name, src / name, ignore=ignore)
-        else:
-            shutil.copy2(REPO / name, src / name)
+    src = copy_sources(tmp_path / "src")
     cmd = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
            "-w", str(tmp_path / "out"), str(src)]  # fmt: skip
     base = {k: v for k, v in os.environ.items() if k != "SLUICEGATE_COMPILE"}
