@@ -13,7 +13,7 @@ shadows an edit.
 
 The running gateway says which core it loaded (a log line at start and
 ``sluicegate_build_info{core=...}``); ``policies.build.core()`` answers the same question.
-See docs/performance.md ("The compiled core") for what it buys and why these modules.
+See docs/performance.md ("The decision core compiled") for what it buys and why these modules.
 """
 
 from __future__ import annotations
