@@ -44,7 +44,9 @@ class Proc:
     popen: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        env = {**os.environ, "PYTHONPATH": str(REPO), **self.env}
+        # The caller's PYTHONPATH first (e.g. an installed, compiled core), then the checkout.
+        path = [p for p in (os.environ.get("PYTHONPATH", ""), str(REPO)) if p]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), **self.env}
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             self.popen = subprocess.Popen(
