@@ -3,7 +3,7 @@ side by side.
 
     python -m bench.compiled_core [--rounds 3] [--keep DIR] [-- decision_bench args]
 
-Builds the wheel ``pip install .`` builds (``SLUICEGATE_COMPILE=1``: mypyc compiles the
+Builds the wheel ``pip install .`` builds (``scripts/build_core.py``: mypyc compiles the
 decision modules of ``policies/``, see setup.py; ~90 s of gcc on one core) from a copy of
 this checkout, installs it into a scratch directory, then runs ``bench/decision_bench.py``
 alternately on this checkout's sources (interpreted) and on the built package (compiled),
@@ -25,46 +25,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from scripts.build_core import build
+
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "gateway", "policies", "emulator",
-           "simulation")  # fmt: skip
 CALLS = ("submit (queued)", "poll (dispatch 1)", "release", "ref: fixed work")
 _LINE = re.compile(r"^(?P<name>.+?)\s+wall .*\| cpu p50\s+(?P<p50>[\d.]+) p99\s+(?P<p99>[\d.]+)")
 _CORE = re.compile(r"^decision core: (?P<core>\w+)", re.M)
-
-
-def copy_sources(dest: Path) -> Path:
-    """What a wheel is built from (no caches, no compiled leftovers), copied into ``dest``."""
-    dest.mkdir(parents=True)
-    for name in SOURCES:
-        if (ROOT / name).is_dir():
-            ignore = shutil.ignore_patterns("__pycache__", "*.so")
-            shutil.copytree(ROOT / name, dest / name, ignore=ignore)
-        else:
-            shutil.copy2(ROOT / name, dest / name)
-    return dest
-
-
-def build(scratch: Path) -> Path:
-    """The compiled package, installed into ``scratch/site`` from a fresh copy of the
-    sources (an earlier copy and build there are replaced: a kept directory never measures
-    stale code). Returns the directory to put on ``PYTHONPATH``."""
-    for part in ("src", "wheel", "site"):
-        shutil.rmtree(scratch / part, ignore_errors=True)
-    src = copy_sources(scratch / "src")
-    print(f"building the compiled wheel in {scratch} ...", flush=True)
-    env = {**os.environ, "SLUICEGATE_COMPILE": "1"}
-    pip = [sys.executable, "-m", "pip"]
-    _run([*pip, "wheel", "-q", "--no-deps", "-w", str(scratch / "wheel"), str(src)], env)
-    (wheel,) = (scratch / "wheel").glob("*.whl")
-    _run([*pip, "install", "-q", "--no-deps", "--target", str(scratch / "site"), str(wheel)], env)
-    return scratch / "site"
-
-
-def _run(cmd: list[str], env: dict[str, str]) -> None:
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"{' '.join(cmd[:4])} failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
 
 
 def run_bench(path: Path, core: str, args: list[str]) -> dict[str, tuple[float, float]]:

@@ -25,17 +25,10 @@ COMPILED_TIER="${SLUICEGATE_COMPILED_TIER:-1}"
 CORE_DIR="$(mktemp -d)"
 CORE_PID=""
 trap '[ -z "$CORE_PID" ] || kill "$CORE_PID" 2>/dev/null || true; rm -rf "$CORE_DIR"' EXIT
-build_compiled_core() {  # the wheel `pip install .` builds, from a clean copy of the sources
-  mkdir -p "$CORE_DIR/src"
-  cp -r pyproject.toml setup.py README.md gateway policies emulator simulation "$CORE_DIR/src/"
-  find "$CORE_DIR/src" \( -name __pycache__ -o -name '*.so' \) -prune -exec rm -rf {} +
-  SLUICEGATE_COMPILE=1 "$PY" -m pip wheel -q --no-deps -w "$CORE_DIR/wheel" "$CORE_DIR/src"
-  "$PY" -m pip install -q --no-deps --root-user-action=ignore --target "$CORE_DIR/site" \
-    "$CORE_DIR"/wheel/*.whl
-}
 if [ "$COMPILED_TIER" != 0 ]; then
   step "compiled core: building the wheel in the background (log: $CORE_DIR/build.log)"
-  build_compiled_core >"$CORE_DIR/build.log" 2>&1 &
+  # the wheel `pip install .` builds, from a clean copy of the sources, into $CORE_DIR/site
+  "$PY" scripts/build_core.py "$CORE_DIR" >"$CORE_DIR/build.log" 2>&1 &
   CORE_PID=$!
 fi
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bench.compiled_core import copy_sources
+from scripts.build_core import copy_sources
 
 REPO = Path(__file__).resolve().parents[3]
 
