@@ -69,19 +69,18 @@ class BuildCoreOrFallBack(build_ext):
             return
         try:
             super().run()
-        except Exception as exc:
-            _warn(f"compiling the decision core failed ({exc}); installing plain Python")
-            self._drop_built()
-            self.distribution.ext_modules = []
+        except Exception as exc:  # any compiler failure means: plain Python
+            self._fall_back(f"compiling the decision core failed ({exc})")
             return
         if not all(Path(self.get_ext_fullpath(e.name)).exists() for e in self.extensions):
-            _warn("some compiled modules did not build; installing plain Python")
-            self._drop_built()
-            self.distribution.ext_modules = []
+            self._fall_back("some compiled modules did not build")
 
-    def _drop_built(self) -> None:
+    def _fall_back(self, why: str) -> None:
+        """Drop every compiled module that did build, and ship plain Python."""
+        _warn(f"{why}; installing plain Python")
         for ext in self.extensions:
             Path(self.get_ext_fullpath(ext.name)).unlink(missing_ok=True)
+        self.distribution.ext_modules = []
 
     def get_outputs(self) -> list[str]:
         return [o for o in super().get_outputs() if Path(o).exists()]
