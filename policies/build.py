@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import pkgutil
+from functools import cache
 from typing import Literal
 
 import policies
@@ -14,7 +15,8 @@ import policies
 Core = Literal["compiled", "interpreted", "mixed"]
 
 
-def compiled_modules() -> list[str]:
+@cache  # a process's modules do not change; serve, demo and the metrics all ask
+def compiled_modules() -> tuple[str, ...]:
     """The ``policies`` modules that import from a compiled extension (found, not imported)."""
     suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
     found = []
@@ -22,7 +24,7 @@ def compiled_modules() -> list[str]:
         spec = importlib.util.find_spec(f"policies.{mod.name}")
         if spec is not None and spec.origin is not None and spec.origin.endswith(suffixes):
             found.append(mod.name)
-    return sorted(found)
+    return tuple(sorted(found))
 
 
 def core() -> Core:
