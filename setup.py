@@ -30,20 +30,31 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 
 NOT_COMPILED = frozenset({
-    "__init__.py",
     "build.py",  # tells which core loaded: it must stay importable as Python
     "params.py",  # pydantic models: pydantic inspects validators as Python functions
     "registry.py",  # config parsing through pydantic, once per load
-    "builtins.py",  # registration at import
-    "quick_init.py",  # builds __init__s with exec
-    "read_only.py",  # installs methods on classes: a compiled function would not bind as one
+    "plugins.py",  # the table of built-in plugins, read once per load
+    "policy_set.py",  # a dataclass of parameter models, built once per load
+    "native/quick_init.py",  # builds __init__s with exec
+    "native/read_only.py",  # installs methods on classes: a compiled function would not bind as one
 })  # fmt: skip
+"""Modules of ``policies/`` (paths relative to it) that stay Python; so do every package's
+``__init__.py`` and every plugin's parameter model (``*_params.py``, pydantic as above)."""
+
+
+def stays_python(relative: str) -> bool:
+    """Whether ``policies/<relative>`` stays Python in a compiled build."""
+    name = relative.rsplit("/", 1)[-1]
+    return relative in NOT_COMPILED or name == "__init__.py" or name.endswith("_params.py")
 
 
 def compiled_modules(root: Path = ROOT) -> list[str]:
     """The ``policies/`` modules mypyc compiles, as paths relative to ``root``."""
+    policies = root / "policies"
     return sorted(
-        f"policies/{p.name}" for p in (root / "policies").glob("*.py") if p.name not in NOT_COMPILED
+        f"policies/{rel}"
+        for rel in (p.relative_to(policies).as_posix() for p in policies.rglob("*.py"))
+        if not stays_python(rel)
     )
 
 

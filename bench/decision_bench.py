@@ -15,7 +15,7 @@ seconds of the virtual clock (``--scrape-s 0`` rebuilds them for every call: the
 right after each scrape). Snapshots and requests are built outside the timed region.
 
 Each call is timed on its own with ``perf_counter_ns`` and ``thread_time_ns``; the garbage
-collector stays on with the settings ``sluicegate serve`` gives it (``gateway/gc_tuning.py``:
+collector stays on with the settings ``sluicegate serve`` gives it (``commands/gc_tuning.py``:
 startup objects frozen, generation 0 every 50,000 allocations); ``--gc python-default``
 keeps Python's own thresholds instead (generation 0 every 700 allocations).
 
@@ -42,11 +42,11 @@ from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # an installed core comes first
 
-from gateway.gc_tuning import tune_gc
+from commands.gc_tuning import tune_gc
 from policies.build import core
+from policies.engine.scheduler import Scheduler, Ticket
 from policies.fleet import BackendView, FleetSnapshot
 from policies.registry import build_policy
-from policies.scheduler import Scheduler, Ticket
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
 
 POLICY = {

@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                     [
                         sys.executable,
                         "-m",
-                        "gateway.cli",
+                        "commands.cli",
                         "serve",
                         "--config",
                         str(cfg),

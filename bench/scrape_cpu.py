@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from gateway.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget
+from gateway.backends.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget
 
 DUMP = Path(__file__).parent.parent / "tests/fixtures/vllm-0.32-metrics-under-load.txt"
 SERVER = """

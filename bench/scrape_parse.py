@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gateway.scrape.engines import VLLM_0_32
-from gateway.scrape.parse import RawSeries, parse_narrow, parse_reference, wanted_names
-from gateway.scrape.sample import extract
+from gateway.backends.scrape.engines import VLLM_0_32
+from gateway.backends.scrape.parse import RawSeries, parse_narrow, parse_reference, wanted_names
+from gateway.backends.scrape.sample import extract
 
 DEFAULT_DUMP = Path(__file__).parent.parent / "tests/fixtures/vllm-0.32-metrics-under-load.txt"
 

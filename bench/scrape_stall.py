@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from gateway.scrape.engines import VLLM_0_32
-from gateway.scrape.parse import DEFAULT_MAX_SAMPLES, parse_narrow, wanted_names
-from gateway.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget
+from gateway.backends.scrape.engines import VLLM_0_32
+from gateway.backends.scrape.parse import DEFAULT_MAX_SAMPLES, parse_narrow, wanted_names
+from gateway.backends.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget
 
 
 def hostile_body(limit: int) -> bytes:

@@ -26,23 +26,23 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from gateway.admission import Admission, SchedulerLike
-from gateway.auth import Authenticator
-from gateway.backends import BackendPool
-from gateway.config import GatewayConfig, LoadedConfig, policy_version
+from gateway.admission.dispatcher import Admission, SchedulerLike
+from gateway.backends.pool import BackendPool
+from gateway.backends.scrape.exposition import backends_admin, register_backend_metrics
+from gateway.backends.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget
+from gateway.config.reload import Reloader, build_loaded_policy
+from gateway.config.schema import GatewayConfig, LoadedConfig, policy_version
+from gateway.config.yaml_lines import LineIndex
 from gateway.context import Estimator, GatewayContext, Runtime
-from gateway.errors import error_body
-from gateway.inbound import CHAT, COMPLETIONS, request_id_from
-from gateway.metrics import GatewayMetrics, GaugeSample
-from gateway.proxy import handle_completion
-from gateway.records import RecordSink
-from gateway.reload import Reloader, build_loaded_policy
-from gateway.scrape.exposition import backends_admin, register_backend_metrics
-from gateway.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget
-from gateway.yaml_lines import LineIndex
+from gateway.front.auth import Authenticator
+from gateway.front.completions import handle_completion
+from gateway.front.errors import error_body
+from gateway.front.inbound import CHAT, COMPLETIONS, request_id_from
+from gateway.metrics.exporter import GatewayMetrics, GaugeSample
+from gateway.metrics.records import RecordSink
+from policies.engine.scheduler import Scheduler
 from policies.estimate import TokenEstimator
-from policies.registry import PolicySet
-from policies.scheduler import Scheduler
+from policies.policy_set import PolicySet
 from policies.types import Clock
 
 log = logging.getLogger("sluicegate.app")
@@ -66,7 +66,7 @@ def create_app(
     health probes, scraping and file watching (the dispatcher always runs);
     ``batch_records`` logs the decision records of one event-loop turn as one message.
 
-    Raises ``gateway.config.ConfigError`` (every error located) for an invalid policy.
+    Raises ``gateway.config.schema.ConfigError`` (every error located) for an invalid policy.
     """
     loaded = config if isinstance(config, LoadedConfig) else _as_loaded(config)
     scheduler = scheduler or Scheduler(build_loaded_policy(loaded), clock=clock, rng=rng)

@@ -6,12 +6,12 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gateway.admission import Admission
-from gateway.auth import Authenticator
-from gateway.backends import BackendPool
-from gateway.config import LoadedConfig
-from gateway.metrics import GatewayMetrics
-from gateway.records import RecordSink
+from gateway.admission.dispatcher import Admission
+from gateway.backends.pool import BackendPool
+from gateway.config.schema import LoadedConfig
+from gateway.front.auth import Authenticator
+from gateway.metrics.exporter import GatewayMetrics
+from gateway.metrics.records import RecordSink
 from policies.types import Clock, Usage, WorkEstimate
 
 

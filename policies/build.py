@@ -17,13 +17,14 @@ Core = Literal["compiled", "interpreted", "mixed"]
 
 @cache  # a process's modules do not change; serve, demo and the metrics all ask
 def compiled_modules() -> tuple[str, ...]:
-    """The ``policies`` modules that import from a compiled extension (found, not imported)."""
+    """The ``policies`` modules that import from a compiled extension (found, not imported),
+    named relative to ``policies`` (``engine.scheduler``)."""
     suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
     found = []
-    for mod in pkgutil.iter_modules(policies.__path__):
-        spec = importlib.util.find_spec(f"policies.{mod.name}")
+    for mod in pkgutil.walk_packages(policies.__path__, "policies."):
+        spec = importlib.util.find_spec(mod.name)
         if spec is not None and spec.origin is not None and spec.origin.endswith(suffixes):
-            found.append(mod.name)
+            found.append(mod.name.removeprefix("policies."))
     return tuple(sorted(found))
 
 
@@ -33,4 +34,4 @@ def core() -> Core:
     compiled = compiled_modules()
     if not compiled:
         return "interpreted"
-    return "compiled" if "scheduler" in compiled and "types" in compiled else "mixed"
+    return "compiled" if "engine.scheduler" in compiled and "types" in compiled else "mixed"

@@ -18,9 +18,9 @@ from typing import Any, ClassVar, Final, Generic, TypeVar
 from mypy_extensions import mypyc_attr
 
 from policies.fleet import BackendView
+from policies.native.quick_init import quick_init
+from policies.native.read_only import read_only
 from policies.params import NoParams, Params
-from policies.quick_init import quick_init
-from policies.read_only import read_only
 from policies.types import DecisionKind, Degradation, FlowKey, Reason, RequestInfo, Usage
 
 S = TypeVar("S")
@@ -98,7 +98,7 @@ class GateContext:
     """What a gate may read besides the request. Units: seconds, tokens, tokens/second.
 
     Read-only, built once per request: a plain class that mypyc builds natively (see
-    ``policies/read_only.py``). Equal only to itself."""
+    ``policies/native/read_only.py``). Equal only to itself."""
 
     __slots__ = (
         "drain_tokens_per_s",

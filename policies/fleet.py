@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from policies.quick_init import quick_init
+from policies.native.quick_init import quick_init
 
 
 class Health(str, enum.Enum):  # noqa: UP042

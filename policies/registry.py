@@ -10,15 +10,18 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from policies.contracts import Discipline, Fairness, Gate, Limit, NamedGate, Plugin
-from policies.params import HeadroomParams, LadderParams, QueueParams, RetryAfterParams
+from policies.engine.headroom_params import HeadroomParams
+from policies.engine.queue_params import QueueParams
+from policies.engine.retry_after_params import RetryAfterParams
+from policies.ladder.ladder_params import LadderParams
+from policies.plugins import BUILTIN, Role
+from policies.policy_set import PolicySet
 
-Role = Literal["limit", "fairness", "discipline", "gate"]
 Loc = tuple[str | int, ...]
 _ROLE_BASE: dict[Role, type] = {
     "limit": Limit,
@@ -26,7 +29,9 @@ _ROLE_BASE: dict[Role, type] = {
     "discipline": Discipline,
     "gate": Gate,
 }
-_REGISTRY: dict[Role, dict[str, type[Plugin[Any, Any]]]] = {r: {} for r in _ROLE_BASE}
+_REGISTRY: dict[Role, dict[str, type[Plugin[Any, Any]]]] = {
+    role: {cls.type_name: cls for cls in classes} for role, classes in BUILTIN.items()
+}
 DEFAULTS: dict[Role, str] = {
     "limit": "server_signals",
     "fairness": "vtc",
@@ -47,6 +52,8 @@ class PolicyConfigError(Exception):
 
 
 def register(role: Role) -> Callable[[T], T]:
+    """Add a plugin of the user's own under its ``type_name`` (a class decorator)."""
+
     def add(cls: T) -> T:
         if not issubclass(cls, _ROLE_BASE[role]):
             raise TypeError(f"{cls.__name__} is not a {role}")
@@ -57,24 +64,7 @@ def register(role: Role) -> Callable[[T], T]:
 
 
 def registered(role: Role) -> Mapping[str, type[Plugin[Any, Any]]]:
-    _load_builtins()
     return dict(_REGISTRY[role])
-
-
-@dataclass(frozen=True)
-class PolicySet:
-    """A built, validated policy: parameters only, no state."""
-
-    name: str
-    version: str
-    limit: Limit[Any, Any]
-    fairness: Fairness[Any, Any]
-    discipline: Discipline[Any, Any]
-    gates: tuple[NamedGate, ...] = ()
-    queue: QueueParams = field(default_factory=QueueParams)
-    ladder: LadderParams = field(default_factory=LadderParams)
-    retry_after: RetryAfterParams = field(default_factory=RetryAfterParams)
-    headroom: HeadroomParams = field(default_factory=HeadroomParams)
 
 
 _TOP_KEYS = {"name", "limit", "fairness", "queue", "gates", "ladder", "retry_after", "headroom"}
@@ -82,7 +72,6 @@ _TOP_KEYS = {"name", "limit", "fairness", "queue", "gates", "ladder", "retry_aft
 
 def build_policy(raw: Mapping[str, Any] | None) -> PolicySet:
     """Validate and build ``raw`` (the ``policy:`` mapping; None or {} = defaults)."""
-    _load_builtins()
     raw = {} if raw is None else raw
     errors: list[tuple[Loc, str]] = []
     if not isinstance(raw, Mapping):
@@ -177,8 +166,3 @@ def _gates(raw: Any, errors: list[tuple[Loc, str]]) -> tuple[NamedGate, ...]:
             built.append(NamedGate(name, gate, shadow is True))
         names.add(str(name))
     return tuple(built)
-
-
-def _load_builtins() -> None:
-    """Import the built-in policy modules once; each registers itself."""
-    import policies.builtins  # noqa: F401

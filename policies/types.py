@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from policies.quick_init import quick_init
-from policies.read_only import read_only
+from policies.native.quick_init import quick_init
+from policies.native.read_only import read_only
 
 Clock = Callable[[], float]
 """Monotonic seconds. The gateway passes ``time.monotonic``; the simulator a virtual clock."""
@@ -159,7 +159,7 @@ class Decision:
     """The decision object: one per request, read-only, recorded and exposed in headers.
 
     A plain class rather than a frozen dataclass, so that mypyc builds it natively (see
-    ``policies/read_only.py``); equality, hashing and ``repr`` go by its fields, in order.
+    ``policies/native/read_only.py``); equality, hashing and ``repr`` go by its fields, in order.
     """
 
     __slots__ = DECISION_FIELDS

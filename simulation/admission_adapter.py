@@ -1,4 +1,4 @@
-"""``policies.scheduler.Scheduler`` behind the simulator's admission port.
+"""``policies.engine.scheduler.Scheduler`` behind the simulator's admission port.
 
 The simulator plays the gateway: it builds the ``RequestInfo`` the gateway would build
 (estimated, never actual, output tokens), keeps the tickets, and releases each one with
@@ -10,10 +10,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from policies.engine.scheduler import Scheduler, Ticket
 from policies.estimate import TokenEstimator
 from policies.fleet import FleetSnapshot
 from policies.registry import build_policy
-from policies.scheduler import Scheduler, Ticket
 from policies.types import Clock, Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
 from simulation.ports import Deferred, Dispatched, Queued, Verdict
 

@@ -1,7 +1,7 @@
 """The two seams the simulator drives: an engine and an admission policy.
 
 Production code sits behind both: ``engine_adapter`` wraps the emulator's engine model and
-``admission_adapter`` wraps ``policies.scheduler.Scheduler``. The seams exist so the
+``admission_adapter`` wraps ``policies.engine.scheduler.Scheduler``. The seams exist so the
 event loop reads as the protocol it is, not as one library's spelling of it.
 """
 

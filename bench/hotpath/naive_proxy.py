@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from gateway.forward_pool import UpstreamPool
+from gateway.forward.connection_pool import UpstreamPool
 
 UPSTREAM = os.environ.get("NAIVE_UPSTREAM", "http://127.0.0.1:18000")
 FAST = os.environ.get("NAIVE_CLIENT") == "pool"

@@ -21,11 +21,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from gateway.disconnect import DisconnectWatch
-from gateway.inbound import loads_as_json
-from gateway.metrics import QUEUE_WAIT_BUCKETS
-from gateway.relay import wait_disconnect
-from gateway.tally import CounterTally, HistogramTally
+from gateway.forward.streaming_response import wait_disconnect
+from gateway.front.disconnect import DisconnectWatch
+from gateway.front.inbound import loads_as_json
+from gateway.metrics.exporter import QUEUE_WAIT_BUCKETS
+from gateway.metrics.tally import CounterTally, HistogramTally
 
 BODY = b'{"model":"fake","messages":[{"role":"user","content":"hello bench"}],"max_tokens":16}'
 LABELS = ("admit", "capacity_available", "acme", "interactive")

@@ -199,7 +199,8 @@ class Naive(Setup):
         wait_http(proc, "127.0.0.1", self.port)
 
     def version(self) -> str:
-        client = "gateway.forward_pool.UpstreamPool" if self.name == "naive-pool" else "httpx"
+        pool = "gateway.forward.connection_pool.UpstreamPool"
+        client = pool if self.name == "naive-pool" else "httpx"
         return f"FastAPI + {client}, uvicorn (httptools, uvloop)"
 
 

@@ -28,9 +28,9 @@ from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.app import create_app
-from gateway.auth import key_digest
-from gateway.config import GatewayConfig
+from gateway.config.schema import GatewayConfig
 from gateway.context import GatewayContext
+from gateway.front.auth import key_digest
 
 REPO = Path(__file__).resolve().parents[2]
 PRESETS = REPO / "presets"
@@ -189,7 +189,7 @@ def cli_process(*argv: str, stderr: int = subprocess.DEVNULL) -> Iterator[subpro
     """``sluicegate ARGV`` as a child process (``stderr``: DEVNULL, or PIPE to read it). At
     exit, one still running gets SIGTERM, then SIGKILL after 10 s; a piped stderr is closed."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", *argv], stdout=subprocess.DEVNULL, stderr=stderr
+        [sys.executable, "-m", "commands.cli", *argv], stdout=subprocess.DEVNULL, stderr=stderr
     )
     try:
         yield proc

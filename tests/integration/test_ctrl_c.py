@@ -13,8 +13,8 @@ import httpx
 import pytest
 import yaml
 
+from commands.serve import DEMO_KEY
 from emulator.embedded import EmbeddedEmulator
-from gateway.serve import DEMO_KEY
 from scripts.vllm.serve import free_port
 from tests.integration.harness import (
     api_key,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from emulator.embedded import EmbeddedEmulator
-from policies import observe
+from policies.engine import observe
 from tests.integration.conftest import StartEmulator
 from tests.integration.harness import (
     chat_body,

@@ -42,7 +42,7 @@ class GatewayProcess:
         path = config_dir / f"gateway-{port}.yaml"
         path.write_text(yaml.safe_dump(full, sort_keys=False))
         log_path = Path(tempfile.mkstemp(prefix=f"sluicegate-{port}-", suffix=".log")[1])
-        argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(path)]
+        argv = [sys.executable, "-m", "commands.cli", "serve", "--config", str(path)]
         with log_path.open("wb") as log:
             process = subprocess.Popen(
                 [*argv, "--log-level", "warning"],

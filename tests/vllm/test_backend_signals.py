@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway import diagnose
+from commands import diagnose
 from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer
 from tests.vllm.gateway_process import GatewayProcess
 from tests.vllm.live_metrics import bucket_counts, bucket_holding, kv_cache_tokens, occupied_range

@@ -8,8 +8,8 @@ import os
 import httpx
 import pytest
 
-from gateway.scrape.engines import VLLM_0_32
-from gateway.scrape.parse import parse_narrow, parse_reference, wanted_names
+from gateway.backends.scrape.engines import VLLM_0_32
+from gateway.backends.scrape.parse import parse_narrow, parse_reference, wanted_names
 from scripts.vllm.engine_affinity import ENGINE_CORE, WORKER, group_processes
 from scripts.vllm.serve import VllmServer
 from tests.vllm.support import OpenSdk, tokens_per_text_chunk

@@ -18,7 +18,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.app import create_app
-from gateway.config import GatewayConfig
+from gateway.config.schema import GatewayConfig
 from tests.unit.gateway.fakes import API_KEY, FakeBackend, FakeFleet, make_config
 
 REPO = Path(__file__).parents[3]

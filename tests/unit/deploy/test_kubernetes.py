@@ -11,9 +11,9 @@ import httpx
 import pytest
 import yaml
 
+from commands.check_config import check_file
 from gateway.app import create_app
-from gateway.config import load_config
-from gateway.config_check import check_file
+from gateway.config.schema import load_config
 from tests.unit.deploy.conftest import DEPLOY, REPO, app_paths
 from tests.unit.gateway.fakes import FakeBackend, FakeFleet
 

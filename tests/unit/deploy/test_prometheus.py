@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from gateway.config import load_config
-from policies.params import QueueParams
+from gateway.config.schema import load_config
+from policies.engine.queue_params import QueueParams
 from tests.unit.deploy.conftest import DEPLOY, REPO, app_paths
 from tests.unit.deploy.promql import unknown_names
 from tests.unit.gateway.fakes import make_config

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from gateway.config import GatewayConfig
+from gateway.config.schema import GatewayConfig
 from policies.types import Reason
 from tests.unit.deploy.conftest import REPO
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from commands.demo import demo_config, live_line
+from commands.serve import DEMO_KEY
 from emulator.embedded import EmulatorFleet
-from gateway.auth import key_digest
-from gateway.demo import demo_config, live_line
-from gateway.serve import DEMO_KEY
+from gateway.front.auth import key_digest
 from tests.integration.conftest import StartEmulator
 
 GATEWAY_METRICS = """\

@@ -13,7 +13,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from gateway.app import create_app
-from gateway.config import GatewayConfig
+from gateway.config.schema import GatewayConfig
 from gateway.context import GatewayContext
 from tests.unit.gateway.fakes import API_KEY, FakeBackend, FakeFleet, make_config
 

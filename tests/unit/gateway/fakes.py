@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from gateway.auth import key_digest
-from gateway.config import GatewayConfig
+from gateway.config.schema import GatewayConfig
+from gateway.front.auth import key_digest
 
 API_KEY = "sk-test-acme"
 OTHER_KEY = "sk-test-beta"

@@ -183,7 +183,7 @@ async def test_client_request_id_is_echoed_and_generated_when_absent(config, fle
 
 
 def test_invalid_policy_section_fails_create_app_with_locations() -> None:
-    from gateway.config import ConfigError
+    from gateway.config.schema import ConfigError
 
     config = make_config(policy={"limit": {"type": "fixed", "max_in_flight": -1}})
     with pytest.raises(ConfigError) as info:

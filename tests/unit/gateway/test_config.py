@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import ConfigError, load_config, load_config_bytes
-from gateway.config_check import check_file, main
+from commands.check_config import check_file, main
+from gateway.config.schema import ConfigError, load_config, load_config_bytes
 
 BAD = """\
 server:
@@ -78,7 +78,7 @@ def test_version_is_a_hash_of_the_bytes(tmp_path: Path) -> None:
 
 
 def test_serve_refuses_an_invalid_config(tmp_path: Path, capsys) -> None:
-    from gateway.serve import main as serve
+    from commands.serve import main as serve
 
     bad = tmp_path / "bad.yaml"
     bad.write_text(BAD)

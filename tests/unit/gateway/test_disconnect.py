@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gateway.disconnect import DisconnectWatch
+from gateway.front.disconnect import DisconnectWatch
 
 
 class Client:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from gateway.backends import BackendPool
-from gateway.config import HealthConfig
-from gateway.forward import upstream_body
+from gateway.backends.pool import BackendPool
+from gateway.config.schema import HealthConfig
+from gateway.forward.upstream import upstream_body
 from policies.fleet import Health
 from tests.unit.gateway.conftest import auth, in_process
 from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config

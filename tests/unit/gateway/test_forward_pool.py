@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from gateway.backends import BackendPool
-from gateway.config import BackendConfig, HealthConfig
-from gateway.forward_pool import UpstreamPool
+from gateway.backends.pool import BackendPool
+from gateway.config.schema import BackendConfig, HealthConfig
+from gateway.forward.connection_pool import UpstreamPool
 from tests.unit.gateway.conftest import wait_until
 
 OK_BODY = b'{"ok":true}'

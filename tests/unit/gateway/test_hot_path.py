@@ -16,16 +16,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.responses import Response
 
-from gateway.admission import Admission
+from gateway.admission.dispatcher import Admission
 from gateway.app import create_app
-from gateway.backends import SNAPSHOT_MAX_AGE_S, BackendPool
-from gateway.config import BackendConfig, GatewayConfig, HealthConfig
-from gateway.forward import SseRelay, usage_from, usage_from_body
-from gateway.inbound import header_map
-from gateway.json_encode import json_encoder
-from gateway.records import RecordSink, RequestRecord
-from gateway.relay import race
-from gateway.responses import UpstreamAnswer
+from gateway.backends.pool import SNAPSHOT_MAX_AGE_S, BackendPool
+from gateway.config.schema import BackendConfig, GatewayConfig, HealthConfig
+from gateway.forward.streaming_response import race
+from gateway.forward.upstream import SseRelay, usage_from, usage_from_body
+from gateway.front.inbound import header_map
+from gateway.front.json_encode import json_encoder
+from gateway.front.responses import UpstreamAnswer
+from gateway.metrics.records import RecordSink, RequestRecord
 from policies.fleet import FleetSnapshot, Health
 from policies.types import (
     Decision,

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from starlette.requests import ClientDisconnect, Request
 
-from gateway.errors import ApiError
-from gateway.proxy import read_body
+from gateway.front.completions import read_body
+from gateway.front.errors import ApiError
 
 
 def _request(*messages: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None) -> Any:

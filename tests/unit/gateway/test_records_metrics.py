@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-import policies.scheduler
-from gateway.auth import key_digest
+import policies.engine.scheduler
+from gateway.front.auth import key_digest
 from tests.unit.gateway.conftest import auth, in_process
 from tests.unit.gateway.fakes import API_KEY, OTHER_KEY, FakeFleet, make_config
 
@@ -122,7 +122,7 @@ async def test_every_request_ends_in_exactly_one_record(config, fleet, caplog) -
 
 
 async def test_build_info_says_which_core_the_scheduler_came_from(config, fleet) -> None:
-    compiled = not policies.scheduler.__file__.endswith(".py")  # an extension module: .so
+    compiled = not policies.engine.scheduler.__file__.endswith(".py")  # an extension module: .so
     async with in_process(config, fleet) as h:
         text = h.ctx.metrics.exposition().decode()
     (line,) = [ln for ln in text.splitlines() if ln.startswith("sluicegate_build_info{")]

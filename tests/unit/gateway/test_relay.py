@@ -7,8 +7,8 @@ import asyncio
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from gateway.forward import SseRelay
-from gateway.relay import RelayResponse
+from gateway.forward.streaming_response import RelayResponse
+from gateway.forward.upstream import SseRelay
 
 SCOPE = {"type": "http", "asgi": {"spec_version": "2.4"}}
 

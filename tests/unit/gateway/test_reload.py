@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
-from gateway.auth import key_digest
-from gateway.config import load_config
+from gateway.config.schema import load_config
+from gateway.front.auth import key_digest
 from tests.unit.gateway.conftest import auth, in_process, over_loopback, wait_until
 from tests.unit.gateway.fakes import API_KEY, FakeFleet
 

@@ -13,8 +13,8 @@ import re
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from gateway.metrics import QUEUE_WAIT_BUCKETS
-from gateway.tally import CounterTally, HistogramTally
+from gateway.metrics.exporter import QUEUE_WAIT_BUCKETS
+from gateway.metrics.tally import CounterTally, HistogramTally
 
 _CREATED = re.compile(r"^(\S+_created(?:\{.*\})?) \S+$")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gateway.forward import upstream_body
+from gateway.forward.upstream import upstream_body
 
 RAW = b'{ "model": "m",  "messages": [{"role": "user", "content": "hi"}], "max_tokens": 32 }'
 BODY = json.loads(RAW)

@@ -50,8 +50,20 @@ def test_an_unknown_mode_stops_the_build(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_the_compiled_modules_are_the_decision_core_but_its_python_only_parts() -> None:
     compiled = runpy.run_path(str(REPO / "setup.py"), run_name="setup")["compiled_modules"]()
-    assert "policies/scheduler.py" in compiled and "policies/types.py" in compiled
-    for name in ("params", "registry", "builtins", "quick_init", "read_only", "build", "__init__"):
+    assert "policies/engine/scheduler.py" in compiled and "policies/types.py" in compiled
+    stays = (
+        "params",
+        "registry",
+        "plugins",
+        "policy_set",
+        "native/quick_init",
+        "native/read_only",
+        "build",
+        "__init__",
+        "engine/__init__",
+        "gates/quota_params",
+    )
+    for name in stays:
         assert f"policies/{name}.py" not in compiled
     assert all(p.startswith("policies/") for p in compiled)
 
@@ -74,7 +86,7 @@ def test_without_a_c_compiler_a_regular_install_is_plain_python(tmp_path: Path) 
     done = _wheel(tmp_path, {"CC": "false"})  # a compiler that fails every file
     assert done.returncode == 0, done.stderr[-3000:]
     members = _members(tmp_path)
-    assert "policies/scheduler.py" in members
+    assert "policies/engine/scheduler.py" in members
     assert not [m for m in members if m.endswith(".so")], "a half-compiled core was kept"
     assert "installing plain Python" in done.stdout + done.stderr
     assert [w.name.endswith("-py3-none-any.whl") for w in (tmp_path / "out").glob("*.whl")] == [

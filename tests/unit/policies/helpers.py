@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from policies.contracts import QueuedEntry
+from policies.engine.scheduler import Scheduler, Ticket
 from policies.fleet import BackendView, FleetSnapshot, Health
-from policies.registry import PolicySet, build_policy
-from policies.scheduler import Scheduler, Ticket
+from policies.policy_set import PolicySet
+from policies.registry import build_policy
 from policies.types import NO_DEGRADATION, Decision, DecisionKind, Reason, RequestInfo, WorkEstimate
 
 _ids = itertools.count()

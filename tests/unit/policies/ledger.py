@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from policies.engine.scheduler import Scheduler, Ticket
 from policies.fleet import FleetSnapshot
-from policies.scheduler import Scheduler, Ticket
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
 
 from .helpers import ManualClock

@@ -8,8 +8,8 @@ import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from policies.engine.scheduler import Scheduler, Ticket
 from policies.fleet import FleetSnapshot
-from policies.scheduler import Scheduler, Ticket
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
 
 from .helpers import ManualClock

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import math
 
-from policies.params import CodelParams
-from policies.queue_codel import Codel, CodelState
+from policies.disciplines.codel import Codel, CodelState
+from policies.disciplines.codel_params import CodelParams
 
 TARGET, INTERVAL = 1.0, 10.0
 

@@ -9,11 +9,12 @@ import random
 import pytest
 
 from policies.contracts import GateContext
-from policies.gate_codel_admission import CodelAdmission
-from policies.params import CodelAdmissionParams, CodelParams
-from policies.queue_codel import Codel, CodelState
+from policies.disciplines.codel import Codel, CodelState
+from policies.disciplines.codel_params import CodelParams
+from policies.engine.scheduler import Scheduler, Ticket
+from policies.gates.codel_admission import CodelAdmission
+from policies.gates.codel_admission_params import CodelAdmissionParams
 from policies.registry import build_policy
-from policies.scheduler import Scheduler, Ticket
 from policies.types import DecisionKind, Outcome, Reason, RequestInfo, Usage, WorkEstimate
 
 from .helpers import ManualClock, backend, fleet, request

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from policies.contracts import Plugin
-from policies.registry import PolicyConfigError, Role, build_policy, registered
-from policies.scheduler import Scheduler
+from policies.engine.scheduler import Scheduler
+from policies.plugins import Role
+from policies.registry import PolicyConfigError, build_policy, registered
 from policies.types import Outcome, Usage
 
 from .helpers import ManualClock, backend, fleet, request

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from policies.scheduler import Scheduler, Ticket
+from policies.engine.scheduler import Scheduler, Ticket
 from policies.types import Decision, DecisionKind, Outcome, Reason, Usage
 
 from .helpers import ManualClock, backend, fleet, request, scheduler

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from policies.headroom import may_take_slot
-from policies.params import HeadroomParams
-from policies.scheduler import Ticket
+from policies.engine.headroom import may_take_slot
+from policies.engine.headroom_params import HeadroomParams
+from policies.engine.scheduler import Ticket
 from policies.types import Decision, Outcome
 
 from .helpers import ManualClock, backend, fleet, request, scheduler

@@ -17,19 +17,20 @@ from hypothesis import strategies as st
 
 from policies.build import core
 from policies.contracts import BackendLoad, Gate, GateContext, NamedGate, Verdict
+from policies.engine.flow_keys import FlowKeys
+from policies.engine.gate_chain import GateChain
+from policies.engine.observe import DrainMeter, ExecQuantiles, cost_class
+from policies.engine.placement import Placement
+from policies.engine.routing import least_loaded, least_loaded_within, pick_within
+from policies.engine.scheduler import Scheduler, Ticket
+from policies.engine.scheduler_types import make_decision
 from policies.fleet import BackendView, FleetSnapshot, Health
-from policies.flow_keys import FlowKeys
-from policies.gate_chain import GateChain
-from policies.ladder import LadderResult
-from policies.limit_signals import ServerSignals
-from policies.observe import DrainMeter, ExecQuantiles, cost_class
-from policies.params import NoParams, ServerSignalsParams
-from policies.placement import Placement
-from policies.quick_init import quick_init
+from policies.ladder.ladder import LadderResult
+from policies.limits.server_signals import ServerSignals
+from policies.limits.server_signals_params import ServerSignalsParams
+from policies.native.quick_init import quick_init
+from policies.params import NoParams
 from policies.registry import build_policy
-from policies.routing import least_loaded, least_loaded_within, pick_within
-from policies.scheduler import Scheduler, Ticket
-from policies.scheduler_types import make_decision
 from policies.types import (
     DECISION_FIELDS,
     Decision,

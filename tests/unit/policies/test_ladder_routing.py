@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from policies.routing import home_backend
-from policies.scheduler import Ticket
+from policies.engine.routing import home_backend
+from policies.engine.scheduler import Ticket
 from policies.types import Decision, Outcome, Reason
 
 from .helpers import ManualClock, backend, fleet, request, scheduler

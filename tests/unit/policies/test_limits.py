@@ -10,10 +10,11 @@ import dataclasses
 import random
 
 from policies.contracts import BackendLoad, Limit
+from policies.engine.scheduler import Scheduler, Ticket
 from policies.fleet import BackendView, FleetSnapshot
 from policies.params import NoParams
-from policies.registry import PolicySet, build_policy
-from policies.scheduler import Scheduler, Ticket
+from policies.policy_set import PolicySet
+from policies.registry import build_policy
 from policies.types import Outcome
 
 from .helpers import ManualClock, backend, fleet, request

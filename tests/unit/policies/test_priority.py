@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from policies.engine.scheduler import Scheduler, Ticket
 from policies.fleet import FleetSnapshot
-from policies.scheduler import Scheduler, Ticket
 from policies.types import Outcome
 
 from .helpers import ManualClock, backend, fleet, request, scheduler

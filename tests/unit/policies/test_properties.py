@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policies.engine.scheduler import Scheduler, Ticket
 from policies.registry import build_policy
-from policies.scheduler import Scheduler, Ticket
 from policies.types import Outcome, Usage
 
 from .helpers import ManualClock, backend, fleet, request

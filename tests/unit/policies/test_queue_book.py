@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.contracts import QueuedEntry
-from policies.queue_book import QueueBook
+from policies.engine.queue_book import QueueBook
 
 from .helpers import queued_entry as entry
 

@@ -9,8 +9,8 @@ from typing import Final
 import pytest
 
 from policies.contracts import GateContext
-from policies.read_only import is_native, read_only
-from policies.scheduler_types import TICKET_FIELDS, Ticket
+from policies.engine.scheduler_types import TICKET_FIELDS, Ticket
+from policies.native.read_only import is_native, read_only
 from policies.types import (
     DECISION_FIELDS,
     NO_DEGRADATION,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.scheduler import DuplicateRequestId, Ticket
+from policies.engine.scheduler import DuplicateRequestId, Ticket
 from policies.types import Decision, DecisionKind, Outcome, Reason, Usage
 
 from .helpers import ManualClock, backend, down, fleet, request, scheduler

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from policies.engine.scheduler import Ticket
 from policies.registry import build_policy
-from policies.scheduler import Ticket
 from policies.types import Decision, Outcome
 
 from .helpers import ManualClock, backend, fleet, request, scheduler

@@ -8,9 +8,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policies.engine.scheduler import Scheduler, Ticket
 from policies.fleet import FleetSnapshot
 from policies.registry import build_policy
-from policies.scheduler import Scheduler, Ticket
 from policies.types import Outcome, RequestInfo, Usage
 
 from .helpers import ManualClock, backend, fleet, request

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from gateway.scrape.derive import (
+from gateway.backends.scrape.derive import (
     capacity,
     counter_delta,
     gain_bound,
@@ -12,9 +12,9 @@ from gateway.scrape.derive import (
     phase_breakdown,
     quantile,
 )
-from gateway.scrape.engines import VLLM_0_32
-from gateway.scrape.parse import parse_narrow, wanted_names
-from gateway.scrape.sample import Histogram, extract
+from gateway.backends.scrape.engines import VLLM_0_32
+from gateway.backends.scrape.parse import parse_narrow, wanted_names
+from gateway.backends.scrape.sample import Histogram, extract
 
 INF = math.inf
 

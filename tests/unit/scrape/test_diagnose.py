@@ -6,8 +6,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.diagnose import live, load_fleet, main
-from gateway.scrape.scraper import ScrapeTarget
+from commands.diagnose import live, load_fleet, main
+from gateway.backends.scrape.scraper import ScrapeTarget
 from tests.unit.scrape.conftest import FIXTURES
 
 UNDER_LOAD = FIXTURES / "vllm-0.32-metrics-under-load.txt"

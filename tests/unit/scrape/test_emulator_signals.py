@@ -11,10 +11,10 @@ import pytest
 from emulator.engine import Engine
 from emulator.metrics import EmulatorMetrics
 from emulator.profile import load_profile
-from gateway.scrape.engines import VLLM_0_32
-from gateway.scrape.parse import parse_narrow, wanted_names
-from gateway.scrape.sample import MetricsSample, extract
-from gateway.scrape.signals import Observation, SignalWindow
+from gateway.backends.scrape.engines import VLLM_0_32
+from gateway.backends.scrape.parse import parse_narrow, wanted_names
+from gateway.backends.scrape.sample import MetricsSample, extract
+from gateway.backends.scrape.signals import Observation, SignalWindow
 
 WANTED = wanted_names(VLLM_0_32)
 

@@ -5,8 +5,8 @@ import json
 import httpx
 from prometheus_client import CollectorRegistry, generate_latest
 
-from gateway.scrape.exposition import backends_admin, register_backend_metrics
-from gateway.scrape.scraper import MetricsScraper, ScrapeTarget
+from gateway.backends.scrape.exposition import backends_admin, register_backend_metrics
+from gateway.backends.scrape.scraper import MetricsScraper, ScrapeTarget
 from policies.fleet import Health
 from tests.unit.scrape.conftest import FakeClock
 

@@ -6,7 +6,7 @@ import re
 
 import httpx
 
-from gateway.scrape.scraper import MetricsScraper, ScrapeTarget
+from gateway.backends.scrape.scraper import MetricsScraper, ScrapeTarget
 from policies.contracts import BackendLoad
 from policies.fleet import BackendView
 from policies.registry import build_policy

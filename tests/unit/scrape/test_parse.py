@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.scrape.engines import ENGINES, SGLANG, VLLM_0_32
-from gateway.scrape.parse import parse_narrow, parse_reference, wanted_names
-from gateway.scrape.sample import extract
+from gateway.backends.scrape.engines import ENGINES, SGLANG, VLLM_0_32
+from gateway.backends.scrape.parse import parse_narrow, parse_reference, wanted_names
+from gateway.backends.scrape.sample import extract
 
 WANTED = wanted_names(VLLM_0_32)
 

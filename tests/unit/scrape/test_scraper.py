@@ -7,7 +7,12 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget, first_delays
+from gateway.backends.scrape.scraper import (
+    MetricsScraper,
+    ScrapeSettings,
+    ScrapeTarget,
+    first_delays,
+)
 from tests.unit.scrape.conftest import FakeClock
 
 URL = "http://backend-a.test/metrics"

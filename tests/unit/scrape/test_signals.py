@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from gateway.scrape.sample import Histogram, MetricsSample
-from gateway.scrape.signals import Observation, SignalWindow
-from gateway.scrape.view import VIEW_FIELDS, view_fields
+from gateway.backends.scrape.sample import Histogram, MetricsSample
+from gateway.backends.scrape.signals import Observation, SignalWindow
+from gateway.backends.scrape.view import VIEW_FIELDS, view_fields
 from policies.fleet import BackendView
 
 INF = math.inf

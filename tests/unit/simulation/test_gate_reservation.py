@@ -1,14 +1,14 @@
-"""The reservation gate that the beyond-the-seed preset uses (policies/gate_reservation.py)."""
+"""The reservation gate that the beyond-the-seed preset uses (policies/gates/reservation.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from policies.contracts import GateContext, Verdict
-from policies.gate_reservation import ReservationState, WaitReservation
-from policies.params import ReservationParams
+from policies.engine.scheduler import Scheduler, Ticket
+from policies.gates.reservation import ReservationState, WaitReservation
+from policies.gates.reservation_params import ReservationParams
 from policies.registry import build_policy
-from policies.scheduler import Scheduler, Ticket
 from policies.types import DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request
 

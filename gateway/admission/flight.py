@@ -1,0 +1,97 @@
+"""One request's way through the gateway, ending in exactly one terminal outcome.
+
+``finish`` is idempotent: it releases the ticket (if any), corrects the estimator, counts
+metrics and writes the decision record, once. Latencies handed to the scheduler are
+measured from dispatch (the backend's share); the record's are measured from arrival.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.context import GatewayContext
+from gateway.metrics.records import RequestRecord
+from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
+
+
+class Flight:
+    def __init__(
+        self, ctx: GatewayContext, record: RequestRecord, request: RequestInfo | None = None
+    ) -> None:
+        self.ctx = ctx
+        self.record = record
+        self.request = request
+        self.prompt_chars = 0
+        self.ticket: Any = None
+        self.decision: Decision | None = None
+        self.queue_position: int | None = None
+        self.enqueued_at: float | None = None
+        self.first_byte_at: float | None = None
+        self.done = False
+
+    def decided(self, decision: Decision) -> None:
+        """Every decision object the scheduler hands out for this request is counted."""
+        now = self.ctx.clock()
+        self.decision = decision
+        self.record.decision = decision
+        self.ctx.metrics.decision(decision, self.record.workload_class)
+        if decision.decision is DecisionKind.DELAY:
+            if self.queue_position is None:
+                self.queue_position = decision.queue_position
+            self.enqueued_at = self.enqueued_at if self.enqueued_at is not None else now
+            return
+        waited = 0.0 if self.enqueued_at is None else now - self.enqueued_at
+        self.record.queue_wait_s = (self.record.queue_wait_s or 0.0) + waited
+        if decision.admitted:
+            self.ctx.metrics.waited(waited, decision.tenant, self.record.workload_class)
+        self.enqueued_at = None
+
+    def dispatched(self, ticket: Any) -> None:
+        self.ticket = ticket
+        self.record.backend = ticket.backend
+        self.record.attempts += 1
+        self.decided(ticket.decision)
+
+    def first_byte(self) -> None:
+        if self.first_byte_at is None:
+            self.first_byte_at = self.ctx.clock()
+            self.record.ttft_s = self.first_byte_at - self.record.arrival
+
+    def release_attempt(self, outcome: Outcome, usage: Usage | None = None) -> None:
+        """Give the current ticket back (idempotent); the request itself goes on."""
+        ticket, self.ticket = self.ticket, None
+        if ticket is None:
+            return
+        now = self.ctx.clock()
+        ttft = None if self.first_byte_at is None else self.first_byte_at - ticket.dispatched_at
+        self.ctx.admission.release(
+            ticket, outcome, usage, ttft_s=ttft, latency_s=now - ticket.dispatched_at
+        )
+
+    def finish(
+        self, outcome: Outcome, *, status: int, usage: Usage | None = None,
+        error: str | None = None,
+    ) -> None:  # fmt: skip
+        if self.done:
+            return
+        self.done = True
+        ticket = self.ticket
+        self.release_attempt(outcome, usage)
+        now = self.ctx.clock()
+        rec = self.record
+        rec.outcome, rec.status, rec.usage, rec.error = outcome, status, usage, error
+        rec.latency_s = now - rec.arrival
+        if usage is not None and ticket is not None:
+            self._learn(ticket.request, usage)
+        if self.request is not None and self.request.deadline is not None:
+            rec.deadline_met = outcome is Outcome.COMPLETED and now <= self.request.deadline
+            self.ctx.metrics.deadline("met" if rec.deadline_met else "missed")
+        self.ctx.metrics.outcome(outcome, rec.tenant, rec.workload_class)
+        self.ctx.records.emit(rec)
+
+    def _learn(self, request: RequestInfo, usage: Usage) -> None:
+        self.ctx.metrics.tokens(request.estimate, usage)
+        self.ctx.estimator.observe(
+            request.model, self.prompt_chars, usage, flow=request.flow,
+            expected_output=request.estimate.output_tokens,
+        )  # fmt: skip

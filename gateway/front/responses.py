@@ -1,0 +1,117 @@
+"""What the client sees: decision disclosure headers, rejections and errors.
+
+Every response carries ``x-request-id``; every response after a decision carries
+``x-sluicegate-decision``/``-reason``/``-policy-version``, plus ``-queue-position`` and
+``-queue-wait-ms`` when the request waited, ``-degraded`` and ``-shadowed`` when those apply.
+A refusal before any decision says ``reject`` with a gateway reason (``invalid_request``,
+``unauthenticated``, ``unknown_model``, ``body_too_large``).
+"""
+
+from __future__ import annotations
+
+from starlette.responses import JSONResponse, Response
+
+from gateway.admission.flight import Flight
+from gateway.context import GatewayContext
+from gateway.front.errors import (
+    ApiError,
+    error_body,
+    rejection_body,
+    rejection_status,
+    retry_after_headers,
+)
+from gateway.metrics.records import RequestRecord
+from policies.types import Decision, Outcome, Reason
+
+
+def refuse(
+    ctx: GatewayContext, err: ApiError, request_id: str, path: str, arrival: float
+) -> Response:
+    """A refusal before scheduling: counted and recorded, nothing to release."""
+    ctx.metrics.invalid.labels(str(err.status)).inc()
+    record = RequestRecord(request_id, "", "", "", path, False, "", arrival)
+    record.status, record.outcome, record.error = err.status, Outcome.REJECTED, err.reason
+    ctx.records.emit(record)
+    headers = {"x-request-id": request_id, "x-sluicegate-decision": "reject",
+               "x-sluicegate-reason": err.reason}  # fmt: skip
+    return JSONResponse(err.body(), status_code=err.status, headers=headers)
+
+
+def headers(flight: Flight) -> dict[str, str]:
+    """Decision disclosure on every response (see the README's header reference)."""
+    out = {"x-request-id": flight.record.request_id}
+    d = flight.decision
+    if d is None:
+        return out
+    out["x-sluicegate-decision"] = d.decision.value
+    out["x-sluicegate-reason"] = d.reason.value
+    out["x-sluicegate-policy-version"] = d.policy_version
+    if flight.queue_position is not None:
+        out["x-sluicegate-queue-position"] = str(flight.queue_position)
+        out["x-sluicegate-queue-wait-ms"] = str(round((flight.record.queue_wait_s or 0) * 1000))
+    steps = d.degradation.steps
+    if steps:
+        out["x-sluicegate-degraded"] = ",".join(steps)
+    if d.shadowed:
+        out["x-sluicegate-shadowed"] = ",".join(d.shadowed)
+    return out
+
+
+def rejection(flight: Flight, decision: Decision) -> Response:
+    status = rejection_status(decision.reason)
+    flight.finish(Outcome.EXPIRED if decision.reason is Reason.DEADLINE_EXPIRED
+                  else Outcome.REJECTED, status=status)  # fmt: skip
+    hdrs = {**headers(flight), **retry_after_headers(decision.retry_after_s)}
+    return JSONResponse(rejection_body(decision), status_code=status, headers=hdrs)
+
+
+def exhausted(ctx: GatewayContext, flight: Flight, failure: str) -> Response:
+    """Every attempt hit a busy engine (429 overloaded) or a refused connection (503 no
+    healthy backend, retry after the next health probe)."""
+    if failure == "busy":
+        status, reason, retry_after = 429, "overloaded", busy_retry_after(ctx, flight)
+        message = "every backend tried reported it is busy"
+    else:
+        status, reason = 503, "no_healthy_backend"
+        retry_after = ctx.runtime.loaded.config.health.interval_s
+        message = "could not connect to any backend"
+    flight.finish(Outcome.REJECTED, status=status, error=failure)
+    hdrs = {**headers(flight), **retry_after_headers(retry_after)}
+    hdrs["x-sluicegate-decision"], hdrs["x-sluicegate-reason"] = "reject", reason
+    body = error_body(message, "overloaded", None, reason)
+    return JSONResponse(body, status_code=status, headers=hdrs)
+
+
+def busy_retry_after(ctx: GatewayContext, flight: Flight) -> float:
+    """Seconds until the work ahead drains at the measured rate (else the time this
+    request already spent), within the policy's Retry-After bounds."""
+    stats = ctx.scheduler.stats()
+    seconds = ctx.clock() - flight.record.arrival
+    if stats.drain_tokens_per_s and flight.request is not None:
+        ahead = stats.queued_tokens + stats.in_flight_tokens + flight.request.estimate.total
+        seconds = ahead / stats.drain_tokens_per_s
+    bounds = getattr(ctx.scheduler, "policy", None)
+    if bounds is not None:
+        seconds = min(max(seconds, bounds.retry_after.min_s), bounds.retry_after.max_s)
+    return seconds
+
+
+class UpstreamAnswer(Response):
+    """A non-streamed backend answer relayed as is: ``Response`` with its raw headers built
+    directly (the disclosure headers are lowercase ASCII already), the same bytes out."""
+
+    def __init__(self, body: bytes, status_code: int, hdrs: dict[str, str], media_type: str):
+        self.status_code = status_code
+        self.background = None
+        self.body = body
+        raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in hdrs.items()]
+        if not (status_code < 200 or status_code in (204, 304)):
+            raw.append((b"content-length", b"%d" % len(body)))
+        if media_type.startswith("text/") and "charset=" not in media_type.lower():
+            media_type += "; charset=" + self.charset
+        raw.append((b"content-type", media_type.encode("latin-1")))
+        self.raw_headers = raw
+
+
+def error_response(flight: Flight, status: int, message: str, type_: str) -> Response:
+    return JSONResponse(error_body(message, type_), status_code=status, headers=headers(flight))

@@ -1,0 +1,165 @@
+"""The gateway's own Prometheus metrics, in a registry owned by one app instance.
+
+Labels stay low-cardinality: ``tenant`` is one of the first ``tenant_label_limit``
+configured tenants or ``other``; ``class`` is a configured workload class; ``decision``,
+``reason`` and ``outcome`` are the small enums from ``policies.types``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gateway.metrics.tally import CounterTally, HistogramTally
+from policies.build import core
+from policies.types import Decision, DecisionKind, Outcome, Usage, WorkEstimate
+
+QUEUE_WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+OTHER = "other"
+_PROMPT, _OUTPUT = ("prompt",), ("output",)
+T = TypeVar("T", CounterTally, HistogramTally)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("sluicegate")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+        return "unknown"
+
+
+GaugeSample = tuple[str, str, Mapping[str, str], float]
+"""(metric name, help, labels, value) of a gauge read at scrape time."""
+StatsReader = Callable[[], Iterable[GaugeSample]]
+
+
+class _ScrapeTimeGauges(Collector):
+    def __init__(self, read: StatsReader) -> None:
+        self._read = read
+
+    def collect(self) -> Iterable[Metric]:
+        families: dict[str, GaugeMetricFamily] = {}
+        for name, help_, labels, value in self._read():
+            family = families.get(name)
+            if family is None:
+                family = families[name] = GaugeMetricFamily(name, help_, labels=list(labels))
+            family.add_metric(list(labels.values()), value)
+        yield from families.values()
+
+
+class GatewayMetrics:
+    """Counters and histograms the request path updates; gauges read at scrape time."""
+
+    def __init__(self, tenants: Sequence[str], tenant_label_limit: int) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.set_tenants(tenants, tenant_label_limit)
+        r = self.registry
+        labels = ["tenant", "class"]
+        # The per-request series are plain numbers (``gateway/metrics/tally.py``), registered in
+        # the order the prometheus_client metrics were, so /metrics reads the same.
+        self.decisions = self._tally(
+            CounterTally("sluicegate_decisions", "Decisions made", ["decision", "reason", *labels])
+        )
+        self.outcomes = self._tally(
+            CounterTally(
+                "sluicegate_outcomes", "Terminal outcomes of requests", ["outcome", *labels]
+            )
+        )
+        self.queue_wait = self._tally(
+            HistogramTally(
+                "sluicegate_queue_wait_seconds",
+                "Time spent queued in the gateway before dispatch",
+                labels,
+                QUEUE_WAIT_BUCKETS,
+            )
+        )
+        self.est_tokens = self._tally(
+            CounterTally(
+                "sluicegate_estimated_tokens", "Estimated tokens of completed requests", ["kind"]
+            )
+        )
+        self.actual_tokens = self._tally(
+            CounterTally("sluicegate_actual_tokens", "Actual tokens reported by backends", ["kind"])
+        )
+        self.deadlines = self._tally(
+            CounterTally("sluicegate_deadlines", "Requests with a deadline, by result", ["result"])
+        )
+        self.retries = Counter(
+            "sluicegate_retries", "Requests marked as client retries", labels, registry=r
+        )
+        self.shed = self._tally(
+            CounterTally("sluicegate_shed", "Requests rejected by policy", labels)
+        )
+        self.invalid = Counter(
+            "sluicegate_invalid_requests",
+            "Requests refused before scheduling",
+            ["status"],
+            registry=r,
+        )
+        self.upstream_errors = Counter(
+            "sluicegate_upstream_errors", "Upstream failures", ["backend", "kind"], registry=r
+        )
+        self.reloads = Counter(
+            "sluicegate_config_reloads", "Config reload attempts", ["result"], registry=r
+        )
+        for result in ("ok", "error"):
+            # Exported at 0 from the start, so increase() sees the first failed reload.
+            self.reloads.labels(result)
+        self.config_info = Gauge(
+            "sluicegate_config_info", "Active config version", ["version"], registry=r
+        )
+        self.build_info = Gauge(
+            "sluicegate_build_info",
+            "The running build: package version, and whether the decision core is compiled "
+            "(mypyc), interpreted (plain Python) or mixed (a broken install)",
+            ["version", "core"],
+            registry=r,
+        )
+        self.build_info.labels(_version(), core()).set(1)
+        for kind in ("prompt", "output"):
+            self.est_tokens.touch((kind,))
+            self.actual_tokens.touch((kind,))
+
+    def set_tenants(self, tenants: Sequence[str], limit: int) -> None:
+        self._named_tenants = frozenset(list(tenants)[:limit])
+
+    def tenant_label(self, tenant: str) -> str:
+        return tenant if tenant in self._named_tenants else OTHER
+
+    def add_scrape_time_gauges(self, read: StatsReader) -> None:
+        self.registry.register(_ScrapeTimeGauges(read))
+
+    def _tally(self, tally: T) -> T:
+        self.registry.register(tally)
+        return tally
+
+    def deadline(self, result: str) -> None:
+        """A request with a deadline ended: ``result`` is "met" or "missed"."""
+        self.deadlines.inc((result,))
+
+    def decision(self, d: Decision, workload_class: str) -> None:
+        tenant = self.tenant_label(d.tenant)
+        self.decisions.inc((d.decision.value, d.reason.value, tenant, workload_class))
+        if d.decision is DecisionKind.REJECT:
+            self.shed.inc((tenant, workload_class))
+
+    def outcome(self, outcome: Outcome, tenant: str, workload_class: str) -> None:
+        label = self.tenant_label(tenant)
+        self.outcomes.inc((outcome.value, label, workload_class))
+
+    def waited(self, seconds: float, tenant: str, workload_class: str) -> None:
+        label = self.tenant_label(tenant)
+        self.queue_wait.observe((label, workload_class), seconds)
+
+    def tokens(self, estimate: WorkEstimate, usage: Usage) -> None:
+        self.est_tokens.inc(_PROMPT, estimate.prompt_tokens)
+        self.est_tokens.inc(_OUTPUT, estimate.output_tokens)
+        self.actual_tokens.inc(_PROMPT, usage.prompt_tokens)
+        self.actual_tokens.inc(_OUTPUT, usage.completion_tokens)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

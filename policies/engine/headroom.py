@@ -1,0 +1,74 @@
+"""Headroom: keep the last slots for tenants under their share, so a tenant that is quiet
+for a moment still finds a free slot when its next turn arrives.
+
+Fair share at dispatch is not enough on non-preemptive slots: when one tenant's long
+requests hold every slot, another tenant's turn waits for one to free however fair the
+order is. With ``reserve_fraction`` > 0, once fewer than ``ceil(reserve_fraction x limit)``
+slots would remain free, only tenants holding less than their weighted share of the limit
+may take one. Shares are among the tenants active in the last ``active_window_s`` (that
+submitted in it) plus the asking tenant itself, so a tenant whose backlog is old still
+counts. The limit is the
+backends' own (``max_num_seqs``, ``fixed``, ``adaptive``); with ``server_signals`` and no
+``max_num_seqs`` there is no slot count and headroom does nothing. The cost: reserved slots
+may idle while the quiet tenant stays quiet (not work-conserving, by design). Off by default.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from policies.engine.headroom_params import HeadroomParams
+
+
+class ActiveTenants:
+    """Weights of tenants seen in the last ``window_s`` seconds, with their running sum."""
+
+    __slots__ = ("_order", "_seen", "total_weight")
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[float, float]] = {}  # tenant -> (last seen, weight)
+        self._order: deque[tuple[float, str]] = deque()
+        self.total_weight = 0.0
+
+    def touch(self, tenant: str, weight: float, now: float) -> None:
+        old = self._seen.get(tenant)
+        if old is not None:
+            self.total_weight -= old[1]
+        self._seen[tenant] = (now, weight)
+        self.total_weight += weight
+        self._order.append((now, tenant))
+
+    def expire(self, now: float, window_s: float) -> None:
+        order, seen = self._order, self._seen
+        if not order or order[0][0] >= now - window_s:
+            return  # nothing left the window (and an empty map was already zeroed)
+        while order and order[0][0] < now - window_s:
+            seen_at, tenant = order.popleft()
+            current = seen.get(tenant)
+            if current is not None and current[0] == seen_at:
+                del seen[tenant]
+                self.total_weight -= current[1]
+        if not seen:
+            self.total_weight = 0.0  # no float drift once empty
+
+    def weight(self, tenant: str) -> float | None:
+        found = self._seen.get(tenant)
+        return None if found is None else found[1]
+
+
+def may_take_slot(
+    params: HeadroomParams,
+    limit: float | None,
+    in_flight: int,
+    tenant_in_flight: int,
+    tenant_weight: float,
+    active_weight: float,
+) -> bool:
+    """Whether a tenant may take one more of ``limit`` slots with ``in_flight`` taken."""
+    if params.reserve_fraction <= 0 or limit is None or active_weight <= 0:
+        return True
+    reserve = math.ceil(params.reserve_fraction * limit)
+    if limit - in_flight - 1 >= reserve:
+        return True
+    return tenant_in_flight < limit * tenant_weight / active_weight

@@ -1,0 +1,144 @@
+"""Where a request may go now: the current snapshot's memo, the gateway's own load on each
+backend, the limit's room (read as per-snapshot bounds when the limit states them),
+routing, and headroom. The scheduler keeps one: ``bind`` follows a policy swap,
+``observe`` each new snapshot, ``took``/``gave_back`` account dispatch and release.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from policies.contracts import BackendLoad, Limit, QueuedEntry
+from policies.engine.headroom import ActiveTenants, may_take_slot
+from policies.engine.headroom_params import HeadroomParams
+from policies.engine.routing import any_room, choose_backend, least_loaded_within, pick_within
+from policies.engine.snapshot_view import SnapshotView
+from policies.fleet import BackendView, FleetSnapshot
+from policies.policy_set import PolicySet
+from policies.types import RequestInfo
+
+
+class Placement:
+    __slots__ = (
+        "_headroom",
+        "_limit",
+        "_lstate",
+        "_room_bound",
+        "active",
+        "loads",
+        "tenant_in_flight",
+        "view",
+    )
+
+    def __init__(self, policy: PolicySet, limit_state: Any, now: float) -> None:
+        self.view = SnapshotView(FleetSnapshot(at=now))
+        self.loads: dict[str, BackendLoad] = {}
+        self.tenant_in_flight: dict[str, int] = {}
+        self.active = ActiveTenants()
+        self.bind(policy, limit_state)
+
+    def bind(self, policy: PolicySet, limit_state: Any) -> None:
+        """New parameters (a swap): the limit, its state, headroom; room is read afresh."""
+        self._limit: Limit[Any, Any] = policy.limit
+        self._lstate = limit_state
+        self._headroom: HeadroomParams = policy.headroom
+        self._room_bound = _room_bound(policy.limit)
+        self.view.forget_policy()
+
+    def observe(self, fleet: FleetSnapshot, now: float) -> None:
+        view = self.view
+        if fleet is not view.fleet:
+            if fleet.backends is view.fleet.backends:
+                view.fleet = fleet  # a new instant, the same views: the lookups still hold
+            else:
+                self.view = SnapshotView(fleet)
+        self.active.expire(now, self._headroom.active_window_s)
+
+    def load(self, name: str) -> BackendLoad:
+        load = self.loads.get(name)
+        if load is None:
+            load = self.loads[name] = BackendLoad()
+        return load
+
+    def pick(self, req: RequestInfo) -> BackendView | None:
+        """The backend ``req`` dispatches to now, or None when none of its model has room."""
+        bound_of = self._room_bound
+        if bound_of is not None and not req.session_id:
+            return least_loaded_within(self.view.room_bounds(req.model, self.load, bound_of))
+        candidates = self.view.candidates(req.model, self.load)
+        return choose_backend(self._limit, self._lstate, candidates, req.session_id)
+
+    def room_now(self, models: Mapping[str, int]) -> tuple[BackendView | bool, bool]:
+        """Cheap pre-check when one model is queued: False when no backend for it has room.
+        With room bounds, the least-loaded backend with room: the one ``pick`` picks for
+        any request of that model without a session (one scan serves both), and whether
+        room may remain after it takes one (``pick_within``).
+        True: there may be room (several models queued: each request's pick decides)."""
+        if len(models) != 1:
+            return True, True
+        bound_of = self._room_bound
+        (model,) = models
+        if bound_of is None:
+            candidates = self.view.candidates(model, self.load)
+            return any_room(self._limit, self._lstate, candidates), True
+        best, spare = pick_within(self.view.room_bounds(model, self.load, bound_of))
+        return (False if best is None else best), spare
+
+    def headroom_on(self) -> bool:
+        return self._headroom.reserve_fraction > 0
+
+    def allow(self, entry: QueuedEntry) -> bool:
+        return self.may_take(entry.request)
+
+    def may_take(self, req: RequestInfo) -> bool:
+        """Headroom: may ``req``'s tenant take one more slot of its model's backends?"""
+        params = self._headroom
+        if params.reserve_fraction <= 0:
+            return True
+        limit, lstate = self._limit, self._lstate
+        total, in_flight = 0.0, 0
+        for b, load in self.view.candidates(req.model, self.load):
+            current = limit.current(lstate, b, load)
+            if current is None:
+                return True  # no slot count: the server's signals alone decide
+            total, in_flight = total + current, in_flight + load.in_flight
+        seen = self.active.weight(req.tenant)
+        weight = req.weight if seen is None else seen
+        active = self.active.total_weight + (weight if seen is None else 0.0)  # with itself
+        mine = self.tenant_in_flight.get(req.tenant, 0)
+        return may_take_slot(params, total, in_flight, mine, weight, active)
+
+    def took(self, backend: str, req: RequestInfo, tokens: int) -> None:
+        """``req`` (``tokens`` estimated) was dispatched to ``backend``."""
+        load = self.load(backend)
+        load.in_flight += 1
+        load.in_flight_tokens += tokens
+        tenants = self.tenant_in_flight
+        tenants[req.tenant] = tenants.get(req.tenant, 0) + 1
+
+    def gave_back(self, backend: str, req: RequestInfo, tokens: int) -> BackendLoad:
+        """``req``'s dispatch to ``backend`` ended; returns the backend's load after it."""
+        load = self.load(backend)
+        load.in_flight -= 1
+        load.in_flight_tokens -= tokens
+        tenants = self.tenant_in_flight
+        left = tenants.get(req.tenant, 0) - 1
+        if left <= 0:
+            tenants.pop(req.tenant, None)
+        else:
+            tenants[req.tenant] = left
+        return load
+
+    def limits(self) -> dict[str, float | None]:
+        """Each backend's limit now, for stats."""
+        limit, lstate = self._limit, self._lstate
+        return {
+            b.name: limit.current(lstate, b, self.load(b.name)) for b in self.view.fleet.backends
+        }
+
+
+def _room_bound(limit: Limit[Any, Any]) -> Callable[[BackendView], float] | None:
+    """The limit's ``room_bound`` when it states one (see ``Limit.room_bound``); None: ask
+    ``has_room`` every time."""
+    return limit.room_bound if limit.overrides(Limit, "room_bound") else None

@@ -1,0 +1,22 @@
+"""Parameters of ``retry_after.py``, apart from it for mypyc (see ``policies/params.py``)."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from policies.params import Params
+
+
+class RetryAfterParams(Params):
+    """Bounds in seconds; ``jitter`` is the largest fraction added (never subtracted, so a
+    client that obeys the header is never told to come back before the budget returns)."""
+
+    min_s: float = Field(default=0.5, gt=0)
+    max_s: float = Field(default=60.0, gt=0)
+    jitter: float = Field(default=0.2, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetryAfterParams:
+        if self.max_s < self.min_s:
+            raise ValueError("max_s must be >= min_s")
+        return self

@@ -1,0 +1,351 @@
+"""The scheduler: gates -> queue -> limit -> route, with all mutable state in one place.
+
+It owns the gateway queue, the in-flight tickets, per-backend load and the charges. Policy
+objects (a ``PolicySet``) hold parameters only, so ``swap`` changes parameters and keeps
+queues and tickets. Every request ends in exactly one terminal outcome: a REJECT from
+``submit``/``poll``, a ``cancel`` while queued, or a ``release`` of its ticket.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from policies.contracts import GateContext, Limit, QueuedEntry
+from policies.engine.flow_keys import FlowKeys
+from policies.engine.gate_chain import GateChain
+from policies.engine.observe import DrainMeter, ExecQuantiles
+from policies.engine.placement import Placement
+from policies.engine.queue_book import QueueBook
+from policies.engine.retry_after import drain_seconds, retry_after
+from policies.engine.scheduler_types import SchedulerStats, Ticket, make_decision
+from policies.engine.swap import PolicyStates
+from policies.fleet import BackendView, FleetSnapshot
+from policies.ladder.ladder import apply_ladder, update_active
+from policies.policy_set import PolicySet
+from policies.types import (
+    NO_DEGRADATION,
+    Clock,
+    Decision,
+    DecisionKind,
+    Degradation,
+    Outcome,
+    Reason,
+    RequestInfo,
+    Usage,
+)
+
+__all__ = ["DuplicateRequestId", "Scheduler", "SchedulerStats", "Ticket"]
+
+
+class DuplicateRequestId(ValueError):
+    """``submit`` got a request id that is still queued or in flight. Ids key ``cancel`` and
+    ``release``, so the gateway must keep them unique among live requests."""
+
+
+_MAX_SKIPS_PER_POLL = 64
+"""Queued requests set aside per poll because their model has no room (bounds the scan)."""
+
+
+class Scheduler:
+    def __init__(
+        self, policy: PolicySet, *, clock: Clock, rng: random.Random | None = None
+    ) -> None:
+        self._policy = policy
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._states = PolicyStates.fresh(policy)
+        self._gates = GateChain(policy.gates, self._states.gates)
+        self._limit_learns = policy.limit.overrides(Limit, "on_sample")
+        self._place = Placement(policy, self._states.limit, clock())
+        self._queue = QueueBook()
+        self._in_flight: dict[str, tuple[str, ...]] = {}
+        """The gates that accepted each request in flight, by request id."""
+        self._seq = 0
+        self._flows = FlowKeys()
+        self._drain = DrainMeter()
+        self._exec = ExecQuantiles()
+        self._saturation = 0.0
+        self._charged = 0
+        self._released = 0
+
+    @property
+    def policy(self) -> PolicySet:
+        return self._policy
+
+    def swap(self, policy: PolicySet) -> None:
+        """Hot reload: new parameters, same queues, same in-flight tickets."""
+        self._states = self._states.carry_over(self._policy, policy, self._queue.live())
+        self._policy = policy
+        self._gates = GateChain(policy.gates, self._states.gates)
+        self._limit_learns = policy.limit.overrides(Limit, "on_sample")
+        self._place.bind(policy, self._states.limit)
+
+    # -- submit --------------------------------------------------------------------------
+
+    def submit(self, req: RequestInfo, fleet: FleetSnapshot) -> Decision | Ticket:
+        """Ticket: dispatched now. Decision DELAY: queued, comes out of ``poll``. REJECT:
+        terminal, nothing taken. Raises ``DuplicateRequestId`` for a live id."""
+        if self._queue.get(req.request_id) is not None or req.request_id in self._in_flight:
+            raise DuplicateRequestId(req.request_id)
+        now = self._observe(fleet)
+        place = self._place
+        place.active.touch(req.tenant, req.weight, now)
+        if not place.view.serving(req.model):
+            return self._reject(req, Reason.NO_HEALTHY_BACKEND, None, now)
+        if req.deadline is not None and req.deadline <= now:
+            return self._reject(req, Reason.DEADLINE_INFEASIBLE, None, now)
+        oldest = self._update_saturation(req.model, now)
+        degradation: Degradation = NO_DEGRADATION
+        shadowed: tuple[str, ...] = ()
+        if self._states.ladder:  # some step is on (none on: the request passes unchanged)
+            lad = apply_ladder(
+                req, self._states.ladder, self._policy.ladder, place.view.served_models()
+            )
+            if lad.reject is not None:
+                return self._reject(req, lad.reject, None, now, shadowed=lad.shadowed)
+            req, degradation, shadowed = lad.request, lad.degradation, lad.shadowed
+        kind = DecisionKind.DEGRADE if degradation.steps else DecisionKind.ADMIT
+        backend = None if self._queue or not place.may_take(req) else place.pick(req)
+        room_now = backend is not None
+        if self._gates:
+            ctx = self._gate_context(req, now, room_now, oldest)
+            gate_shadowed, verdict = self._gates.run(req, ctx)
+            shadowed += gate_shadowed
+            if verdict is not None:
+                return self._reject(
+                    req, verdict.reason, verdict.retry_after_s, now, shadowed=shadowed
+                )
+        bound = self._policy.queue.max_queued_tokens
+        if not room_now and bound is not None and self._queue.tokens + req.estimate.total > bound:
+            return self._reject(req, Reason.QUEUE_FULL, None, now, shadowed=shadowed)
+        gate_names = self._gates.accept(req, now)
+        entry = self._new_entry(req, kind, degradation, shadowed, now)
+        if backend is not None:
+            self._policy.discipline.on_empty(self._states.discipline)
+            return self._dispatch(entry, backend, now, gate_names)
+        return self._enqueue(entry, gate_names)
+
+    def _gate_context(
+        self, req: RequestInfo, now: float, room_now: bool, oldest: QueuedEntry | None
+    ) -> GateContext:
+        rates = self._gates.reads_rates  # else no gate reads them: left None
+        return GateContext(  # by position, in field order
+            now,
+            0 if room_now else self._queue.tokens,  # queued_tokens
+            self._drain.rate(now) if rates else None,  # drain_tokens_per_s
+            self._exec.p95(req.estimate.total) if rates else None,  # exec_p95_s
+            room_now,
+            None if room_now or oldest is None else now - oldest.enqueued_at,  # oldest_queued_s
+        )
+
+    def _new_entry(
+        self, req: RequestInfo, kind: DecisionKind, degradation: Any, shadowed: Any, now: float
+    ) -> QueuedEntry:
+        self._seq += 1
+        if req.deadline is not None:  # the client's own bound replaces the queue's
+            expires_at, reason = req.deadline, Reason.DEADLINE_EXPIRED
+        else:
+            expires_at, reason = now + self._policy.queue.max_wait_s, Reason.OVERLOADED
+        return QueuedEntry(
+            req, kind, degradation, shadowed, now, expires_at, reason, self._seq,
+            self._flows.of(req),
+        )  # fmt: skip
+
+    def _enqueue(self, entry: QueuedEntry, gate_names: tuple[str, ...]) -> Decision:
+        req = entry.request
+        self._queue.add(entry, gate_names)
+        self._policy.fairness.push(self._states.fairness, entry, entry.enqueued_at)
+        return make_decision(
+            self._policy, req, DecisionKind.DELAY, Reason.QUEUED_FOR_CAPACITY,
+            queue_position=len(self._queue), degradation=entry.degradation,
+            shadowed=entry.shadowed, flow=entry.flow,
+        )  # fmt: skip
+
+    # -- poll ----------------------------------------------------------------------------
+
+    def poll(self, fleet: FleetSnapshot) -> list[Ticket | Decision]:
+        """Expire, then dispatch queued requests while capacity allows (fairness picks)."""
+        now = self._observe(fleet)
+        queue = self._queue
+        out: list[Ticket | Decision] = list(self._expire(now)) if queue.due(now) else []
+        blocked: set[str] = set()
+        deferred: list[QueuedEntry] = []
+        fairness, fstate = self._policy.fairness, self._states.fairness
+        place = self._place
+        allow = place.allow if place.headroom_on() else None
+        spare = True  # False: this dispatch took the last slot _room_now had found
+        while queue and len(deferred) < _MAX_SKIPS_PER_POLL:
+            if len(blocked) >= len(queue.models) or not spare:
+                break
+            room, room_spare = place.room_now(queue.models)
+            if room is False:
+                break
+            entry = fairness.pop(fstate, now, allow)
+            if entry is None:
+                break
+            if allow is not None and not allow(entry):
+                deferred.append(entry)  # over its share with headroom low; others may go
+                continue
+            req = entry.request
+            if room is True or req.session_id:
+                backend = None if req.model in blocked else place.pick(req)
+            else:
+                backend = room  # what place.pick picks for it
+            if backend is None:
+                blocked.add(req.model)
+                deferred.append(entry)
+                continue
+            if self._drop_at_dequeue(entry, now):
+                out.append(self._leave_queue(entry, entry_reason=Reason.OVERLOADED, now=now))
+                continue
+            out.append(self._dispatch(entry, backend, now, queue.remove(entry)))
+            spare = room_spare or backend is not room
+        for entry in reversed(deferred):
+            fairness.push_back(fstate, entry)
+        if not queue:
+            self._policy.discipline.on_empty(self._states.discipline)
+        return out
+
+    def _drop_at_dequeue(self, entry: QueuedEntry, now: float) -> bool:
+        sojourn = now - entry.enqueued_at
+        backlog = len(self._queue) - 1
+        return self._policy.discipline.should_drop(self._states.discipline, sojourn, now, backlog)
+
+    def _expire(self, now: float) -> Iterator[Decision]:
+        for entry in self._queue.expired(now):
+            self._policy.fairness.discard(self._states.fairness, entry)
+            yield self._leave_queue(entry, entry_reason=entry.expiry_reason, now=now)
+
+    def _leave_queue(self, entry: QueuedEntry, *, entry_reason: Reason, now: float) -> Decision:
+        """A queued request ends without service: REJECT with a computed Retry-After."""
+        names = self._queue.remove(entry)
+        req = entry.request
+        self._gates.finish(req, now, None, served=False, names=names)
+        return self._reject(req, entry_reason, None, now, shadowed=entry.shadowed)
+
+    def _dispatch(
+        self, entry: QueuedEntry, backend: BackendView, now: float, gate_names: tuple[str, ...]
+    ) -> Ticket:
+        req = entry.request
+        reason = (
+            Reason.DEGRADED_UNDER_LOAD
+            if entry.kind is DecisionKind.DEGRADE
+            else (Reason.CAPACITY_AVAILABLE)
+        )
+        decision = make_decision(
+            self._policy, req, entry.kind, reason, degradation=entry.degradation,
+            shadowed=entry.shadowed, backend=backend.name, flow=entry.flow,
+        )  # fmt: skip
+        ticket = Ticket(req.request_id, backend.name, decision, now, req)
+        total = req.estimate.total
+        self._place.took(backend.name, req, total)
+        self._charged += total
+        self._policy.fairness.charge(self._states.fairness, req, total)
+        self._in_flight[req.request_id] = gate_names
+        self._drain.tick(now, True)
+        return ticket
+
+    def release(
+        self,
+        ticket: Ticket,
+        outcome: Outcome,
+        usage: Usage | None = None,
+        *,
+        ttft_s: float | None = None,
+        latency_s: float | None = None,
+    ) -> None:
+        """Idempotent: frees the slot, corrects the charge with ``usage``, feeds learners."""
+        gate_names = self._in_flight.pop(ticket.request_id, None)
+        if gate_names is None:
+            return
+        now = self._clock()
+        req = ticket.request
+        total = req.estimate.total
+        load = self._place.gave_back(ticket.backend, req, total)
+        self._released += total
+        if usage is not None:
+            self._policy.fairness.charge(self._states.fairness, req, usage.total - total)
+            self._drain.add(now, usage.total)
+        if outcome is Outcome.COMPLETED and latency_s is not None:
+            self._exec.add(total, latency_s)
+        self._gates.finish(req, now, usage, served=True, names=gate_names)
+        if self._limit_learns:
+            self._policy.limit.on_sample(
+                self._states.limit, self._place.view.get(ticket.backend), load, ttft_s, latency_s,
+                outcome is Outcome.FAILED,
+            )  # fmt: skip
+        self._drain.tick(now, bool(self._in_flight))
+
+    def cancel(self, request_id: str) -> bool:
+        """The client went away while queued: removed at once (outcome CANCELLED)."""
+        entry = self._queue.get(request_id)
+        if entry is None:
+            return False
+        self._policy.fairness.discard(self._states.fairness, entry)
+        names = self._queue.remove(entry)
+        self._gates.finish(entry.request, self._clock(), None, served=False, names=names)
+        return True
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _observe(self, fleet: FleetSnapshot) -> float:
+        now = self._clock()
+        self._place.observe(fleet, now)
+        self._drain.tick(now, bool(self._in_flight))
+        return now
+
+    def _update_saturation(self, model: str, now: float) -> QueuedEntry | None:
+        """Updates the ladder's saturation; returns the oldest queued entry (read for it)."""
+        pool = self._place.view.saturation(model, self._policy.ladder)
+        oldest = self._queue.oldest()
+        queue = (
+            0.0 if oldest is None else (now - oldest.enqueued_at) / self._policy.queue.max_wait_s
+        )
+        self._saturation = max(pool, queue)
+        update_active(self._states.ladder, self._policy.ladder, self._saturation)
+        return oldest
+
+    def _reject(
+        self,
+        req: RequestInfo,
+        reason: Reason,
+        seconds: float | None,
+        now: float,
+        *,
+        shadowed: tuple[str, ...] = (),
+    ) -> Decision:
+        if seconds is None:
+            seconds = drain_seconds(self._queue.tokens + req.estimate.total, self._drain.rate(now))
+        after = retry_after(seconds, self._policy.retry_after, self._rng)
+        return make_decision(
+            self._policy, req, DecisionKind.REJECT, reason, retry_after_s=after, shadowed=shadowed
+        )
+
+    def next_wakeup(self) -> float | None:
+        """The earliest clock time at which ``poll`` has work without any other event."""
+        return self._queue.next_expiry()
+
+    def stats(self) -> SchedulerStats:
+        now = self._clock()
+        oldest = self._queue.oldest()
+        limits = self._place.limits()
+        loads = self._place.loads
+        return SchedulerStats(
+            queued=len(self._queue),
+            queued_tokens=self._queue.tokens,
+            oldest_age_s=None if oldest is None else now - oldest.enqueued_at,
+            in_flight=len(self._in_flight),
+            in_flight_tokens=sum(ld.in_flight_tokens for ld in loads.values()),
+            in_flight_by_backend={n: ld.in_flight for n, ld in loads.items()},
+            limits=limits,
+            deficits=dict(self._policy.fairness.deficits(self._states.fairness)),
+            saturation=self._saturation,
+            active_steps=tuple(
+                s.name for s in self._policy.ladder.steps if s.name in self._states.ladder
+            ),
+            drain_tokens_per_s=self._drain.rate(now),
+            charged_tokens=self._charged,
+            released_tokens=self._released,
+        )

@@ -1,0 +1,121 @@
+"""Values the scheduler hands out: ``Ticket`` (a dispatched request) and ``SchedulerStats``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from policies.native.read_only import read_only
+from policies.policy_set import PolicySet
+from policies.types import (
+    NO_DEGRADATION,
+    Decision,
+    DecisionKind,
+    Degradation,
+    FlowKey,
+    Reason,
+    RequestInfo,
+)
+
+TICKET_FIELDS = ("request_id", "backend", "decision", "dispatched_at", "request")
+"""``Ticket``'s fields, in the order of its parameters."""
+
+
+class Ticket:
+    """A dispatched request. ``request`` carries any degraded model/max_tokens already
+    applied (see ``decision.degradation``); ``dispatched_at`` is clock seconds.
+
+    Read-only, built once per dispatch: a plain class that mypyc builds natively (see
+    ``policies/native/read_only.py``); equality, hashing and ``repr`` go by its fields, in order."""
+
+    __slots__ = TICKET_FIELDS
+
+    def __init__(
+        self,
+        request_id: str,
+        backend: str,
+        decision: Decision,
+        dispatched_at: float,
+        request: RequestInfo,
+    ) -> None:
+        self.request_id: Final = request_id
+        self.backend: Final = backend
+        self.decision: Final = decision
+        self.dispatched_at: Final = dispatched_at
+        self.request: Final = request
+
+    def fields(self) -> tuple[object, ...]:
+        """Every field's value, in the order of ``TICKET_FIELDS``."""
+        return (self.request_id, self.backend, self.decision, self.dispatched_at, self.request)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Ticket):
+            return NotImplemented
+        return self.fields() == other.fields()
+
+    def __hash__(self) -> int:
+        return hash(self.fields())
+
+    def __repr__(self) -> str:
+        pairs = ", ".join(f"{n}={v!r}" for n, v in zip(TICKET_FIELDS, self.fields(), strict=True))
+        return f"Ticket({pairs})"
+
+
+read_only(Ticket)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerStats:
+    """A point-in-time view for metrics. Tokens are estimated tokens; ages in seconds.
+
+    ``charged_tokens``/``released_tokens`` are cumulative estimates taken at dispatch and
+    given back at release: equal whenever nothing is in flight.
+    """
+
+    queued: int
+    queued_tokens: int
+    oldest_age_s: float | None
+    in_flight: int
+    in_flight_tokens: int
+    in_flight_by_backend: Mapping[str, int]
+    limits: Mapping[str, float | None]
+    deficits: Mapping[str, float]
+    saturation: float
+    active_steps: tuple[str, ...]
+    drain_tokens_per_s: float | None
+    charged_tokens: int
+    released_tokens: int
+
+
+def make_decision(
+    policy: PolicySet,
+    req: RequestInfo,
+    kind: DecisionKind,
+    reason: Reason,
+    *,
+    retry_after_s: float | None = None,
+    queue_position: int | None = None,
+    degradation: Degradation | None = None,
+    shadowed: tuple[str, ...] = (),
+    backend: str | None = None,
+    flow: FlowKey | None = None,
+) -> Decision:
+    """``flow``: ``req.flow`` when the caller already has it (it is built otherwise)."""
+    estimate = req.estimate
+    return Decision(  # by position, in field order (half the cost of keywords, once per call)
+        kind,  # decision
+        reason,
+        req.request_id,
+        req.tenant,
+        req.flow if flow is None else flow,
+        estimate,
+        policy.name,
+        policy.version,
+        estimate.total if kind is not DecisionKind.REJECT else 0,  # reservation_tokens
+        retry_after_s,
+        queue_position,
+        degradation or NO_DEGRADATION,
+        backend,
+        shadowed,
+    )

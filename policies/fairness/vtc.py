@@ -1,0 +1,164 @@
+"""``vtc``: token-weighted fair share with a virtual token counter (VTC, OSDI'24).
+
+Each tenant has a counter of the service it received, in tokens divided by its weight
+(``RequestInfo.weight``). The backlogged tenant with the smallest counter dispatches next;
+within a tenant, earliest expiry first (its deadline, else the queue's wait bound, which is
+arrival order), so a tenant's interactive turn is not stuck behind its own batch. The
+estimate is charged at dispatch and corrected with the actual tokens at release. A tenant
+that becomes backlogged is lifted to the smallest counter among the backlogged (or to the
+last served counter when nobody is), so idle time cannot be banked for a later burst.
+Between two backlogged tenants the service gap stays within 2 x the largest request cost
+(the VTC bound).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from policies.contracts import Allow, Fairness, QueuedEntry
+from policies.engine.dead_entries import Item, live_head, live_items, must_rebuild
+from policies.params import NoParams
+from policies.types import RequestInfo
+
+_MIN_WEIGHT = 1e-9
+
+
+@dataclass
+class VtcState:
+    queues: dict[str, list[Item]] = field(default_factory=dict)  # per tenant, EDF heap
+    live: dict[str, int] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    heap: list[tuple[float, int, str]] = field(default_factory=list)
+    last_served: float = 0.0
+    seq: int = 0
+
+
+class Vtc(Fairness[VtcState, NoParams]):
+    type_name = "vtc"
+
+    def new_state(self) -> VtcState:
+        return VtcState()
+
+    def push(self, state: VtcState, entry: QueuedEntry, now: float) -> None:
+        tenant = entry.request.tenant
+        live = state.live
+        before = live.get(tenant, 0)
+        if before == 0:
+            floor = _min_backlogged(state)
+            floor = state.last_served if floor is None else floor
+            state.counters[tenant] = max(state.counters.get(tenant, floor), floor)
+        _push_entry(state, entry)
+        live[tenant] = before + 1  # _add_live(state, tenant, 1), inline: never below 0
+        if before == 0:
+            _push_heap(state, tenant)
+
+    def pop(self, state: VtcState, now: float, allow: Allow | None = None) -> QueuedEntry | None:
+        """The least-served backlogged tenant's most urgent entry; tenants ``allow``
+        refuses are passed over (their place is kept)."""
+        if allow is None:
+            return _pop_first(state)
+        passed: list[tuple[float, int, str]] = []
+        found: QueuedEntry | None = None
+        while found is None and _min_backlogged(state) is not None:
+            tenant = state.heap[0][2]
+            head = live_head(state.queues[tenant])
+            if head is None:
+                state.live[tenant] = 0  # only dead entries were left
+            elif not allow(head):
+                passed.append(heapq.heappop(state.heap))
+            else:
+                heapq.heappop(state.queues[tenant])
+                found = head
+                _add_live(state, tenant, -1)
+        for item in passed:
+            heapq.heappush(state.heap, item)
+        return found
+
+    def push_back(self, state: VtcState, entry: QueuedEntry) -> None:
+        _push_entry(state, entry)
+        _add_live(state, entry.request.tenant, 1)
+
+    def discard(self, state: VtcState, entry: QueuedEntry) -> None:
+        """``entry`` leaves unpopped (the caller marks it dead after this). Its heap item
+        stays until it reaches the head, so a tenant that stays backlogged while its clients
+        cancel would keep every cancelled item; the tenant's heap is rebuilt from its live
+        items by the rule of ``policies/engine/dead_entries.py``."""
+        tenant = entry.request.tenant
+        _add_live(state, tenant, -1)
+        queue = state.queues.get(tenant)
+        if queue is not None and must_rebuild(len(queue), state.live.get(tenant, 0)):
+            state.queues[tenant] = live_items(queue, entry)
+
+    def charge(self, state: VtcState, req: RequestInfo, tokens: float) -> None:
+        tenant = req.tenant
+        counters = state.counters
+        counter = counters.get(tenant, state.last_served)
+        weight = req.weight
+        counters[tenant] = counter + tokens / (_MIN_WEIGHT if weight < _MIN_WEIGHT else weight)
+        if tokens > 0 and counter > state.last_served:  # max(last_served, counter)
+            state.last_served = counter
+        if state.live.get(tenant, 0) > 0:
+            _push_heap(state, tenant)
+
+    def deficits(self, state: VtcState) -> Mapping[str, float]:
+        """Each tenant's counter above the least-served backlogged one (weighted tokens)."""
+        floor = _min_backlogged(state)
+        floor = state.last_served if floor is None else floor
+        return {t: c - floor for t, c in state.counters.items()}
+
+
+def _pop_first(state: VtcState) -> QueuedEntry | None:
+    """``pop`` without ``allow``: the least-served backlogged tenant's most urgent entry."""
+    live, heap = state.live, state.heap
+    while _min_backlogged(state) is not None:
+        tenant = heap[0][2]
+        head = live_head(state.queues[tenant])
+        if head is None:
+            live[tenant] = 0  # only dead entries were left
+            continue
+        heapq.heappop(state.queues[tenant])
+        left = live[tenant] - 1  # _add_live(state, tenant, -1): it is backlogged
+        live[tenant] = left if left > 0 else 0
+        return head
+    return None
+
+
+def _push_entry(state: VtcState, entry: QueuedEntry) -> None:
+    tenant = entry.request.tenant
+    queue = state.queues.get(tenant)
+    if queue is None:
+        queue = state.queues[tenant] = []
+    heapq.heappush(queue, (entry.expires_at, entry.seq, entry.gen, entry))
+
+
+def _add_live(state: VtcState, tenant: str, delta: int) -> None:
+    before = state.live.get(tenant, 0)
+    after = before + delta
+    state.live[tenant] = after if after > 0 else 0
+    if before == 0 and delta > 0:
+        _push_heap(state, tenant)
+
+
+def _push_heap(state: VtcState, tenant: str) -> None:
+    state.seq += 1
+    heapq.heappush(state.heap, (state.counters[tenant], state.seq, tenant))
+    if len(state.heap) > 4 * len(state.queues) + 64:
+        _rebuild(state)
+
+
+def _rebuild(state: VtcState) -> None:
+    state.heap = [(state.counters[t], i, t) for i, (t, n) in enumerate(state.live.items()) if n > 0]
+    heapq.heapify(state.heap)
+
+
+def _min_backlogged(state: VtcState) -> float | None:
+    """The smallest counter among backlogged tenants, dropping stale heap entries."""
+    heap = state.heap
+    while heap:
+        counter, _, tenant = heap[0]
+        if state.live.get(tenant, 0) > 0 and counter == state.counters[tenant]:
+            return counter
+        heapq.heappop(heap)
+    return None

@@ -1,0 +1,112 @@
+"""``tenant_quota``: per-tenant tokens per minute and concurrent requests.
+
+Tokens: a token bucket per tenant that refills at ``tokens_per_minute / 60`` per second up
+to ``burst_tokens`` (default: one minute's worth). A request needs its estimated cost in
+the bucket (or a full bucket, if it costs more than the bucket holds); the estimate is
+taken on acceptance, corrected with actual usage at release, and refunded in full if the
+request never reached a backend. A rejection's Retry-After is the exact time until enough
+tokens return. Concurrency counts the tenant's requests in the system (queued or in flight).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from policies.contracts import Gate, GateContext, Verdict
+from policies.gates.quota_params import QuotaParams
+from policies.types import Reason, RequestInfo, Usage
+
+
+@dataclass(slots=True)
+class Bucket:
+    level: float
+    updated: float
+
+
+@dataclass
+class QuotaState:
+    buckets: dict[str, Bucket] = field(default_factory=dict)
+    concurrent: Counter[str] = field(default_factory=Counter)
+
+
+class TenantQuota(Gate[QuotaState, QuotaParams]):
+    type_name = "tenant_quota"
+    params_model = QuotaParams
+
+    def new_state(self) -> QuotaState:
+        return QuotaState()
+
+    def reads_rates(self) -> bool:
+        """Only a concurrency refusal reads ``exec_p95_s`` (its Retry-After)."""
+        p = self.params
+        return any(lim.max_concurrent is not None for lim in (p.default, *p.tenants.values()))
+
+    def check(self, state: QuotaState, req: RequestInfo, ctx: GateContext) -> Verdict | None:
+        tenant = req.tenant
+        params = self.params  # limits(tenant), inline
+        limits = params.tenants.get(tenant, params.default)
+        cap = limits.max_concurrent
+        if cap is not None and state.concurrent.get(tenant, 0) >= cap:
+            return Verdict(Reason.TENANT_CONCURRENCY, ctx.exec_p95_s)
+        tpm = limits.tokens_per_minute
+        if tpm is None:
+            return None
+        size = limits.burst_tokens or tpm
+        level = _refill(state, tenant, tpm, size, ctx.now).level
+        cost = float(req.estimate.total)
+        need = size if size < cost else cost  # min(cost, size)
+        if level >= need:
+            return None
+        return Verdict(Reason.TENANT_QUOTA, (need - level) / (tpm / 60.0))
+
+    def on_accept(self, state: QuotaState, req: RequestInfo, now: float) -> None:
+        tenant = req.tenant
+        concurrent = state.concurrent
+        concurrent[tenant] = concurrent.get(tenant, 0) + 1
+        params = self.params
+        limits = params.tenants.get(tenant, params.default)
+        tpm = limits.tokens_per_minute
+        if tpm is not None:
+            size = limits.burst_tokens or tpm
+            _refill(state, tenant, tpm, size, now).level -= req.estimate.total
+
+    def on_finish(
+        self, state: QuotaState, req: RequestInfo, now: float, usage: Usage | None, served: bool
+    ) -> None:
+        tenant = req.tenant
+        concurrent = state.concurrent
+        left = concurrent.get(tenant, 0) - 1
+        if left <= 0:
+            concurrent.pop(tenant, None)
+        else:
+            concurrent[tenant] = left
+        params = self.params
+        limits = params.tenants.get(tenant, params.default)
+        tpm = limits.tokens_per_minute
+        if tpm is None:  # no bucket
+            return
+        size = limits.burst_tokens or tpm
+        bucket = _refill(state, tenant, tpm, size, now)
+        if not served:
+            bucket.level += req.estimate.total
+        elif usage is not None:
+            bucket.level += req.estimate.total - usage.total
+        level = bucket.level
+        bucket.level = level if level < size else size  # min(level, size)
+
+
+def _refill(state: QuotaState, tenant: str, tpm: int, size: int, now: float) -> Bucket:
+    """The tenant's bucket refilled up to ``now`` (created full)."""
+    bucket = state.buckets.get(tenant)
+    if bucket is None:
+        bucket = state.buckets[tenant] = Bucket(size, now)
+    elif bucket.updated == now and bucket.level <= size:
+        return bucket  # refilled at this instant already (check, then on_accept): a no-op
+    elapsed = now - bucket.updated
+    if elapsed < 0.0:
+        elapsed = 0.0
+    level = bucket.level + elapsed * tpm / 60.0
+    bucket.level = level if level < size else size  # min(size, level)
+    bucket.updated = now
+    return bucket

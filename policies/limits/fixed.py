@@ -1,0 +1,26 @@
+"""``fixed``: a fixed in-flight cap per backend, like vLLM's ``max_num_seqs``.
+
+The blunt baseline of seed 000: it bounds the wait, but sheds by count, starting to queue
+at a fixed occupancy even when the queued work is short. The number is the operator's,
+typed into the YAML; nothing here guesses one.
+"""
+
+from __future__ import annotations
+
+from policies.contracts import BackendLoad, Limit
+from policies.fleet import BackendView
+from policies.limits.fixed_params import FixedParams
+
+
+class FixedCap(Limit[None, FixedParams]):
+    type_name = "fixed"
+    params_model = FixedParams
+
+    def new_state(self) -> None:
+        return None
+
+    def has_room(self, state: None, backend: BackendView, load: BackendLoad) -> bool:
+        return load.in_flight < self.params.max_in_flight
+
+    def current(self, state: None, backend: BackendView, load: BackendLoad) -> float | None:
+        return float(self.params.max_in_flight)

@@ -1,0 +1,63 @@
+"""``server_signals``: the default limit. Let the server speak (seed 002).
+
+No capacity is typed in. A backend takes one more request while its own signals say it has
+room: not stale, its queue (``waiting``) at most ``max_waiting``, KV usage at most
+``max_kv_usage``, queue time under ``max_queue_time_s`` when set, and fewer in flight than
+``max_num_seqs`` when the backend's config states it (the engine's own number: past it,
+requests would only wait inside vLLM, out of reach of fairness and deadlines).
+
+Between two scrapes the signals cannot see what was just sent, so growth is bounded by the
+engine's own count: at most twice what it reports ``running`` (slow start; it doubles per
+fresh signal while the queue stays empty). A backend with nothing of ours in flight always
+takes one request, so a stale or silent backend is probed rather than starved.
+"""
+
+from __future__ import annotations
+
+import math
+
+from policies.contracts import BackendLoad, Limit
+from policies.fleet import BackendView
+from policies.limits.server_signals_params import ServerSignalsParams
+
+
+class ServerSignals(Limit[None, ServerSignalsParams]):
+    type_name = "server_signals"
+    params_model = ServerSignalsParams
+
+    def new_state(self) -> None:
+        return None
+
+    def has_room(self, state: None, backend: BackendView, load: BackendLoad) -> bool:
+        n = load.in_flight
+        return n == 0 or n < self.room_bound(backend)
+
+    def current(self, state: None, backend: BackendView, load: BackendLoad) -> float | None:
+        return None if backend.max_num_seqs is None else float(backend.max_num_seqs)
+
+    def room_bound(self, backend: BackendView) -> float:
+        """The room rule as a number read once per snapshot: ``has_room`` is
+        ``load.in_flight == 0 or load.in_flight < room_bound(backend)``. -inf when the engine
+        says it is full (stale signal, too many waiting, KV cache or queue time past their
+        bounds): only an idle backend takes one. Otherwise the least of the fuse, the
+        engine's slots and, in slow start, twice what it reports running. The signals
+        alone decide, so the state plays no part."""
+        p = self.params
+        waiting, kv, qt = backend.waiting, backend.kv_cache_usage, backend.queue_time_p50_s
+        if (
+            backend.stale
+            or (waiting is not None and waiting > p.max_waiting)
+            or (kv is not None and kv > p.max_kv_usage)
+            or (p.max_queue_time_s is not None and qt is not None and qt > p.max_queue_time_s)
+        ):
+            return -math.inf
+        bound = math.inf if p.fuse is None else float(p.fuse)
+        seqs = backend.max_num_seqs
+        if seqs is not None and seqs < bound:
+            bound = float(seqs)
+        running = backend.running
+        if p.slow_start and running is not None:
+            slow = 2 * (running if running > 1.0 else 1.0)  # 2 * max(1.0, running)
+            if slow < bound:
+                bound = slow
+        return bound
