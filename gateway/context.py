@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from gateway.admission.dispatcher import Admission
+from gateway.admission.dispatcher import Admission, SchedulerLike
 from gateway.backends.pool import BackendPool
 from gateway.config.schema import LoadedConfig
 from gateway.front.auth import Authenticator
 from gateway.metrics.exporter import GatewayMetrics
 from gateway.metrics.records import RecordSink
 from policies.types import Clock, Usage, WorkEstimate
+
+if TYPE_CHECKING:  # both import this module's neighbours; only their types are needed here
+    from gateway.backends.scrape.scraper import MetricsScraper
+    from gateway.config.reload import Reloader
 
 
 class Estimator(Protocol):
@@ -60,10 +64,10 @@ class GatewayContext:
     metrics: GatewayMetrics
     records: RecordSink
     clock: Clock
-    reloader: Any = None
-    scraper: Any = None
+    reloader: Reloader | None = None
+    scraper: MetricsScraper | None = None
     """The ``MetricsScraper`` when scraping is enabled (its loop runs in the lifespan)."""
 
     @property
-    def scheduler(self) -> Any:
+    def scheduler(self) -> SchedulerLike:
         return self.admission.scheduler

@@ -7,11 +7,14 @@ measured from dispatch (the backend's share); the record's are measured from arr
 
 from __future__ import annotations
 
-from typing import Any
-
 from gateway.context import GatewayContext
 from gateway.metrics.records import RequestRecord
+from policies.engine.scheduler_types import Ticket
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
+
+CLIENT_CLOSED_REQUEST = 499
+"""The status recorded when the client went away first (nginx's convention); the client
+never sees it, the decision record and the metrics keep it."""
 
 
 class Flight:
@@ -22,7 +25,7 @@ class Flight:
         self.record = record
         self.request = request
         self.prompt_chars = 0
-        self.ticket: Any = None
+        self.ticket: Ticket | None = None
         self.decision: Decision | None = None
         self.queue_position: int | None = None
         self.enqueued_at: float | None = None
@@ -46,7 +49,7 @@ class Flight:
             self.ctx.metrics.waited(waited, decision.tenant, self.record.workload_class)
         self.enqueued_at = None
 
-    def dispatched(self, ticket: Any) -> None:
+    def dispatched(self, ticket: Ticket) -> None:
         self.ticket = ticket
         self.record.backend = ticket.backend
         self.record.attempts += 1

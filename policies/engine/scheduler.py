@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from typing import Any
 
 from policies.contracts import GateContext, Limit, QueuedEntry
 from policies.engine.flow_keys import FlowKeys
@@ -141,8 +140,9 @@ class Scheduler:
         )
 
     def _new_entry(
-        self, req: RequestInfo, kind: DecisionKind, degradation: Any, shadowed: Any, now: float
-    ) -> QueuedEntry:
+        self, req: RequestInfo, kind: DecisionKind, degradation: Degradation,
+        shadowed: tuple[str, ...], now: float,
+    ) -> QueuedEntry:  # fmt: skip
         self._seq += 1
         if req.deadline is not None:  # the client's own bound replaces the queue's
             expires_at, reason = req.deadline, Reason.DEADLINE_EXPIRED
