@@ -29,6 +29,7 @@ class PriorityState:
 class PriorityBands(Fairness[PriorityState, PriorityParams]):
     type_name = "priority"
     params_model = PriorityParams
+    example_parameters = {"starvation_after_s": 2.0}
 
     def new_state(self) -> PriorityState:
         return PriorityState()

@@ -25,6 +25,7 @@ class AdaptiveState:
 class AdaptiveLimit(Limit[AdaptiveState, AdaptiveParams]):
     type_name = "adaptive"
     params_model = AdaptiveParams
+    example_parameters = {"target_s": 0.5}
 
     def new_state(self) -> AdaptiveState:
         return AdaptiveState()
