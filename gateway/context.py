@@ -65,6 +65,7 @@ class GatewayContext:
     records: RecordSink
     clock: Clock
     reloader: Reloader | None = None
+    """Set by ``create_app`` when the config came from a file (SIGHUP and file changes)."""
     scraper: MetricsScraper | None = None
     """The ``MetricsScraper`` when scraping is enabled (its loop runs in the lifespan)."""
 

@@ -143,9 +143,6 @@ class Plugin(ABC, Generic[S, P]):
 
     type_name: ClassVar[str]
     params_model: ClassVar[type[Params]] = NoParams
-    example_parameters: ClassVar[Mapping[str, object]] = {}
-    """A valid ``parameters:`` mapping that exercises the policy (``{}`` when its defaults
-    do): the conformance suite runs every registered plugin with it, and the docs show it."""
 
     def __init__(self, params: P) -> None:
         self.params = params

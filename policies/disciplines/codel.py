@@ -33,7 +33,6 @@ class CodelState:
 class Codel(Discipline[CodelState, CodelParams]):
     type_name = "codel"
     params_model = CodelParams
-    example_parameters = {"target_s": 0.5, "interval_s": 3.0}
 
     def new_state(self) -> CodelState:
         return CodelState()

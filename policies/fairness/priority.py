@@ -29,7 +29,6 @@ class PriorityState:
 class PriorityBands(Fairness[PriorityState, PriorityParams]):
     type_name = "priority"
     params_model = PriorityParams
-    example_parameters = {"starvation_after_s": 2.0}
 
     def new_state(self) -> PriorityState:
         return PriorityState()

@@ -35,7 +35,6 @@ from policies.types import Reason, RequestInfo
 class CodelAdmission(Gate[CodelState, CodelAdmissionParams]):
     type_name = "codel_admission"
     params_model = CodelAdmissionParams
-    example_parameters = {"target_s": 0.5, "interval_s": 3.0}
 
     def new_state(self) -> CodelState:
         return CodelState()

@@ -33,7 +33,6 @@ class QuotaState:
 class TenantQuota(Gate[QuotaState, QuotaParams]):
     type_name = "tenant_quota"
     params_model = QuotaParams
-    example_parameters = {"default": {"tokens_per_minute": 6000, "max_concurrent": 4}}
 
     def new_state(self) -> QuotaState:
         return QuotaState()

@@ -53,7 +53,6 @@ class ReservationState:
 class WaitReservation(Gate[ReservationState, ReservationParams]):
     type_name = "wait_reservation"
     params_model = ReservationParams
-    example_parameters = {"target_wait_s": 0.5}
 
     def new_state(self) -> ReservationState:
         return ReservationState()

@@ -32,7 +32,6 @@ class RetryState:
 class RetryBudget(Gate[RetryState, RetryBudgetParams]):
     type_name = "retry_budget"
     params_model = RetryBudgetParams
-    example_parameters = {"ratio": 0.2}
 
     def new_state(self) -> RetryState:
         return RetryState()

@@ -25,7 +25,6 @@ class AdaptiveState:
 class AdaptiveLimit(Limit[AdaptiveState, AdaptiveParams]):
     type_name = "adaptive"
     params_model = AdaptiveParams
-    example_parameters = {"target_s": 0.5}
 
     def new_state(self) -> AdaptiveState:
         return AdaptiveState()

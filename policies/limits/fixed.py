@@ -15,7 +15,6 @@ from policies.limits.fixed_params import FixedParams
 class FixedCap(Limit[None, FixedParams]):
     type_name = "fixed"
     params_model = FixedParams
-    example_parameters = {"max_in_flight": 2}
 
     def new_state(self) -> None:
         return None

@@ -22,7 +22,7 @@ ALL = [(role, name) for role in ROLES for name in registered(role)]
 
 def example(role: Role, name: str) -> dict[str, Any]:
     """The plugin's own example parameters: a new plugin needs no row here."""
-    return dict(registered(role)[name].example_parameters)
+    return registered(role)[name].params_model.example()
 
 
 def section(role: Role, name: str, params: dict[str, Any]) -> dict[str, Any]:
