@@ -92,6 +92,8 @@ def grafana_variables(dashboard: dict[str, Any]) -> dict[str, str]:
     """Each template variable's current value as Grafana substitutes it in a query."""
     out = {}
     for var in dashboard["templating"]["list"]:
+        if var["type"] != "query":
+            continue  # the data source variable is not part of any PromQL
         current = var["current"]["value"]
         values = current if isinstance(current, list) else [current]
         if values == ["$__all"]:
