@@ -243,7 +243,7 @@ def kill_phase(run: Run, base: str, emulators: list[Any]) -> None:
     """SIGKILL one backend while requests run on it, then the other."""
 
     async def long_requests_then_kill() -> list[int]:
-        load = asyncio.ensure_future(_send(base, "alice", 6, 400))
+        load = asyncio.ensure_future(_send(base, "alice", _slots() + 2, 400))
         await _until_running(f"http://127.0.0.1:{emulators[1].port}")
         stop(emulators[1].proc, signal.SIGKILL)
         return await load

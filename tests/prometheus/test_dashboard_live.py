@@ -30,11 +30,16 @@ EMPTY_BY_DESIGN: dict[str, str] = {}
 ZERO_BY_DESIGN = {
     "Waiting (vLLM)": "the gateway queues instead of vLLM: the server_signals limit admits "
     "only while a backend's waiting count is below max_waiting, so it stays 0",
-    "Upstream errors/s": "the only upstream errors are the requests cut by the SIGKILL, all "
-    "at once: their counter series is born with that value, and rate() does not count the "
-    "increments a series had when Prometheus first saw it (the raw counter is checked)",
 }
 """Panels that return numbers, all of them 0, in this scenario, and why."""
+
+MAY_BE_ZERO = {
+    "Upstream errors/s": "the upstream errors are the requests cut by the SIGKILL, nearly all "
+    "at once: a counter series born with its value shows no increase to rate(), which does "
+    "not count what a series had when Prometheus first saw it (the raw counter is checked)",
+}
+"""Panels that return numbers which may all be 0, depending on how the errors of one
+instant fall between scrapes."""
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +70,7 @@ def test_every_panel_query_returns_data_except_the_empty_by_design(
     assert len(results) == len(panel_queries(dashboard)) > 20
     assert _panels_where(results, lambda v: not v) == set(EMPTY_BY_DESIGN)
     zero = _panels_where(results, lambda v: v and not any(v))
-    assert zero == set(ZERO_BY_DESIGN), {k: v for k, v in results.items() if v and not any(v)}
+    assert set(ZERO_BY_DESIGN) <= zero <= set(ZERO_BY_DESIGN) | set(MAY_BE_ZERO), zero
 
 
 def test_the_upstream_errors_the_rate_panel_misses_were_counted(observed: Run) -> None:
