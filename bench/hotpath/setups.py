@@ -194,7 +194,7 @@ class SluicegateBaseline(Sluicegate):
         module = "commands.cli" if (base / "commands" / "cli.py").exists() else "gateway.cli"
         run = "import runpy, sys; sys.argv[0] = 'sluicegate'; runpy.run_module(sys.argv.pop(1), "
         run += "run_name='__main__')"
-        argv = [sys.executable, "-c", run, module, "serve", "--config", str(config)]
+        argv = [sys.executable, "-P", "-c", run, module, "serve", "--config", str(config)]
         return argv, {"PYTHONPATH": str(base)}
 
     def version(self) -> str:
