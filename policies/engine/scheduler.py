@@ -194,7 +194,8 @@ class Scheduler:
             else:
                 backend = room  # what place.pick picks for it
             if backend is None:
-                blocked.add(req.model)
+                if not place.prefill_refused(req):
+                    blocked.add(req.model)  # else a shorter prompt may still fit
                 deferred.append(entry)
                 continue
             if self._drop_at_dequeue(entry, now):
@@ -263,6 +264,9 @@ class Scheduler:
         now = self._clock()
         req = ticket.request
         total = req.estimate.total
+        prefill = self._place.prefill
+        if prefill is not None and outcome is Outcome.COMPLETED:
+            prefill.backend(ticket.backend).completed(ticket.request_id)
         load = self._place.gave_back(ticket.backend, req, total)
         self._released += total
         if usage is not None:
@@ -277,6 +281,13 @@ class Scheduler:
                 outcome is Outcome.FAILED,
             )  # fmt: skip
         self._drain.tick(now, bool(self._in_flight))
+
+    def first_token(self, ticket: Ticket) -> None:
+        """The first token of ``ticket``'s response came back (streamed responses): its
+        prompt, and all sent to that backend before it, left the engine's prefill backlog."""
+        prefill = self._place.prefill
+        if prefill is not None and ticket.request_id in self._in_flight:
+            prefill.backend(ticket.backend).first_token(ticket.request_id, self._clock())
 
     def cancel(self, request_id: str) -> bool:
         """The client went away while queued: removed at once (outcome CANCELLED)."""
@@ -325,7 +336,14 @@ class Scheduler:
 
     def next_wakeup(self) -> float | None:
         """The earliest clock time at which ``poll`` has work without any other event."""
-        return self._queue.next_expiry()
+        expiry = self._queue.next_expiry()
+        prefill = self._place.prefill
+        if prefill is None or not self._queue:
+            return expiry
+        estimated = prefill.advance(self._clock())  # a non-streamed prefill estimated done
+        if estimated is None or (expiry is not None and expiry <= estimated):
+            return expiry
+        return estimated
 
     def stats(self) -> SchedulerStats:
         now = self._clock()
