@@ -32,21 +32,32 @@ def _preset(name: str) -> dict[str, Any]:
     return policy
 
 
+def _fair_share(reserve: float, bound: bool) -> dict[str, Any]:
+    preset = _preset("fair-share")
+    headroom = {**preset.get("headroom", {}), "reserve_fraction": reserve}
+    return {**preset, "headroom": headroom, "prefill_backlog": {"enabled": bound}}
+
+
+POLICIES: dict[str, Any] = {
+    # the default policy without, then with, the prefill backlog bound (now the default)
+    "default": lambda: {"prefill_backlog": {"enabled": False}},
+    "prefill-bound": lambda: {"prefill_backlog": {"enabled": True}},
+    # presets/fair-share.yaml with 1/8 of the slots reserved (as it shipped before the
+    # bound), then with the bound, then with 1/4 reserved and the bound (as it ships now)
+    "fair-share": lambda: _fair_share(0.125, bound=False),
+    "fair-share+prefill-bound": lambda: _fair_share(0.125, bound=True),
+    "fair-share-quarter+prefill-bound": lambda: _fair_share(0.25, bound=True),
+    "fair-share-preset": lambda: _preset("fair-share"),
+}
+
+
 def policy_of(variant: str) -> dict[str, Any]:
     """The ``policy:`` section of a gateway variant."""
-    if variant == "default":
-        return {"prefill_backlog": {"enabled": False}}
-    if variant == "prefill-bound":
-        return {"prefill_backlog": {"enabled": True}}
-    if variant == "fair-share":
-        return {**_preset("fair-share"), "prefill_backlog": {"enabled": False}}
-    if variant == "fair-share+prefill-bound":
-        return {**_preset("fair-share"), "prefill_backlog": {"enabled": True}}
-    if variant == "fair-share-quarter+prefill-bound":
-        preset = _preset("fair-share")
-        headroom = {**preset["headroom"], "reserve_fraction": 0.25}
-        return {**preset, "headroom": headroom, "prefill_backlog": {"enabled": True}}
-    raise ValueError(f"unknown variant {variant!r}")
+    make = POLICIES.get(variant)
+    if make is None:
+        raise ValueError(f"unknown variant {variant!r}")
+    policy: dict[str, Any] = make()
+    return policy
 
 
 def gateway_config(variant: str, urls: list[str]) -> dict[str, Any]:
