@@ -73,16 +73,18 @@ class Placement:
     def pick(self, req: RequestInfo) -> BackendView | None:
         """The backend ``req`` dispatches to now, or None when none of its model has room."""
         bound_of = self._room_bound
-        prefill = self.prefill
         if bound_of is not None and not req.session_id:
             bounded = self.view.room_bounds(req.model, self.load, bound_of)
-            if prefill is not None:
-                bounded = tuple(c for c in bounded if self._prefill_admits(c[0], req))
-            return least_loaded_within(bounded)
+            best = least_loaded_within(bounded)
+            if best is None or self.prefill is None or self.prefill_admits(best, req):
+                return best
+            return least_loaded_within([c for c in bounded if self.prefill_admits(c[0], req)])
         candidates = self.view.candidates(req.model, self.load)
-        if prefill is not None:
-            candidates = tuple(c for c in candidates if self._prefill_admits(c[0], req))
-        return choose_backend(self._limit, self._lstate, candidates, req.session_id)
+        best = choose_backend(self._limit, self._lstate, candidates, req.session_id)
+        if best is None or self.prefill is None or self.prefill_admits(best, req):
+            return best
+        admitted = [c for c in candidates if self.prefill_admits(c[0], req)]
+        return choose_backend(self._limit, self._lstate, admitted, req.session_id)
 
     def prefill_refused(self, req: RequestInfo) -> bool:
         """After ``pick(req)`` found nothing: whether only the prefill bound refused it (a
@@ -95,7 +97,7 @@ class Placement:
         finally:
             self.prefill = saved
 
-    def _prefill_admits(self, backend: BackendView, req: RequestInfo) -> bool:
+    def prefill_admits(self, backend: BackendView, req: RequestInfo) -> bool:
         """The prefill backlog bound (see ``prefill_backlog.py``), with the rate estimate
         brought up to now before a refusal."""
         prefill = self.prefill
@@ -113,8 +115,8 @@ class Placement:
         any request of that model without a session (one scan serves both), and whether
         room may remain after it takes one (``pick_within``).
         True: there may be room (several models queued: each request's pick decides)."""
-        if len(models) != 1 or self.prefill is not None:
-            return True, True  # (the prefill bound depends on each request's prompt)
+        if len(models) != 1:
+            return True, True
         bound_of = self._room_bound
         (model,) = models
         if bound_of is None:
@@ -159,10 +161,13 @@ class Placement:
         tenants = self.tenant_in_flight
         tenants[req.tenant] = tenants.get(req.tenant, 0) + 1
 
-    def gave_back(self, backend: str, req: RequestInfo, tokens: int) -> BackendLoad:
-        """``req``'s dispatch to ``backend`` ended; returns the backend's load after it."""
+    def gave_back(
+        self, backend: str, req: RequestInfo, tokens: int, completed: bool = False
+    ) -> BackendLoad:
+        """``req``'s dispatch to ``backend`` ended (``completed``: it finished); returns the
+        backend's load after it."""
         if self.prefill is not None:
-            self.prefill.backend(backend).ended(req.request_id)
+            self.prefill.backend(backend).ended(req.request_id, completed)
         load = self.load(backend)
         load.in_flight -= 1
         load.in_flight_tokens -= tokens

@@ -109,18 +109,18 @@ class BackendPrefill:
         self.rate.add(tokens, now - max(start, self._credited_at), now)
         self._credited_at = now
 
-    def completed(self, request_id: str) -> None:
-        """The request finished: its prefill and all before it ended, at some unknown time
-        (no rate sample)."""
-        if request_id in self._pending:
+    def ended(self, request_id: str, completed: bool = False) -> None:
+        """The request left the backend (finished, failed, cancelled). ``completed``: it
+        finished, so its prefill and all before it ended, at some unknown time (no rate
+        sample); otherwise only its own prompt leaves the backlog."""
+        if request_id not in self._pending:
+            return
+        if completed:
             self._credit_through(request_id)
-
-    def ended(self, request_id: str) -> None:
-        """The request left the backend (finished, failed, cancelled)."""
-        found = self._pending.pop(request_id, None)
+            return
+        tokens, _ = self._pending.pop(request_id)
         self._streamed.discard(request_id)
-        if found is not None:
-            self.pending_tokens -= found[0]
+        self.pending_tokens -= tokens
 
     def _credit_through(self, request_id: str) -> tuple[int, float]:
         """Drop ``request_id`` and every entry before it; their tokens and first dispatch."""

@@ -191,8 +191,10 @@ class Scheduler:
             req = entry.request
             if room is True or req.session_id:
                 backend = None if req.model in blocked else place.pick(req)
-            else:
+            elif place.prefill is None or place.prefill_admits(room, req):
                 backend = room  # what place.pick picks for it
+            else:
+                backend = place.pick(req)  # another backend may hold less un-prefilled work
             if backend is None:
                 if not place.prefill_refused(req):
                     blocked.add(req.model)  # else a shorter prompt may still fit
@@ -264,10 +266,7 @@ class Scheduler:
         now = self._clock()
         req = ticket.request
         total = req.estimate.total
-        prefill = self._place.prefill
-        if prefill is not None and outcome is Outcome.COMPLETED:
-            prefill.backend(ticket.backend).completed(ticket.request_id)
-        load = self._place.gave_back(ticket.backend, req, total)
+        load = self._place.gave_back(ticket.backend, req, total, outcome is Outcome.COMPLETED)
         self._released += total
         if usage is not None:
             self._policy.fairness.charge(self._states.fairness, req, usage.total - total)

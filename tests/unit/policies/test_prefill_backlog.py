@@ -62,7 +62,7 @@ def test_a_completed_request_settles_the_backlog_ahead_without_a_rate_sample() -
     b = BackendPrefill(half_life_s=10.0)
     b.dispatched("a", 500, now=0.0, streamed=False)
     b.dispatched("b", 500, now=0.0, streamed=False)
-    b.completed("b")
+    b.ended("b", completed=True)
     assert b.pending_tokens == 0 and b.rate.tokens_per_s() is None
 
 
