@@ -93,6 +93,7 @@ async def _phases(
         for task in [*vt, *nt]:
             task.cancel()
         await asyncio.gather(*vt, *nt, return_exceptions=True)
+        args.cutoff = time.monotonic()
         return samples, stats.Window(t0, t1), stats.Window(t1, t2), snaps
     finally:
         for c in clients:
@@ -114,7 +115,7 @@ def run_variant(args: argparse.Namespace, variant: str, texts: Texts) -> dict[st
         if gateway is not None:
             gateway.stop()
         wait_idle(args.engine_urls)
-    return _summary(variant, samples, alone, flood, snaps, gateway)
+    return _summary(variant, samples, alone, flood, snaps, gateway, args.cutoff)
 
 
 def _summary(
@@ -124,8 +125,9 @@ def _summary(
     flood: stats.Window,
     snaps: list[Any],
     gateway: Process | None,
+    cutoff: float,
 ) -> dict[str, Any]:
-    a, f = stats.victim_phase(samples, alone), stats.victim_phase(samples, flood)
+    a, f = stats.victim_phase(samples, alone, cutoff), stats.victim_phase(samples, flood, cutoff)
     log = None if gateway is None else gateway.log
     return {
         "variant": variant,

@@ -76,8 +76,11 @@ def chat_body(model: str, text: str, max_tokens: int, stream: bool) -> dict[str,
     return body
 
 
-async def one_request(client: httpx.AsyncClient, tenant: Tenant, body: dict[str, object]) -> Sample:
-    sample = Sample(tenant.name, time.monotonic(), uuid.uuid4().hex)
+async def one_request(
+    client: httpx.AsyncClient, tenant: Tenant, body: dict[str, object], sample: Sample
+) -> Sample:
+    """Fills ``sample`` (already listed: a request cut off at the end stays in the list,
+    with status 0 and no TTFT, so the caller can count it as censored)."""
     headers = {"authorization": f"Bearer {tenant.api_key}", "x-request-id": sample.request_id}
     async with client.stream("POST", "/v1/chat/completions", json=body, headers=headers) as resp:
         sample.status = resp.status_code
@@ -117,11 +120,12 @@ async def closed_loop(
     """One worker: request after request until ``stop``; a 429 waits its Retry-After."""
     while not stop.is_set():
         body = chat_body(model, texts.make(tenant.prompt_tokens), tenant.max_tokens, tenant.stream)
-        try:
-            sample = await one_request(client, tenant, body)
-        except httpx.HTTPError:
-            sample = Sample(tenant.name, time.monotonic(), status=-1, ended=time.monotonic())
+        sample = Sample(tenant.name, time.monotonic(), uuid.uuid4().hex)
         out.append(sample)
+        try:
+            await one_request(client, tenant, body, sample)
+        except httpx.HTTPError:
+            sample.status, sample.ended = -1, time.monotonic()
         if sample.retry_after_s is not None:
             await _sleep_unless(stop, sample.retry_after_s)
         elif sample.status != 200:

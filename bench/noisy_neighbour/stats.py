@@ -37,10 +37,14 @@ class Window:
         return self.end - self.start
 
 
-def victim_phase(samples: list[Sample], window: Window) -> dict[str, Any]:
+def victim_phase(samples: list[Sample], window: Window, cutoff: float) -> dict[str, Any]:
+    """Victim turns started in ``window``. A turn still without a first token at
+    ``cutoff`` (the run's end) counts in the TTFT percentiles with ``cutoff - start``, a
+    lower bound (censored), so the slowest turns are never left out."""
     mine = [s for s in samples if s.tenant == "victim" and window.holds(s.started)]
-    ok = [s for s in mine if s.status == 200 and s.ttft_s is not None]
-    ttft = [s.ttft_s for s in ok if s.ttft_s is not None]
+    ok = [s for s in mine if s.status == 200 and s.e2e_s is not None]
+    censored = [cutoff - s.started for s in mine if s.status in (0, 200) and s.ttft_s is None]
+    ttft = [s.ttft_s for s in mine if s.status == 200 and s.ttft_s is not None] + censored
     e2e = [s.e2e_s for s in ok if s.e2e_s is not None]
     return {
         "requests": len(ok),
@@ -49,8 +53,9 @@ def victim_phase(samples: list[Sample], window: Window) -> dict[str, Any]:
         "ttft_p99_ms": _ms(pct(ttft, 0.99)),
         "e2e_p50_ms": _ms(pct(e2e, 0.5)),
         "e2e_p99_ms": _ms(pct(e2e, 0.99)),
+        "censored": len(censored),
         "rejected": sum(1 for s in mine if s.status == 429),
-        "errors": sum(1 for s in mine if s.status not in (200, 429)),
+        "errors": sum(1 for s in mine if s.status not in (0, 200, 429)),
     }
 
 
@@ -61,7 +66,7 @@ def rejections(samples: list[Sample], tenant: str, window: Window) -> dict[str, 
         "429": sum(1 for s in mine if s.status == 429),
         "retry_after_p50_s": pct(after, 0.5),
         "retry_after_max_s": max(after) if after else None,
-        "other_errors": sum(1 for s in mine if s.status not in (200, 429)),
+        "other_errors": sum(1 for s in mine if s.status not in (0, 200, 429)),
     }
 
 
