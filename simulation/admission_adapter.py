@@ -67,6 +67,7 @@ class SchedulerAdmission:
             arrival=self._clock(),
             is_retry=is_retry,
             session_id=session,
+            stream=True,
         )
         return self._verdict(self.scheduler.submit(req, fleet))
 
@@ -78,6 +79,9 @@ class SchedulerAdmission:
 
     def poll(self, fleet: FleetSnapshot) -> list[AdmissionAnswer]:
         return [self._verdict(out) for out in self.scheduler.poll(fleet)]
+
+    def first_token(self, request_id: str) -> None:
+        self.scheduler.first_token(self._tickets[request_id])
 
     def release(
         self, request_id: str, usage: tuple[int, int], decode_start: float, finished: float

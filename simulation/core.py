@@ -162,6 +162,7 @@ class Simulation:
         now = self._clock.now
         for rid in step.first_token:
             self._open[self._by_request[rid]].decode_start = now
+            self._admission.first_token(rid)
         for rid in step.finished:
             agent = self._by_request.pop(rid)
             record = self._open.pop(agent)

@@ -87,6 +87,10 @@ class AdmissionPort(Protocol):
         ...
 
     def poll(self, fleet: FleetSnapshot) -> list[AdmissionAnswer]: ...
+    def first_token(self, request_id: str) -> None:
+        """The turn's first token came back (every simulated turn streams)."""
+        ...
+
     def release(
         self, request_id: str, usage: tuple[int, int], decode_start: float, finished: float
     ) -> None:

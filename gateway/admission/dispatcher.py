@@ -44,6 +44,7 @@ class SchedulerLike(Protocol):
         ttft_s: float | None = None,
         latency_s: float | None = None,
     ) -> None: ...
+    def first_token(self, ticket: Ticket) -> None: ...
     def next_wakeup(self) -> float | None: ...
     def stats(self) -> SchedulerStats: ...
     def swap(self, policy: PolicySet) -> None: ...
@@ -133,6 +134,13 @@ class Admission:
     ) -> None:
         self.scheduler.release(ticket, outcome, usage, ttft_s=ttft_s, latency_s=latency_s)
         if self._waiters:  # freed capacity matters only to someone queued
+            self._wake.set()
+
+    def first_token(self, ticket: Ticket) -> None:
+        """A streamed response's first token came back: room may have opened for the
+        prefill backlog bound, which matters only to someone queued."""
+        self.scheduler.first_token(ticket)
+        if self._waiters:
             self._wake.set()
 
     def poll_once(self) -> None:

@@ -30,6 +30,7 @@ class Flight:
         self.queue_position: int | None = None
         self.enqueued_at: float | None = None
         self.first_byte_at: float | None = None
+        self._first_token_of: Ticket | None = None
         self.done = False
 
     def decided(self, decision: Decision) -> None:
@@ -59,6 +60,14 @@ class Flight:
         if self.first_byte_at is None:
             self.first_byte_at = self.ctx.clock()
             self.record.ttft_s = self.first_byte_at - self.record.arrival
+
+    def first_token(self) -> None:
+        """A streamed response's first token was relayed: tell admission once per attempt."""
+        self.first_byte()
+        ticket = self.ticket
+        if ticket is not None and ticket is not self._first_token_of:
+            self._first_token_of = ticket
+            self.ctx.admission.first_token(ticket)
 
     def release_attempt(self, outcome: Outcome, usage: Usage | None = None) -> None:
         """Give the current ticket back (idempotent); the request itself goes on."""

@@ -23,7 +23,7 @@ async def relay_stream(
         async for chunk in upstream.aiter_raw():
             events = relay.feed(chunk)
             if events:
-                flight.first_byte()
+                flight.first_token()
                 yield events[0] if len(events) == 1 else b"".join(events)
         rest = relay.rest()
         if rest:

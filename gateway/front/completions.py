@@ -128,6 +128,7 @@ async def _prepare(
         is_retry=meta.is_retry,
         session_id=meta.session_id,
         prompt_hash=prompt_sha256(parsed.prompt),
+        stream=parsed.stream,
     )
     return Prepared(runtime, path, parsed, info, raw)
 
