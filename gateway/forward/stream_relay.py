@@ -1,6 +1,9 @@
 """The SSE relay generator. Its ``finally`` is where a streamed request ends: it closes
 the upstream response (vLLM aborts the request when the connection drops) and finishes
-the flight, whether the stream completed, the backend died, or the client left."""
+the flight, whether the stream completed, the backend died, or the client left.
+
+A stream whose last event (``data: [DONE]``) was handed to the client is completed, even
+if the client closes before the backend's end of stream is read: the answer was whole."""
 
 from __future__ import annotations
 
@@ -19,22 +22,29 @@ async def relay_stream(
     """Yields upstream SSE events as they arrive: all complete events of one upstream read
     as one chunk (one send to the client; none waits for a later read)."""
     outcome, status, error = Outcome.CANCELLED, 499, None
+    delivered = False  # the client was handed ``data: [DONE]``
     try:
         async for chunk in upstream.aiter_raw():
             events = relay.feed(chunk)
             if events:
                 flight.first_byte()
                 yield events[0] if len(events) == 1 else b"".join(events)
+                delivered = relay.done
         rest = relay.rest()
         if rest:
             yield rest
         outcome, status = Outcome.COMPLETED, 200
     except httpx.HTTPError as exc:
+        if relay.done:  # the answer was whole; the connection broke after it
+            outcome, status = Outcome.COMPLETED, 200
+            return
         # Bytes were already sent: the status line cannot change, so end with an error event.
         outcome, status, error = Outcome.FAILED, 502, type(exc).__name__
         flight.ctx.metrics.upstream_errors.labels(flight.record.backend or "", "stream").inc()
         yield sse_error_event("the backend failed mid-stream; the response is incomplete")
     finally:
+        if delivered and outcome is Outcome.CANCELLED:
+            outcome, status = Outcome.COMPLETED, 200
         await upstream.aclose()
         flight.finish(outcome, status=status, usage=_usage(flight, relay), error=error)
 
