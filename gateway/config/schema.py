@@ -30,6 +30,9 @@ class ServerConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     max_body_bytes: int = Field(default=1_048_576, gt=0, description="bigger bodies get 413")
+    body_timeout_s: float = Field(default=30.0, gt=0, description="whole body by then, else 408")
+    max_header_bytes: int = Field(default=32_768, gt=0, description="bigger header blocks: 431")
+    header_timeout_s: float = Field(default=10.0, gt=0, description="whole head by then, else 408")
     connect_timeout_s: float = Field(default=3.0, gt=0)
     read_timeout_s: float = Field(default=600.0, gt=0, description="max silence from upstream")
     max_attempts: int = Field(default=3, ge=1, description="dispatches per request")

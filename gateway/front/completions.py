@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive
 
 from gateway.admission.flight import Flight
 from gateway.context import GatewayContext
@@ -103,7 +104,8 @@ async def _prepare(
     if tenant is None:
         raise ApiError(401, "missing or unknown API key", type_="authentication_error",
                        code="invalid_api_key", reason="unauthenticated")  # fmt: skip
-    raw = await read_body(request, runtime.loaded.config.server.max_body_bytes, hdrs)
+    server = runtime.loaded.config.server
+    raw = await read_body(request, server.max_body_bytes, hdrs, server.body_timeout_s)
     body = decode_json_object(raw)
     meta = parse_metadata(hdrs, tenant, request_id)
     parsed = parse_body(path, body, ctx.pool.known_models(), ctx.pool.model_limit)
@@ -131,21 +133,35 @@ async def _prepare(
     return Prepared(path, parsed, info, raw)
 
 
-async def read_body(request: Request, limit: int, hdrs: Mapping[str, str] | None = None) -> bytes:
-    """The request body, at most ``limit`` bytes. Reads ``receive`` directly, as
-    ``Request.stream`` does minus its async generator (one body message, the usual case,
-    is returned as is); a disconnect raises ``ClientDisconnect`` as there."""
+async def read_body(
+    request: Request, limit: int, hdrs: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> bytes:  # fmt: skip
+    """The request body, at most ``limit`` bytes, whole within ``timeout_s`` seconds (408
+    after). Reads ``receive`` directly, as ``Request.stream`` does minus its async generator
+    (one body message, the usual case, is returned as is). A client that goes away before
+    its body is whole gets 400 (nobody reads it; the record keeps it): its own fault, not an
+    error of the gateway."""
     declared = (request.headers if hdrs is None else hdrs).get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
-    receive = request.receive
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await _receive_body(request.receive, limit)
+    except TimeoutError:
+        raise ApiError(408, f"the request body was not received within {timeout_s:g} s",
+                       code="request_timeout", reason="body_timeout") from None  # fmt: skip
+
+
+async def _receive_body(receive: Receive, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
             if message["type"] == "http.disconnect":
-                raise ClientDisconnect()
+                raise ApiError(400, "the request body ended before it was complete",
+                               code="incomplete_body", reason="body_incomplete")  # fmt: skip
             continue
         chunk = message.get("body", b"")
         size += len(chunk)

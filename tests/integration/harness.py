@@ -1,4 +1,5 @@
-"""The real gateway on loopback uvicorn (in this event loop) in front of real emulators.
+"""The real gateway on loopback uvicorn (in this event loop, with the server protocol
+``sluicegate serve`` uses) in front of real emulators.
 
 ``serve_gateway(raw_config)`` starts it with background jobs on (health probes, /metrics
 scraping over real HTTP) and, when the test body ends without error, checks that nothing
@@ -31,6 +32,7 @@ from gateway.app import create_app
 from gateway.config.schema import GatewayConfig
 from gateway.context import GatewayContext
 from gateway.front.auth import key_digest
+from gateway.front.http_guard import guarded_http
 
 REPO = Path(__file__).resolve().parents[2]
 PRESETS = REPO / "presets"
@@ -208,12 +210,15 @@ def cli_process(*argv: str, stderr: int = subprocess.DEVNULL) -> Iterator[subpro
 @contextlib.asynccontextmanager
 async def serve_gateway(raw: dict[str, Any], *, check_lost: bool = True) -> AsyncIterator[Gateway]:
     """The gateway on uvicorn on 127.0.0.1 (a socket bound first: no port race)."""
-    app = create_app(GatewayConfig.model_validate(raw))
+    cfg = GatewayConfig.model_validate(raw)
+    app = create_app(cfg)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+        uvicorn.Config(
+            app, log_level="warning", lifespan="on", access_log=False, http=guarded_http(cfg.server)
+        )
     )
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     gw = Gateway(app, app.state.ctx, f"http://127.0.0.1:{port}")
