@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from gateway.admission.dispatcher import Admission
 from gateway.backends.pool import BackendPool
 from gateway.config.schema import LoadedConfig
+from gateway.forward.stall import StallBounds
 from gateway.front.auth import Authenticator
 from gateway.metrics.exporter import GatewayMetrics
 from gateway.metrics.records import RecordSink
@@ -63,6 +64,8 @@ class GatewayContext:
     reloader: Any = None
     scraper: Any = None
     """The ``MetricsScraper`` when scraping is enabled (its loop runs in the lifespan)."""
+    stalls: StallBounds | None = None
+    """The silence bounds of upstream responses, from each backend's measurements."""
 
     @property
     def scheduler(self) -> Any:

@@ -20,7 +20,8 @@ from starlette.types import Receive
 
 from gateway.admission.flight import Flight
 from gateway.context import GatewayContext
-from gateway.forward.stream_relay import relay_stream
+from gateway.forward.stall import StallWatch
+from gateway.forward.stream_relay import first_events, relay_stream
 from gateway.forward.streaming_response import RelayResponse, race
 from gateway.forward.upstream import (
     BackendBusy,
@@ -252,15 +253,29 @@ async def _open(
     ctx: GatewayContext, flight: Flight, prepared: Prepared, ticket: Any,
     gone: asyncio.Future[Any],
 ) -> Response | str:  # fmt: skip
-    """The response, or the kind of failure ("connect", "busy") that allows another try."""
+    """The response, or the kind of failure ("connect", "busy", "stall") that allows
+    another try: nothing reached the client yet."""
     sent = ticket.request
     body = upstream_body(prepared.parsed.body, model=sent.model, max_tokens=sent.max_tokens,
                          stream=prepared.parsed.stream, raw=prepared.raw)  # fmt: skip
     client, pool = ctx.pool.client(ticket.backend), ctx.pool.upstream(ticket.backend)
+    watch = _watch(ctx, ticket.backend, prepared.parsed.stream, gone)
+    handed_over = False
     try:
         started, upstream = await race(
-            open_upstream(client, pool, prepared.path, body, prepared.request.request_id), gone
+            open_upstream(client, pool, prepared.path, body, prepared.request.request_id),
+            watch.cut,
         )
+        if upstream is not None:
+            ctx.pool.note_success(ticket.backend)
+        if not started or upstream is None:
+            if watch.reason != "gone":
+                return _stalled(ctx, flight, ticket.backend)
+            flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
+            return Response(status_code=CLIENT_GONE)
+        response = await _respond(ctx, flight, prepared, upstream, watch)
+        handed_over = isinstance(response, RelayResponse)
+        return response
     except (httpx.ConnectError, httpx.ConnectTimeout):
         ctx.metrics.upstream_errors.labels(ticket.backend, "connect").inc()
         ctx.pool.note_connect_error(ticket.backend)
@@ -274,28 +289,66 @@ async def _open(
         ctx.metrics.upstream_errors.labels(ticket.backend, "protocol").inc()
         flight.finish(Outcome.FAILED, status=502, error=type(exc).__name__)
         return error_response(flight, 502, "the backend failed before responding", "upstream_error")
-    if upstream is not None:
-        ctx.pool.note_success(ticket.backend)
-    if not started or upstream is None:
-        flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
-        return Response(status_code=CLIENT_GONE)
-    return await _respond(flight, prepared, upstream, gone)
+    finally:
+        if not handed_over:
+            watch.close()
+
+
+def _watch(
+    ctx: GatewayContext, backend: str, stream: bool, gone: asyncio.Future[Any]
+) -> StallWatch:
+    """The attempt's watchdog: the client leaving, the backend going down, and for a
+    stream, silence before the first event beyond the backend's measured bound."""
+    stalls = ctx.stalls
+    down = ctx.pool.down_signal(backend) if stalls and stalls.config.cut_when_down else None
+    bound = None
+    if stream and stalls is not None:
+        view = next((v for v in ctx.pool.snapshot().backends if v.name == backend), None)
+        bound = stalls.first_token_s(backend, view.ttft_p90_s if view else None)
+    return StallWatch(bound, down=down, gone=gone)
+
+
+def _stalled(ctx: GatewayContext, flight: Flight, backend: str) -> str:
+    """The backend went down or silent before anything reached the client: give the
+    ticket back, and let the request try a healthy backend."""
+    ctx.metrics.upstream_errors.labels(backend, "stall").inc()
+    flight.release_attempt(Outcome.FAILED)
+    return "stall"
 
 
 async def _respond(
-    flight: Flight, prepared: Prepared, upstream: Upstream, gone: asyncio.Future[Any]
-) -> Response:
+    ctx: GatewayContext, flight: Flight, prepared: Prepared, upstream: Upstream,
+    watch: StallWatch,
+) -> Response | str:  # fmt: skip
+    backend = flight.record.backend or ""
     if prepared.parsed.stream and upstream.status_code == 200:
         relay = SseRelay(strip_usage=not prepared.parsed.client_wants_usage)
-        return RelayResponse(relay_stream(flight, upstream, relay), 200, headers(flight))
+        chunks = upstream.aiter_raw()
+        try:
+            first = await first_events(flight, relay, chunks, watch)
+        except BaseException:
+            await upstream.aclose()
+            raise
+        if first is None:
+            await upstream.aclose()
+            if watch.reason != "gone":
+                return _stalled(ctx, flight, backend)
+            flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
+            return Response(status_code=CLIENT_GONE)
+        if ctx.stalls is not None:
+            watch.rebound(ctx.stalls.inter_token_s(backend))
+        relayed = relay_stream(flight, upstream, relay, watch=watch, chunks=chunks, first=first)
+        return RelayResponse(relayed, 200, headers(flight))
     try:
-        done, data = await race(upstream.aread(), gone)
+        done, data = await race(upstream.aread(), watch.cut)
     except httpx.HTTPError as exc:
         flight.finish(Outcome.FAILED, status=502, error=type(exc).__name__)
         return error_response(flight, 502, "the backend failed while responding", "upstream_error")
     finally:
         await upstream.aclose()
     if not done or data is None:
+        if watch.reason != "gone":
+            return _stalled(ctx, flight, backend)
         flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
         return Response(status_code=CLIENT_GONE)
     flight.first_byte()
