@@ -33,6 +33,7 @@ from gateway.config.schema import GatewayConfig
 from gateway.context import GatewayContext
 from gateway.front.auth import key_digest
 from gateway.front.http_guard import guarded_http
+from scripts.vllm.serve import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 PRESETS = REPO / "presets"
@@ -208,10 +209,15 @@ def cli_process(*argv: str, stderr: int = subprocess.DEVNULL) -> Iterator[subpro
 
 
 @contextlib.asynccontextmanager
-async def serve_gateway(raw: dict[str, Any], *, check_lost: bool = True) -> AsyncIterator[Gateway]:
-    """The gateway on uvicorn on 127.0.0.1 (a socket bound first: no port race)."""
+async def serve_gateway(
+    raw: dict[str, Any], *, check_lost: bool = True, config_path: Path | None = None
+) -> AsyncIterator[Gateway]:
+    """The gateway on uvicorn on 127.0.0.1 (a socket bound first: no port race). With
+    ``config_path``, ``raw`` is written there as YAML and the gateway reloads that file."""
     cfg = GatewayConfig.model_validate(raw)
-    app = create_app(cfg)
+    if config_path is not None:
+        config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    app = create_app(cfg, config_path=config_path)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -262,6 +268,23 @@ async def direct_load(url: str, count: int, max_tokens: int) -> AsyncIterator[li
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@contextlib.contextmanager
+def emulator_process(speed: float) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``sluicegate emulate`` as a child process (it can be killed or stopped); its URL."""
+    port = free_port()
+    argv = ("emulate", "--port", str(port), "--model-name", MODEL, "--speed", str(speed))
+    with cli_process(*argv) as proc:
+        yield proc, f"http://127.0.0.1:{port}"
+
+
+async def healthy(url: str) -> bool:
+    try:
+        async with httpx.AsyncClient() as c:
+            return (await c.get(f"{url}/health", timeout=1.0)).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def decode_seconds(emulator: Any, tokens: int) -> float:
