@@ -24,6 +24,7 @@ from gateway.config.schema import ServerConfig
 from gateway.front.errors import error_body
 
 _REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large"}
+_CODES = {408: "request_timeout", 431: "request_header_fields_too_large"}
 
 
 class _Refused(Exception):
@@ -113,12 +114,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _refuse(self, status: int, message: str) -> None:
         self._refused = True
         self._disarm()
-        body = json.dumps(error_body(message, "invalid_request_error")).encode()
+        body = json.dumps(error_body(message, "invalid_request_error", None, _CODES[status]))
         head = (
             f"HTTP/1.1 {status} {_REASONS[status]}\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
         )
-        self.transport.write(head.encode("latin-1") + body)
+        self.transport.write((head + body).encode("latin-1"))
         self.transport.close()
 
 
