@@ -45,6 +45,8 @@ class BackendView:
     e2e_p90_s: float | None = None
     engine_rejections_per_s: float | None = None
     capacity_estimate: float | None = None
+    running_peak: float | None = None
+    """The most requests the engine was seen running at once (since the gateway started)."""
     signal_age_s: float | None = None
     stale: bool = False
 
