@@ -92,7 +92,8 @@ async def test_backend_frozen_mid_stream(ended_by: str) -> None:
         raw = gateway_config([url], NO_LADDER)
         if ended_by == "silence":
             raw["health"] = HEALTH_NEVER_AGAIN
-            raw["stall"] = {"min_inter_token_s": 0.5}
+            # a floor well above this loaded machine's hiccups, far below read_timeout_s
+            raw["stall"] = {"min_inter_token_s": 2.0}
         else:  # the silence bounds are out of reach: only health can end it
             raw["health"] = {"interval_s": 0.2, "timeout_s": 0.5, "failures_to_down": 2}
             raw["stall"] = {"inter_token_s": 600.0, "first_token_s": 600.0}
@@ -130,7 +131,7 @@ async def test_backend_frozen_before_first_byte_fails_over() -> None:
         raw["health"] = HEALTH_NEVER_AGAIN
         # the frozen backend keeps its last signals: it is still chosen (idle, first by name)
         raw["scrape"] = {"interval_s": 0.1, "max_age_s": 3600.0}
-        raw["stall"] = {"min_first_token_s": 0.5}
+        raw["stall"] = {"min_first_token_s": 2.0}  # above this loaded machine's hiccups
         async with serve_gateway(raw) as gw:
             client = gw.client()
             warm = await asyncio.gather(stream_answer(client, stream(8)),
@@ -332,8 +333,8 @@ async def test_invalid_reload_under_load(start_emulator: StartEmulator, tmp_path
         async with serve_gateway(raw, config_path=path) as gw:
             version = gw.ctx.runtime.version
             client = gw.client()
-            load = [asyncio.ensure_future(stream_answer(client, stream(200))) for _ in range(6)]
-            await wait_for(lambda: gw.ctx.scheduler.stats().in_flight == 6, what="6 in flight")
+            load = [asyncio.ensure_future(stream_answer(client, stream(400))) for _ in range(6)]
+            await wait_for(lambda: gw.ctx.scheduler.stats().in_flight >= 1, what="under load")
             broken = copy.deepcopy(raw)
             broken["policy"] = {"limit": {"type": "no-such-limit"}}
             path.write_text(json.dumps(broken))
