@@ -1,4 +1,5 @@
-"""``sluicegate serve``: the gateway on uvicorn with uvloop and httptools.
+"""``sluicegate serve``: the gateway on uvicorn with uvloop and httptools (its head size
+limit and timeout added: ``gateway/front/http_guard.py``).
 
 ``--config FILE`` serves a config file (reloaded on SIGHUP and on change). Without it, two
 embedded vLLM emulators are started on loopback ports and the gateway is put in front of
@@ -27,6 +28,7 @@ from gateway.config.schema import (
     load_config_bytes,
 )
 from gateway.front.auth import key_digest
+from gateway.front.http_guard import guarded_http
 from policies.build import compiled_modules, core
 
 DEMO_KEY = "sk-sluicegate-demo"
@@ -72,7 +74,7 @@ def _run(loaded: LoadedConfig, path: str | None, args: argparse.Namespace) -> in
         host=args.host or server_cfg.host,
         port=args.port if args.port is not None else server_cfg.port,
         loop="uvloop",
-        http="httptools",
+        http=guarded_http(server_cfg),  # httptools, with a head size limit and timeout
         proxy_headers=False,  # nothing reads the client address; 1 % of the CPU per request
         log_level=args.log_level,
         access_log=False,

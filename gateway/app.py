@@ -34,6 +34,7 @@ from gateway.config.reload import Reloader, build_loaded_policy
 from gateway.config.schema import GatewayConfig, LoadedConfig, config_version
 from gateway.config.yaml_lines import LineIndex
 from gateway.context import Estimator, GatewayContext, Runtime
+from gateway.forward.stall import StallBounds
 from gateway.front.auth import Authenticator
 from gateway.front.completions import handle_completion
 from gateway.front.errors import error_body
@@ -116,6 +117,7 @@ def _context(
         Runtime(loaded, Authenticator(cfg)), pool, admission, estimator, metrics,
         RecordSink(cfg.server.log_records, batch_per_turn=batch_records), clock, scraper=scraper,
     )  # fmt: skip
+    ctx.stalls = StallBounds(cfg.stall, cfg.server.read_timeout_s)
     metrics.add_scrape_time_gauges(lambda: _scheduler_gauges(ctx))
     if scraper is not None:
         register_backend_metrics(metrics.registry, scraper, clock=clock, health=pool.health)

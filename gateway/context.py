@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 from gateway.admission.dispatcher import Admission, SchedulerLike
 from gateway.backends.pool import BackendPool
 from gateway.config.schema import LoadedConfig
+from gateway.forward.stall import StallBounds
 from gateway.front.auth import Authenticator
 from gateway.metrics.exporter import GatewayMetrics
 from gateway.metrics.records import RecordSink
@@ -68,6 +69,8 @@ class GatewayContext:
     """Set by ``create_app`` when the config came from a file (SIGHUP and file changes)."""
     scraper: MetricsScraper | None = None
     """The ``MetricsScraper`` when scraping is enabled (its loop runs in the lifespan)."""
+    stalls: StallBounds | None = None
+    """The silence bounds of upstream responses, from each backend's measurements."""
 
     @property
     def scheduler(self) -> SchedulerLike:

@@ -47,6 +47,8 @@ class BackendView:
     capacity_estimate: float | None = None
     prefill_tokens_per_s: float | None = None
     """The engine's prompt tokens per second of prefill time (its own histograms)."""
+    running_peak: float | None = None
+    """The most requests the engine was seen running at once (since the gateway started)."""
     signal_age_s: float | None = None
     stale: bool = False
 

@@ -68,7 +68,7 @@ def registered(role: Role) -> Mapping[str, type[Plugin[Any, Any]]]:
     return dict(_REGISTRY[role])
 
 
-_TOP_KEYS = {"name", "limit", "fairness", "queue", "gates", "ladder", "retry_after", "headroom",
+SECTION_KEYS = {"name", "limit", "fairness", "queue", "gates", "ladder", "retry_after", "headroom",
              "prefill_backlog"}  # fmt: skip
 
 
@@ -78,7 +78,7 @@ def build_policy(raw: Mapping[str, Any] | None) -> PolicySet:
     errors: list[tuple[Loc, str]] = []
     if not isinstance(raw, Mapping):
         raise PolicyConfigError([((), "policy must be a mapping")])
-    errors += [((k,), "unknown key") for k in raw if k not in _TOP_KEYS]
+    errors += [((k,), "unknown key") for k in raw if k not in SECTION_KEYS]
     name = raw.get("name", "default")
     if not isinstance(name, str) or not name:
         errors.append((("name",), "must be a non-empty string"))

@@ -51,6 +51,8 @@ class _BackendState:
     health: Health = Health.HEALTHY
     failures: int = 0
     max_model_len: int | None = None
+    went_down: asyncio.Future[None] | None = None
+    """Done when the backend is marked down (a new one after it is healthy again)."""
 
 
 def _lean_pool(
@@ -176,6 +178,15 @@ class BackendPool:
             **extra,  # type: ignore[arg-type]
         )
 
+    def down_signal(self, backend: str) -> asyncio.Future[None]:
+        """A future done once ``backend`` is marked down (already done if it is)."""
+        s = self._states[backend]
+        if s.went_down is None or (s.went_down.done() and s.health is not Health.DOWN):
+            s.went_down = asyncio.get_running_loop().create_future()
+            if s.health is Health.DOWN:
+                s.went_down.set_result(None)
+        return s.went_down
+
     def note_connect_error(self, backend: str) -> None:
         """A request could not connect: counts like a failed probe (down after
         ``failures_to_down`` in a row), so one refused connection in a burst does not
@@ -228,6 +239,10 @@ class BackendPool:
         if s.health is not health:
             log.warning("backend %s is now %s", s.config.name, health.value)
             s.health = health
+            if health is Health.DOWN and s.went_down is not None:
+                went_down, s.went_down = s.went_down, None
+                if not went_down.done():
+                    went_down.set_result(None)
             self.invalidate()
             for callback in self.on_change:
                 callback()

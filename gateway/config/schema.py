@@ -30,6 +30,9 @@ class ServerConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     max_body_bytes: int = Field(default=1_048_576, gt=0, description="bigger bodies get 413")
+    body_timeout_s: float = Field(default=30.0, gt=0, description="whole body by then, else 408")
+    max_header_bytes: int = Field(default=32_768, gt=0, description="bigger header blocks: 431")
+    header_timeout_s: float = Field(default=10.0, gt=0, description="whole head by then, else 408")
     connect_timeout_s: float = Field(default=3.0, gt=0)
     read_timeout_s: float = Field(default=600.0, gt=0, description="max silence from upstream")
     max_attempts: int = Field(default=3, ge=1, description="dispatches per request")
@@ -72,6 +75,20 @@ class HealthConfig(_Strict):
     failures_to_down: int = Field(default=2, ge=1)
 
 
+class StallConfig(_Strict):
+    """When a silent upstream is given up on (``gateway/forward/stall.py``, docs/robustness.md).
+    The bounds come from each backend's measured time to first token and inter-token gaps;
+    ``first_token_s``/``inter_token_s`` replace a measured bound by a fixed one."""
+
+    cut_when_down: bool = True
+    first_token_factor: float = Field(default=10.0, ge=1)
+    min_first_token_s: float = Field(default=15.0, gt=0)
+    inter_token_factor: float = Field(default=50.0, ge=1)
+    min_inter_token_s: float = Field(default=5.0, gt=0)
+    first_token_s: float | None = Field(default=None, gt=0)
+    inter_token_s: float | None = Field(default=None, gt=0)
+
+
 class ScrapeConfig(_Strict):
     enabled: bool = True
     interval_s: float = Field(default=0.5, ge=0.05)
@@ -92,6 +109,7 @@ class GatewayConfig(_Strict):
     backends: list[BackendConfig] = Field(min_length=1)
     health: HealthConfig = Field(default_factory=HealthConfig)
     scrape: ScrapeConfig = Field(default_factory=ScrapeConfig)
+    stall: StallConfig = Field(default_factory=StallConfig)
     reload: ReloadConfig = Field(default_factory=ReloadConfig)
     policy: dict[str, Any] = Field(default_factory=dict)
 

@@ -22,6 +22,7 @@ _UPSTREAM_HEADERS = {"content-type": "application/json", "accept-encoding": "ide
 _BUSY_BODY_LIMIT = 64 * 1024
 _encode = json_encoder(separators=(",", ":"), ensure_ascii=False)
 _decode_at = json.JSONDecoder().raw_decode
+_DONE_EVENT = b"data: [DONE]\n\n"
 
 
 class BackendBusy(Exception):
@@ -148,6 +149,8 @@ class SseRelay:
     strip_usage: bool
     usage: Usage | None = None
     content_events: int = 0
+    done: bool = False
+    """The stream's last event, ``data: [DONE]``, was among those returned by ``feed``."""
     _pending: bytes = b""
 
     def feed(self, data: bytes) -> list[bytes]:
@@ -159,6 +162,8 @@ class SseRelay:
             self._pending = buf
             return []
         complete, self._pending = buf[: last + 2], buf[last + 2 :]
+        if complete.endswith(_DONE_EVENT):
+            self.done = True
         at = complete.find(b'"usage"')
         if at < 0:
             cut = len(complete)

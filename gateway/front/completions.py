@@ -13,12 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import httpx
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive
 
 from gateway.admission.flight import CLIENT_CLOSED_REQUEST, Flight
 from gateway.context import GatewayContext, Runtime
-from gateway.forward.stream_relay import relay_stream
+from gateway.forward.stall import StallWatch
+from gateway.forward.stream_relay import first_events, relay_stream
 from gateway.forward.streaming_response import RelayResponse, race
 from gateway.forward.upstream import (
     BackendBusy,
@@ -104,7 +106,8 @@ async def _prepare(
     if tenant is None:
         raise ApiError(401, "missing or unknown API key", type_="authentication_error",
                        code="invalid_api_key", reason="unauthenticated")  # fmt: skip
-    raw = await read_body(request, runtime.loaded.config.server.max_body_bytes, hdrs)
+    server = runtime.loaded.config.server
+    raw = await read_body(request, server.max_body_bytes, hdrs, server.body_timeout_s)
     body = decode_json_object(raw)
     meta = parse_metadata(hdrs, tenant, request_id)
     parsed = parse_body(path, body, ctx.pool.known_models(), ctx.pool.model_limit)
@@ -133,21 +136,35 @@ async def _prepare(
     return Prepared(runtime, path, parsed, info, raw)
 
 
-async def read_body(request: Request, limit: int, hdrs: Mapping[str, str] | None = None) -> bytes:
-    """The request body, at most ``limit`` bytes. Reads ``receive`` directly, as
-    ``Request.stream`` does minus its async generator (one body message, the usual case,
-    is returned as is); a disconnect raises ``ClientDisconnect`` as there."""
+async def read_body(
+    request: Request, limit: int, hdrs: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> bytes:  # fmt: skip
+    """The request body, at most ``limit`` bytes, whole within ``timeout_s`` seconds (408
+    after). Reads ``receive`` directly, as ``Request.stream`` does minus its async generator
+    (one body message, the usual case, is returned as is). A client that goes away before
+    its body is whole gets 400 (nobody reads it; the record keeps it): its own fault, not an
+    error of the gateway."""
     declared = (request.headers if hdrs is None else hdrs).get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
-    receive = request.receive
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await _receive_body(request.receive, limit)
+    except TimeoutError:
+        raise ApiError(408, f"the request body was not received within {timeout_s:g} s",
+                       code="request_timeout", reason="body_timeout") from None  # fmt: skip
+
+
+async def _receive_body(receive: Receive, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
             if message["type"] == "http.disconnect":
-                raise ClientDisconnect()
+                raise ApiError(400, "the request body ended before it was complete",
+                               code="incomplete_body", reason="body_incomplete")  # fmt: skip
             continue
         chunk = message.get("body", b"")
         size += len(chunk)
@@ -239,15 +256,29 @@ async def _open(
     ctx: GatewayContext, flight: Flight, prepared: Prepared, ticket: Ticket,
     gone: asyncio.Future[None],
 ) -> Response | str:  # fmt: skip
-    """The response, or the kind of failure ("connect", "busy") that allows another try."""
+    """The response, or the kind of failure ("connect", "busy", "stall") that allows
+    another try: nothing reached the client yet."""
     sent = ticket.request
     body = upstream_body(prepared.parsed.body, model=sent.model, max_tokens=sent.max_tokens,
                          stream=prepared.parsed.stream, raw=prepared.raw)  # fmt: skip
     client, pool = ctx.pool.client(ticket.backend), ctx.pool.upstream(ticket.backend)
+    watch = _watch(ctx, ticket.backend, prepared.parsed.stream, gone)
+    handed_over = False
     try:
         started, upstream = await race(
-            open_upstream(client, pool, prepared.path, body, prepared.request.request_id), gone
+            open_upstream(client, pool, prepared.path, body, prepared.request.request_id),
+            watch.cut,
         )
+        if upstream is not None:
+            ctx.pool.note_success(ticket.backend)
+        if not started or upstream is None:
+            if watch.reason != "gone":
+                return _stalled(ctx, flight, ticket.backend)
+            flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
+        response = await _respond(ctx, flight, prepared, upstream, watch)
+        handed_over = isinstance(response, RelayResponse)
+        return response
     except (httpx.ConnectError, httpx.ConnectTimeout):
         ctx.metrics.upstream_errors.labels(ticket.backend, "connect").inc()
         ctx.pool.note_connect_error(ticket.backend)
@@ -261,28 +292,66 @@ async def _open(
         ctx.metrics.upstream_errors.labels(ticket.backend, "protocol").inc()
         flight.finish(Outcome.FAILED, status=502, error=type(exc).__name__)
         return error_response(flight, 502, "the backend failed before responding", "upstream_error")
-    if upstream is not None:
-        ctx.pool.note_success(ticket.backend)
-    if not started or upstream is None:
-        flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
-        return Response(status_code=CLIENT_CLOSED_REQUEST)
-    return await _respond(flight, prepared, upstream, gone)
+    finally:
+        if not handed_over:
+            watch.close()
+
+
+def _watch(
+    ctx: GatewayContext, backend: str, stream: bool, gone: asyncio.Future[None]
+) -> StallWatch:
+    """The attempt's watchdog: the client leaving, the backend going down, and for a
+    stream, silence before the first event beyond the backend's measured bound."""
+    stalls = ctx.stalls
+    down = ctx.pool.down_signal(backend) if stalls and stalls.config.cut_when_down else None
+    bound = None
+    if stream and stalls is not None:
+        view = next((v for v in ctx.pool.snapshot().backends if v.name == backend), None)
+        bound = stalls.first_token_s(backend, view.ttft_p90_s if view else None)
+    return StallWatch(bound, down=down, gone=gone)
+
+
+def _stalled(ctx: GatewayContext, flight: Flight, backend: str) -> str:
+    """The backend went down or silent before anything reached the client: give the
+    ticket back, and let the request try a healthy backend."""
+    ctx.metrics.upstream_errors.labels(backend, "stall").inc()
+    flight.release_attempt(Outcome.FAILED)
+    return "stall"
 
 
 async def _respond(
-    flight: Flight, prepared: Prepared, upstream: Upstream, gone: asyncio.Future[None]
-) -> Response:
+    ctx: GatewayContext, flight: Flight, prepared: Prepared, upstream: Upstream,
+    watch: StallWatch,
+) -> Response | str:  # fmt: skip
+    backend = flight.record.backend or ""
     if prepared.parsed.stream and upstream.status_code == 200:
         relay = SseRelay(strip_usage=not prepared.parsed.client_wants_usage)
-        return RelayResponse(relay_stream(flight, upstream, relay), 200, headers(flight))
+        chunks = upstream.aiter_raw()
+        try:
+            first = await first_events(flight, relay, chunks, watch)
+        except BaseException:
+            await upstream.aclose()
+            raise
+        if first is None:
+            await upstream.aclose()
+            if watch.reason != "gone":
+                return _stalled(ctx, flight, backend)
+            flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
+        if ctx.stalls is not None:
+            watch.rebound(ctx.stalls.inter_token_s(backend))
+        relayed = relay_stream(flight, upstream, relay, watch=watch, chunks=chunks, first=first)
+        return RelayResponse(relayed, 200, headers(flight))
     try:
-        done, data = await race(upstream.aread(), gone)
+        done, data = await race(upstream.aread(), watch.cut)
     except httpx.HTTPError as exc:
         flight.finish(Outcome.FAILED, status=502, error=type(exc).__name__)
         return error_response(flight, 502, "the backend failed while responding", "upstream_error")
     finally:
         await upstream.aclose()
     if not done or data is None:
+        if watch.reason != "gone":
+            return _stalled(ctx, flight, backend)
         flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
         return Response(status_code=CLIENT_CLOSED_REQUEST)
     flight.first_byte()

@@ -66,15 +66,17 @@ def rejection(flight: Flight, decision: Decision) -> Response:
 
 
 def exhausted(ctx: GatewayContext, runtime: Runtime, flight: Flight, failure: str) -> Response:
-    """Every attempt hit a busy engine (429 overloaded) or a refused connection (503 no
-    healthy backend, retry after the next health probe)."""
+    """Every attempt hit a busy engine (429 overloaded), or a refused connection or a
+    backend that went down or silent before answering (503 no healthy backend, retry
+    after the next health probe)."""
     if failure == "busy":
         status, reason, retry_after = 429, "overloaded", busy_retry_after(ctx, flight)
         message = "every backend tried reported it is busy"
     else:
         status, reason = 503, "no_healthy_backend"
         retry_after = runtime.loaded.config.health.interval_s
-        message = "could not connect to any backend"
+        message = ("could not connect to any backend" if failure == "connect"
+                   else "no backend answered in time")  # fmt: skip
     flight.finish(Outcome.REJECTED, status=status, error=failure)
     hdrs = {**headers(flight), **retry_after_headers(retry_after)}
     hdrs["x-sluicegate-decision"], hdrs["x-sluicegate-reason"] = "reject", reason

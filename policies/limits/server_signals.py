@@ -8,8 +8,14 @@ requests would only wait inside vLLM, out of reach of fairness and deadlines).
 
 Between two scrapes the signals cannot see what was just sent, so growth is bounded by the
 engine's own count: at most twice what it reports ``running`` (slow start; it doubles per
-fresh signal while the queue stays empty). A backend with nothing of ours in flight always
-takes one request, so a stale or silent backend is probed rather than starved.
+fresh signal while the queue stays empty), but never below what the engine is known to
+hold: its slots when the backend's config states ``max_num_seqs`` (``capacity_estimate``:
+those slots, fewer when the KV cache cannot hold that many of the p90 prompt), else the
+most it was seen running at once (``running_peak``). So after a quiet period (``running``
+0) a backend takes again at once what it ran before, and a burst fills every known free
+slot in one dispatch instead of two per backend per scrape. A backend with nothing of
+ours in flight always takes one request, so a stale or silent backend is probed rather
+than starved.
 """
 
 from __future__ import annotations
@@ -40,8 +46,9 @@ class ServerSignals(Limit[None, ServerSignalsParams]):
         ``load.in_flight == 0 or load.in_flight < room_bound(backend)``. -inf when the engine
         says it is full (stale signal, too many waiting, KV cache or queue time past their
         bounds): only an idle backend takes one. Otherwise the least of the fuse, the
-        engine's slots and, in slow start, twice what it reports running. The signals
-        alone decide, so the state plays no part."""
+        engine's slots and, in slow start, twice what it reports running or what it is
+        known to hold, whichever is more. The signals alone decide, so the state plays no
+        part."""
         p = self.params
         waiting, kv, qt = backend.waiting, backend.kv_cache_usage, backend.queue_time_p50_s
         if (
@@ -58,6 +65,9 @@ class ServerSignals(Limit[None, ServerSignalsParams]):
         running = backend.running
         if p.slow_start and running is not None:
             slow = 2 * (running if running > 1.0 else 1.0)  # 2 * max(1.0, running)
+            known = backend.capacity_estimate if seqs is not None else backend.running_peak
+            if known is not None and known > slow:
+                slow = known
             if slow < bound:
                 bound = slow
         return bound

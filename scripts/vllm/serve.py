@@ -166,9 +166,18 @@ class VllmServer:
         self._signal_group(signal.SIGKILL)
         self.process.wait(timeout=STOP_GRACE_S)
 
+    def pause(self) -> None:
+        """Freeze the whole group (SIGSTOP), as a wedged host would: connections stay open
+        and nothing answers. ``resume`` undoes it."""
+        self._signal_group(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal_group(signal.SIGCONT)
+
     def stop(self) -> None:
         """SIGTERM the group, SIGKILL after a grace period; safe to call repeatedly."""
         if self.process.poll() is None:
+            self.resume()  # a frozen group would not see the SIGTERM
             self._signal_group(signal.SIGTERM)
             try:
                 self.process.wait(timeout=STOP_GRACE_S)

@@ -1,4 +1,5 @@
-"""The real gateway on loopback uvicorn (in this event loop) in front of real emulators.
+"""The real gateway on loopback uvicorn (in this event loop, with the server protocol
+``sluicegate serve`` uses) in front of real emulators.
 
 ``serve_gateway(raw_config)`` starts it with background jobs on (health probes, /metrics
 scraping over real HTTP) and, when the test body ends without error, checks that nothing
@@ -31,6 +32,8 @@ from gateway.app import create_app
 from gateway.config.schema import GatewayConfig
 from gateway.context import GatewayContext
 from gateway.front.auth import key_digest
+from gateway.front.http_guard import guarded_http
+from scripts.vllm.serve import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 PRESETS = REPO / "presets"
@@ -206,14 +209,22 @@ def cli_process(*argv: str, stderr: int = subprocess.DEVNULL) -> Iterator[subpro
 
 
 @contextlib.asynccontextmanager
-async def serve_gateway(raw: dict[str, Any], *, check_lost: bool = True) -> AsyncIterator[Gateway]:
-    """The gateway on uvicorn on 127.0.0.1 (a socket bound first: no port race)."""
-    app = create_app(GatewayConfig.model_validate(raw))
+async def serve_gateway(
+    raw: dict[str, Any], *, check_lost: bool = True, config_path: Path | None = None
+) -> AsyncIterator[Gateway]:
+    """The gateway on uvicorn on 127.0.0.1 (a socket bound first: no port race). With
+    ``config_path``, ``raw`` is written there as YAML and the gateway reloads that file."""
+    cfg = GatewayConfig.model_validate(raw)
+    if config_path is not None:
+        config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    app = create_app(cfg, config_path=config_path)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+        uvicorn.Config(
+            app, log_level="warning", lifespan="on", access_log=False, http=guarded_http(cfg.server)
+        )
     )
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     gw = Gateway(app, app.state.ctx, f"http://127.0.0.1:{port}")
@@ -257,6 +268,23 @@ async def direct_load(url: str, count: int, max_tokens: int) -> AsyncIterator[li
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@contextlib.contextmanager
+def emulator_process(speed: float) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``sluicegate emulate`` as a child process (it can be killed or stopped); its URL."""
+    port = free_port()
+    argv = ("emulate", "--port", str(port), "--model-name", MODEL, "--speed", str(speed))
+    with cli_process(*argv) as proc:
+        yield proc, f"http://127.0.0.1:{port}"
+
+
+async def healthy(url: str) -> bool:
+    try:
+        async with httpx.AsyncClient() as c:
+            return (await c.get(f"{url}/health", timeout=1.0)).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def decode_seconds(emulator: Any, tokens: int) -> float:

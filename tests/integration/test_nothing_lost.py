@@ -7,22 +7,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from emulator.embedded import EmbeddedEmulator
-from scripts.vllm.serve import free_port
 from tests.integration.conftest import StartEmulator
+from tests.integration.faults import Answer, after_fault, error_log, events_answer
 from tests.integration.harness import (
-    MODEL,
     chat_body,
-    cli_process,
+    emulator_process,
     engine_gauge,
     gateway_config,
+    healthy,
     serve_gateway,
     wait_for,
 )
@@ -81,25 +79,10 @@ async def test_client_gone_while_queued(start_emulator: StartEmulator) -> None:
             await queued
 
 
-@contextlib.contextmanager
-def emulator_process(speed: float) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    port = free_port()
-    argv = ("emulate", "--port", str(port), "--model-name", MODEL, "--speed", str(speed))
-    with cli_process(*argv) as proc:
-        yield proc, f"http://127.0.0.1:{port}"
-
-
-async def _healthy(url: str) -> bool:
-    try:
-        async with httpx.AsyncClient() as c:
-            return (await c.get(f"{url}/health", timeout=1.0)).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 async def test_backend_killed_mid_stream() -> None:
-    with emulator_process(speed=10.0) as (proc, url):
-        await wait_for(lambda: _healthy(url), timeout_s=30.0, what="emulator process up")
+    """A fault of the fault tier (``test_faults.py``), with its check ``after_fault``."""
+    with emulator_process(speed=10.0) as (proc, url), error_log() as errors:
+        await wait_for(lambda: healthy(url), timeout_s=30.0, what="emulator process up")
         async with serve_gateway(gateway_config([url], NO_LADDER)) as gw:
             client = gw.client()
             events: list[str] = []
@@ -119,3 +102,5 @@ async def test_backend_killed_mid_stream() -> None:
             assert after.status_code == 503
             assert after.headers["x-sluicegate-reason"] == "no_healthy_backend"
             assert "retry-after" in after.headers
+            cut = events_answer([e[len("data: ") :] for e in events])
+            await after_fault(gw, [cut, Answer(after.status_code, 1)], [], errors)

@@ -1,5 +1,6 @@
 """The hard paths through the gateway, against real vLLM: a 429 the SDK backs off from, a
-client that hangs up mid-stream, a backend that dies mid-stream.
+client that hangs up mid-stream, a backend that dies mid-stream, one that freezes mid-stream
+(faults of the fault tier, ``tests/integration/test_faults.py``, here on the real engine).
 
 Each waits on observable state (the gateway's and vLLM's own /metrics) with a bounded
 timeout; nothing sleeps to make a test pass and no duration is asserted, except that the
@@ -175,3 +176,40 @@ def test_backend_killed_mid_stream_ends_in_an_sse_error_and_leaks_nothing(
         )
     assert refused.value.status_code == 503
     assert "retry-after" in refused.value.response.headers
+
+
+def test_backend_frozen_mid_stream_ends_in_an_sse_error_while_still_frozen(
+    doomed_gateway: GatewayProcess, doomed_vllm: VllmServer, open_sdk: OpenSdk
+) -> None:
+    """SIGSTOP of the whole server group (API process and engine core). The stream ends
+    with the gateway's SSE error event while vLLM is still stopped (by the silence bound
+    measured on the warm-up stream, or health marking it down: whichever comes first),
+    not at ``read_timeout_s`` (600 s); the SDK's own timeout would be a connection error.
+    After SIGCONT, vLLM aborts the request: nothing running, nothing in flight or queued."""
+    url, name = doomed_gateway.url, doomed_vllm.served_name
+    client = open_sdk(doomed_gateway, timeout=120.0)
+    warm = client.chat.completions.create(model=name, messages=PROMPT, max_tokens=64,
+                                          stream=True, extra_body=EXACT)  # fmt: skip
+    assert sum(1 for _ in warm) > 1  # the backend's gaps, measured
+    failed_before = metric_value(url, "sluicegate_outcomes_total", outcome="failed")
+    stream = client.chat.completions.create(
+        model=name, messages=PROMPT, max_tokens=LONG_OUTPUT, stream=True, extra_body=EXACT,
+    )  # fmt: skip
+    chunks = iter(stream)
+    next(chunks)
+    doomed_vllm.pause()
+    try:
+        with pytest.raises(openai.APIError) as caught:
+            for _ in chunks:
+                pass
+        assert not isinstance(caught.value, openai.APIConnectionError)
+        assert isinstance(caught.value.body, dict) and caught.value.body.get("message")
+        assert doomed_vllm.process.poll() is None  # still there, still stopped
+    finally:
+        doomed_vllm.resume()
+    wait_until(lambda: metric_value(url, "sluicegate_in_flight"), lambda n: n == 0)
+    wait_until(lambda: metric_value(url, "sluicegate_queue_depth"), lambda n: n == 0)
+    wait_until(lambda: metric_value(doomed_vllm.url, "vllm:num_requests_running"),
+               lambda n: n == 0, timeout_s=60.0)  # fmt: skip
+    failed = metric_value(url, "sluicegate_outcomes_total", outcome="failed")
+    assert failed - failed_before == 1

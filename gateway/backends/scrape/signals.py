@@ -64,11 +64,14 @@ class DerivedSignals:
     prefill_tokens_per_s: float | None = None
     """Prompt tokens per second of prefill time, over the requests that finished in the
     window (their prompt-length and prefill-time histograms' sums)."""
+    running_peak: float | None = None
+    """The highest ``running`` of every scrape so far (not only the window's)."""
 
 
 def derive(
-    baseline: Observation | None, newest: Observation, max_num_seqs: int | None
-) -> DerivedSignals:
+    baseline: Observation | None, newest: Observation, max_num_seqs: int | None,
+    running_peak: float | None = None,
+) -> DerivedSignals:  # fmt: skip
     """Signals between ``baseline`` (None: since the server started) and ``newest``."""
     new = newest.sample
     span = newest.at - baseline.at if baseline is not None else 0.0
@@ -93,6 +96,7 @@ def derive(
         capacity_basis="lifetime" if baseline is None and basis == "window" else basis,
         since_start=baseline is None,
         prefill_tokens_per_s=_prefill_rate(hists),
+        running_peak=running_peak,
     )
 
 
@@ -157,9 +161,13 @@ class SignalWindow:
     def __init__(self, window_s: float) -> None:
         self.window_s = window_s
         self._observations: deque[Observation] = deque()
+        self.running_peak: float | None = None
 
     def add(self, observation: Observation) -> None:
         self._observations.append(observation)
+        running = observation.sample.running
+        if running is not None and (self.running_peak is None or running > self.running_peak):
+            self.running_peak = running
         cutoff = observation.at - self.window_s
         # keep one observation at or before the cutoff: it is the window's baseline
         while len(self._observations) >= 2 and self._observations[1].at <= cutoff:
@@ -174,4 +182,4 @@ class SignalWindow:
             return None
         newest = self._observations[-1]
         baseline = self._observations[0] if len(self._observations) >= 2 else newest
-        return derive(baseline, newest, max_num_seqs)
+        return derive(baseline, newest, max_num_seqs, self.running_peak)

@@ -23,6 +23,7 @@ VIEW_FIELDS = (
     "engine_rejections_per_s",
     "capacity_estimate",
     "prefill_tokens_per_s",
+    "running_peak",
     "signal_age_s",
     "stale",
 )
@@ -48,6 +49,7 @@ def view_fields(derived: DerivedSignals | None, now: float, max_age_s: float) ->
         "engine_rejections_per_s": derived.rates.get("engine_rejections_per_s"),
         "capacity_estimate": derived.capacity.value if derived.capacity else None,
         "prefill_tokens_per_s": derived.prefill_tokens_per_s,
+        "running_peak": derived.running_peak,
         "signal_age_s": age,
         "stale": age > max_age_s,
     }

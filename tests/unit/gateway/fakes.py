@@ -44,7 +44,8 @@ def make_config(**overrides: Any) -> GatewayConfig:
 
 
 class ClosingStream(httpx.AsyncByteStream):
-    """Yields chunks; each chunk may wait on a gate; records that the reader closed it."""
+    """Yields chunks; each chunk may wait on a gate; records that the reader closed it.
+    A gate at index ``len(chunks)`` holds the end of the stream after the last chunk."""
 
     def __init__(self, backend: FakeBackend, chunks: list[bytes], fail_after: int | None) -> None:
         self.backend, self.chunks, self.fail_after = backend, chunks, fail_after
@@ -58,6 +59,9 @@ class ClosingStream(httpx.AsyncByteStream):
                 await gate.wait()
             self.backend.sent.append(i)
             yield chunk
+        end = self.backend.gates.get(len(self.chunks))
+        if end is not None:
+            await end.wait()
 
     async def aclose(self) -> None:
         self.backend.closed.set()

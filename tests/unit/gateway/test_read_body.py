@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 
 from gateway.front.completions import read_body
 from gateway.front.errors import ApiError
@@ -42,6 +43,23 @@ async def test_body_past_the_limit_is_refused_while_reading() -> None:
     assert err.value.status == 413
 
 
-async def test_disconnect_while_reading_raises_client_disconnect() -> None:
-    with pytest.raises(ClientDisconnect):
+async def test_disconnect_while_reading_is_a_400_for_an_incomplete_body() -> None:
+    with pytest.raises(ApiError) as err:
         await read_body(_request(_body(b"{", True), {"type": "http.disconnect"}), 100)
+    assert err.value.status == 400 and err.value.reason == "body_incomplete"
+
+
+async def test_a_body_that_stops_coming_is_a_408_after_the_timeout() -> None:
+    never = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if not never.is_set():
+            never.set()
+            return _body(b'{"a":', True)
+        await asyncio.Event().wait()  # the client sends nothing more
+        raise AssertionError("unreachable")
+
+    request = Request({"type": "http", "method": "POST", "path": "/", "headers": []}, receive)
+    with pytest.raises(ApiError) as err:
+        await read_body(request, 100, timeout_s=0.01)
+    assert err.value.status == 408 and err.value.reason == "body_timeout"

@@ -337,7 +337,7 @@ maybe = st.one_of(st.none(), st.floats(0, 200, allow_nan=False))
         BackendView, name=st.just("b"), models=st.just(frozenset({"m"})),
         max_num_seqs=st.one_of(st.none(), st.integers(1, 64)), running=maybe, waiting=maybe,
         kv_cache_usage=st.one_of(st.none(), st.floats(0, 1)), queue_time_p50_s=maybe,
-        stale=st.booleans(),
+        stale=st.booleans(), capacity_estimate=maybe, running_peak=maybe,
     ),
     st.fixed_dictionaries({}, optional={
         "max_waiting": st.floats(0, 5), "max_kv_usage": st.floats(0.1, 1),
@@ -374,7 +374,8 @@ def _room_rule(b: BackendView, n: int, p: ServerSignalsParams) -> bool:
     if p.max_queue_time_s is not None and qt is not None and qt > p.max_queue_time_s:
         return False
     if p.slow_start and b.running is not None:
-        return n < 2 * max(1.0, b.running)
+        known = b.capacity_estimate if b.max_num_seqs is not None else b.running_peak
+        return n < max(2 * max(1.0, b.running), known or 0.0)
     return True
 
 

@@ -1,0 +1,130 @@
+"""The HTTP/1.1 server protocol the gateway runs on: uvicorn's httptools protocol plus the
+two limits it lacks for a request head (uvicorn bounds neither with httptools).
+
+* A head (request line and headers) larger than ``max_header_bytes`` gets 431 and the
+  connection is closed, while it is being parsed (the rest is never buffered).
+* A head not complete within ``header_timeout_s`` of the connection opening, or of the
+  request's first byte on a kept-alive connection, gets 408 and the connection is closed
+  (a slowloris on the headers holds nothing for long).
+
+Both are a client's own fault: answered in the OpenAI error shape, logged at no level.
+The body has its own timeout and size cap, in the completion handler (``read_body``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httptools
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from gateway.config.schema import ServerConfig
+from gateway.front.errors import error_body
+
+_REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large"}
+_CODES = {408: "request_timeout", 431: "request_header_fields_too_large"}
+
+
+class _Refused(Exception):
+    """Raised from a parser callback to stop parsing a refused request."""
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    max_header_bytes = 32_768
+    header_timeout_s = 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_bytes = 0
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._refused = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError:
+            if not self._refused:
+                self._invalid()
+        except httptools.HttpParserError:
+            self._invalid()
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+
+    def _invalid(self) -> None:
+        msg = "Invalid HTTP request received."
+        self.logger.warning(msg)
+        self.send_400_response(msg)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_bytes = 0
+        if self._head_timer is None:
+            self._arm()
+
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value) + 4)  # ": " and CRLF
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def _count(self, size: int) -> None:
+        self._head_bytes += size
+        if self._head_bytes > self.max_header_bytes:
+            self._refuse(431, f"the request head exceeds {self.max_header_bytes} bytes")
+            raise _Refused
+
+    def _arm(self) -> None:
+        self._head_timer = asyncio.get_running_loop().call_later(
+            self.header_timeout_s, self._head_timed_out
+        )
+
+    def _disarm(self) -> None:
+        timer, self._head_timer = self._head_timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if not self.transport.is_closing():
+            self._refuse(408, f"the request head was not received within "
+                              f"{self.header_timeout_s:g} s")  # fmt: skip
+
+    def _refuse(self, status: int, message: str) -> None:
+        self._refused = True
+        self._disarm()
+        body = json.dumps(error_body(message, "invalid_request_error", None, _CODES[status]))
+        head = (
+            f"HTTP/1.1 {status} {_REASONS[status]}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        )
+        self.transport.write((head + body).encode("latin-1"))
+        self.transport.close()
+
+
+def guarded_http(server: ServerConfig) -> type[GuardedHttpToolsProtocol]:
+    """The protocol class for uvicorn's ``http=``, with ``server``'s limits."""
+    attrs = {"max_header_bytes": server.max_header_bytes,
+             "header_timeout_s": server.header_timeout_s}  # fmt: skip
+    return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), attrs)
