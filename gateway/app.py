@@ -31,7 +31,7 @@ from gateway.backends.pool import BackendPool
 from gateway.backends.scrape.exposition import backends_admin, register_backend_metrics
 from gateway.backends.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget
 from gateway.config.reload import Reloader, build_loaded_policy
-from gateway.config.schema import GatewayConfig, LoadedConfig, policy_version
+from gateway.config.schema import GatewayConfig, LoadedConfig, config_version
 from gateway.config.yaml_lines import LineIndex
 from gateway.context import Estimator, GatewayContext, Runtime
 from gateway.front.auth import Authenticator
@@ -76,7 +76,7 @@ def create_app(
     )
     if config_path is not None:
         ctx.reloader = Reloader(
-            config_path, lambda new, pol: _apply(ctx, new, pol), current_version=loaded.version,
+            config_path, lambda new, pol: _apply(ctx, new, pol), in_force=loaded,
             on_result=lambda ok: ctx.metrics.reloads.labels("ok" if ok else "error").inc(),
         )  # fmt: skip
     app = GatewayApp(
@@ -157,8 +157,7 @@ def _without_otel() -> dict[str, Any]:
 
 
 def _as_loaded(cfg: GatewayConfig) -> LoadedConfig:
-    raw = cfg.model_dump_json().encode()
-    return LoadedConfig(cfg, policy_version(raw), "<object>", LineIndex({}))
+    return LoadedConfig(cfg, config_version(cfg), "<object>", LineIndex({}))
 
 
 def _scraper(
@@ -180,15 +179,12 @@ def _scraper(
 
 def _apply(ctx: GatewayContext, loaded: LoadedConfig, policy: PolicySet) -> None:
     """The swap: one scheduler call and one reference; queues and tickets stay."""
-    old = ctx.runtime.loaded.config
     ctx.scheduler.swap(policy)
     ctx.runtime = Runtime(loaded, Authenticator(loaded.config))
     cfg = loaded.config
     ctx.metrics.set_tenants([t.name for t in cfg.tenants], cfg.server.tenant_label_limit)
     ctx.metrics.config_info.clear()
     ctx.metrics.config_info.labels(loaded.version).set(1)
-    if old.backends != cfg.backends:
-        log.warning("the backend list changed; it applies at the next restart")
 
 
 def _lifespan(

@@ -2,13 +2,15 @@
 
 Every error, including those the policy registry reports for the ``policy:`` section, is
 turned into ``file:line: path: message`` so an operator can jump straight to it. The policy
-version is a short hash of the file's bytes: two files that differ in any byte are two
-versions, and the version is what decisions carry.
+version is a short hash of the validated settings (``config_version``), and the version is
+what decisions carry; after a reload it is the hash of the settings in force
+(``in_force.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,7 +156,7 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class LoadedConfig:
-    """A validated config plus where it came from and its version (hash of the bytes)."""
+    """A validated config plus where it came from and its version (hash of the settings)."""
 
     config: GatewayConfig
     version: str
@@ -162,8 +164,11 @@ class LoadedConfig:
     lines: LineIndex
 
 
-def policy_version(raw: bytes) -> str:
-    return hashlib.sha256(raw).hexdigest()[:12]
+def config_version(cfg: GatewayConfig) -> str:
+    """12 hex digits of the sha256 of the config's canonical JSON (defaults filled in): the
+    same settings give the same version, whatever the file's comments and formatting."""
+    canon = json.dumps(cfg.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()[:12]
 
 
 def load_config_bytes(raw: bytes, source: str = "<config>") -> LoadedConfig:
@@ -179,7 +184,7 @@ def load_config_bytes(raw: bytes, source: str = "<config>") -> LoadedConfig:
         cfg = GatewayConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_issues_from_pydantic(exc, source, lines)) from exc
-    return LoadedConfig(cfg, policy_version(raw), source, lines)
+    return LoadedConfig(cfg, config_version(cfg), source, lines)
 
 
 def load_config(path: str | Path) -> LoadedConfig:

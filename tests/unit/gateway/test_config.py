@@ -69,12 +69,13 @@ backends: [{name: a, url: "http://a", models: [m]}, {name: a, url: "http://b", m
     assert "ghost" in message and "vip" in message and "duplicate backend" in message
 
 
-def test_version_is_a_hash_of_the_bytes(tmp_path: Path) -> None:
-    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+def test_version_is_a_hash_of_the_settings(tmp_path: Path) -> None:
+    a, b, c = tmp_path / "a.yaml", tmp_path / "b.yaml", tmp_path / "c.yaml"
     a.write_text("backends: [{name: a, url: 'http://a', models: [m]}]\n")
-    b.write_text("backends: [{name: a, url: 'http://a', models: [m]}]\n# comment\n")
-    assert load_config(a).version != load_config(b).version
-    assert load_config(a).version == load_config(a).version
+    b.write_text("# comment\nbackends:\n  - {models: [m], url: 'http://a', name: a}\n")
+    c.write_text("backends: [{name: a, url: 'http://a', models: [m]}]\nserver: {port: 1}\n")
+    assert load_config(a).version == load_config(b).version
+    assert load_config(a).version != load_config(c).version
 
 
 def test_serve_refuses_an_invalid_config(tmp_path: Path, capsys) -> None:
