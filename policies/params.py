@@ -13,6 +13,11 @@ class Params(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    def tenant_references(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """Every tenant these parameters name, with its location in them: the gateway's
+        config check requires each to be a configured tenant. None by default."""
+        return []
+
 
 class NoParams(Params):
     pass
