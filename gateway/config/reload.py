@@ -2,8 +2,12 @@
 
 A bad file is counted (``sluicegate_config_reloads_total{result="error"}``) and logged
 with every error located; the running config stays. Queued and in-flight requests live
-in the scheduler, which ``swap`` keeps, so they survive. Backends are not hot-swapped:
-a changed backend list is logged and applies at the next restart.
+in the scheduler, which ``swap`` keeps, so they survive. Restart-only settings
+(``in_force.py``: backends, health, scrape, reload, most of server) are not swapped: the
+config in force keeps the started ones, and each difference between the file and what is
+in force is logged once, saying it applies at the next restart. The version advertised is
+the hash of the config in force, so a reload that changes only restart-only settings, or
+puts them back, changes nothing and swaps nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +20,15 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from gateway.config.schema import ConfigError, LoadedConfig, issues_at, load_config
+from gateway.config.in_force import in_force, pending_restart
+from gateway.config.schema import (
+    ConfigError,
+    GatewayConfig,
+    LoadedConfig,
+    config_version,
+    issues_at,
+    load_config,
+)
 from policies.policy_set import PolicySet
 from policies.registry import PolicyConfigError, build_policy
 
@@ -43,35 +55,50 @@ class Reloader:
         path: str | Path,
         apply: Apply,
         *,
-        current_version: str,
+        in_force: LoadedConfig,
         on_result: Callable[[bool], None] | None = None,
     ) -> None:
         self.path = Path(path)
         self._apply = apply
-        self._version = current_version
+        self._started = in_force.config
+        """The restart-only settings in force: those the process started with."""
+        self._in_force = in_force
+        self._pending: list[str] = []
         self._on_result = on_result
         self._stamp = _stamp(self.path)
 
     @property
     def version(self) -> str:
-        return self._version
+        return self._in_force.version
 
     def reload(self) -> bool:
         """True when the file is valid (applied, or unchanged); False keeps the old config."""
         try:
-            loaded = load_config(self.path)
+            file = load_config(self.path)
+            loaded = _in_force(file, self._started)
             policy = build_loaded_policy(loaded)
         except ConfigError as exc:
             for issue in exc.issues:
                 log.error("config reload rejected: %s", issue)
             self._report(False)
             return False
-        if loaded.version != self._version:
+        self._note_pending(pending_restart(file.config, self._started))
+        if loaded.version != self._in_force.version:
             self._apply(loaded, policy)
-            log.warning("config reloaded: version %s -> %s", self._version, loaded.version)
-            self._version = loaded.version
+            log.warning("config reloaded: version %s -> %s", self.version, loaded.version)
+            self._in_force = loaded
         self._report(True)
         return True
+
+    def _note_pending(self, pending: list[str]) -> None:
+        """Log the restart-only differences when they change (not on every reload)."""
+        if pending == self._pending:
+            return
+        self._pending = pending
+        if pending:
+            log.warning("config: applies at the next restart, not now: %s", "; ".join(pending))
+        else:
+            log.warning("config: the restart-only settings in the file are those in force again")
 
     def _report(self, ok: bool) -> None:
         if self._on_result is not None:
@@ -93,6 +120,12 @@ class Reloader:
         except (NotImplementedError, RuntimeError, ValueError):
             return False
         return True
+
+
+def _in_force(file: LoadedConfig, started: GatewayConfig) -> LoadedConfig:
+    """The file's hot settings over the started restart-only ones, versioned as such."""
+    cfg = in_force(file.config, started)
+    return dataclasses.replace(file, config=cfg, version=config_version(cfg))
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

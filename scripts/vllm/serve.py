@@ -27,7 +27,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +37,8 @@ from scripts.vllm.engine_affinity import pin_engine_core_beside_worker
 
 DEFAULT_START_TIMEOUT_S = float(os.environ.get("SLUICEGATE_VLLM_START_TIMEOUT_S", "240"))
 """How long a start waits for /health; raise it on a machine loaded by others' work."""
+WAIT_REPORT_S = 30.0
+"""How often a waiting ``start`` calls its ``on_wait`` (a boot takes a minute or more)."""
 STOP_GRACE_S = 15.0
 MAX_NUM_SEQS = 8
 """Batch slots every launched server gets (``--max-num-seqs``); gateways configure the same."""
@@ -112,8 +114,10 @@ class VllmServer:
         extra_args: Sequence[str] = (),
         log_path: Path | None = None,
         timeout_s: float = DEFAULT_START_TIMEOUT_S,
+        on_wait: Callable[[float], None] | None = None,
     ) -> VllmServer:
-        """Start the server and block until ``/health`` answers 200 (or raise)."""
+        """Start the server and block until ``/health`` answers 200 (or raise);
+        ``on_wait(seconds)`` is called every ``WAIT_REPORT_S`` while it boots."""
         port = port or free_port()
         cache_dir = tempfile.TemporaryDirectory(prefix="sluicegate-vllm-cache-")
         log_path = log_path or Path(
@@ -131,7 +135,7 @@ class VllmServer:
             )
         server = cls(process, f"http://127.0.0.1:{port}", served_name, log_path, 0.0, cache_dir)
         try:
-            server.wait_healthy(timeout_s)
+            server.wait_healthy(timeout_s, on_wait)
             pin_engine_core_beside_worker(process.pid)  # why: scripts/vllm/engine_affinity.py
         except BaseException:
             server.stop()
@@ -139,9 +143,16 @@ class VllmServer:
         server.started_in_s = time.monotonic() - started
         return server
 
-    def wait_healthy(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
+    def wait_healthy(
+        self, timeout_s: float, on_wait: Callable[[float], None] | None = None
+    ) -> None:
+        started = time.monotonic()
+        deadline = started + timeout_s
+        report_at = started + WAIT_REPORT_S
         while time.monotonic() < deadline:
+            if on_wait is not None and time.monotonic() >= report_at:
+                on_wait(time.monotonic() - started)
+                report_at += WAIT_REPORT_S
             if self.process.poll() is not None:
                 raise RuntimeError(
                     f"vLLM exited with {self.process.returncode} before becoming healthy;"

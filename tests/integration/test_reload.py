@@ -3,7 +3,6 @@ changed to another preset, to an invalid file, and SIGHUP."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import subprocess
@@ -15,6 +14,7 @@ import pytest
 import yaml
 
 from emulator.embedded import EmbeddedEmulator
+from gateway.config.schema import load_config_bytes
 from scripts.vllm.serve import free_port
 from tests.integration.harness import (
     api_key,
@@ -34,7 +34,7 @@ def write_atomically(path: Path, raw: bytes) -> str:
     tmp = path.with_suffix(".tmp")
     tmp.write_bytes(raw)
     os.replace(tmp, path)
-    return hashlib.sha256(raw).hexdigest()[:12]
+    return load_config_bytes(raw).version
 
 
 def config_bytes(emulator_url: str, port: int, preset: str) -> bytes:

