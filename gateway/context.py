@@ -13,6 +13,7 @@ from gateway.forward.stall import StallBounds
 from gateway.front.auth import Authenticator
 from gateway.metrics.exporter import GatewayMetrics
 from gateway.metrics.records import RecordSink
+from policies.estimate import FanOut
 from policies.types import Clock, Usage, WorkEstimate
 
 if TYPE_CHECKING:  # both import this module's neighbours; only their types are needed here
@@ -31,6 +32,8 @@ class Estimator(Protocol):
         max_tokens: int | None = None,
         max_model_len: int | None = None,
         flow: Hashable | None = None,
+        fan_out: FanOut = ...,
+        known_prompt_tokens: int = 0,
     ) -> WorkEstimate: ...
 
     def observe(
@@ -41,6 +44,7 @@ class Estimator(Protocol):
         *,
         flow: Hashable | None = None,
         expected_output: int | None = None,
+        sequences: int = 1,
     ) -> None: ...
 
 

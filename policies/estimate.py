@@ -5,6 +5,10 @@ model from the ``usage.prompt_tokens`` vLLM returns (an EWMA). Output tokens are
 ``max_tokens`` and by the context left (``max_model_len - prompt``), and otherwise follow
 the flow's own history: a high quantile of its recent output lengths.
 
+A request that fans out (``FanOut``: a list of prompts, ``n`` choices, ``best_of``) is
+charged at its real multiplicity: prompt tokens summed over its prompts, output tokens per
+sequence times the sequences it generates. Flow history keeps per-sequence output lengths.
+
 The gateway owns one instance (it is stateful) and reports actual usage back through
 ``observe``. Errors are measured out of sample (the estimate made before the update).
 """
@@ -17,6 +21,33 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from policies.types import Usage, WorkEstimate
+
+
+@dataclass(frozen=True, slots=True)
+class FanOut:
+    """The sequences one request makes: ``prompts`` (a completion's list of prompts), times
+    ``generated`` per prompt (``max(n, best_of)``), of which ``choices`` (``n``) come back."""
+
+    prompts: int = 1
+    choices: int = 1
+    generated: int = 1
+
+    @property
+    def sequences(self) -> int:
+        """Sequences generated: what the engine works on."""
+        return self.prompts * self.generated
+
+    def work(self, usage: Usage) -> Usage:
+        """Reported ``usage`` (vLLM sums the prompts once each, and the returned choices)
+        scaled to the sequences generated, so it compares with the estimate."""
+        if self.generated == self.choices:
+            return usage
+        completion = math.ceil(usage.completion_tokens * self.generated / self.choices)
+        return Usage(usage.prompt_tokens, completion)
+
+
+SINGLE = FanOut()
+"""One prompt, one choice: a request that does not fan out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +105,18 @@ class TokenEstimator:
         max_tokens: int | None = None,
         max_model_len: int | None = None,
         flow: Hashable | None = None,
+        fan_out: FanOut = SINGLE,
+        known_prompt_tokens: int = 0,
     ) -> WorkEstimate:
-        prompt = self.prompt_tokens(model, prompt_chars)
-        return WorkEstimate(prompt, self.output_tokens(prompt, max_tokens, max_model_len, flow))
+        """``prompt_chars`` are sized by the learned ratio; ``known_prompt_tokens`` (token-id
+        prompts) are counted as they are. The context bound holds per prompt."""
+        prompt = known_prompt_tokens
+        if prompt_chars > 0 or prompt == 0:
+            prompt += self.prompt_tokens(model, prompt_chars)
+        prompt = max(prompt, fan_out.prompts)
+        per_prompt = math.ceil(prompt / fan_out.prompts)
+        output = self.output_tokens(per_prompt, max_tokens, max_model_len, flow)
+        return WorkEstimate(prompt, output * fan_out.sequences, fan_out.sequences)
 
     def output_tokens(
         self,
@@ -101,8 +141,10 @@ class TokenEstimator:
         *,
         flow: Hashable | None = None,
         expected_output: int | None = None,
+        sequences: int = 1,
     ) -> None:
-        """Learn from one completed request's actual ``usage``."""
+        """Learn from one completed request's actual ``usage``, summed over the ``sequences``
+        it generated (``FanOut.work``): the flow learns the length per sequence."""
         if usage.prompt_tokens > 0 and prompt_chars > 0:
             self._prompt_err.add(self.prompt_tokens(model, prompt_chars), usage.prompt_tokens)
             ratio = prompt_chars / usage.prompt_tokens
@@ -112,7 +154,7 @@ class TokenEstimator:
             self._output_err.add(expected_output, usage.completion_tokens)
         if flow is not None:
             hist = self._flow(flow)
-            hist.samples.append(usage.completion_tokens)
+            hist.samples.append(math.ceil(usage.completion_tokens / max(1, sequences)))
             hist.quantile_cache = None
 
     def error(self) -> EstimatorError:

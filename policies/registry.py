@@ -87,7 +87,7 @@ def build_policy(raw: Mapping[str, Any] | None) -> PolicySet:
     name = raw.get("name", "default")
     if not isinstance(name, str) or not name:
         errors.append((("name",), "must be a non-empty string"))
-    queue_raw = dict(raw.get("queue") or {})
+    queue_raw = dict(_mapping(raw.get("queue"), ("queue",), errors))
     discipline_raw = queue_raw.pop("discipline", None)
     queue = _model(QueueParams, queue_raw, ("queue",), errors)
     limit = _plugin("limit", raw.get("limit"), ("limit",), errors)
@@ -107,6 +107,16 @@ def build_policy(raw: Mapping[str, Any] | None) -> PolicySet:
         str(name), policy_version(raw), limit, fairness, discipline, gates,
         queue, ladder, retry, headroom, prefill,
     )  # fmt: skip
+
+
+def _mapping(value: Any, loc: Loc, errors: list[tuple[Loc, str]]) -> Mapping[Any, Any]:
+    """``value`` when it is a mapping (None: empty); else an error at ``loc`` and empty."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        errors.append((loc, "must be a mapping"))
+        return {}
+    return value
 
 
 def policy_version(raw: Mapping[str, Any]) -> str:
@@ -233,7 +243,8 @@ def tenant_references(raw: Any) -> list[tuple[Loc, str]]:
 def _params_of(role: Role, spec: Any) -> Params | None:
     if not isinstance(spec, Mapping):
         return None
-    cls = _REGISTRY[role].get(spec.get("type", DEFAULTS.get(role)))
+    type_name = spec.get("type", DEFAULTS.get(role))
+    cls = _REGISTRY[role].get(type_name) if isinstance(type_name, str) else None
     try:
         params = cls.params_model.model_validate(spec.get("parameters") or {}) if cls else None
     except ValidationError:

@@ -79,10 +79,14 @@ def deadline_bucket(deadline_s: float | None) -> str:
 @quick_init
 @dataclass(frozen=True, slots=True)
 class WorkEstimate:
-    """Token cost estimated before any backend work. ``total`` is what fair share charges."""
+    """Token cost estimated before any backend work. ``total`` is what fair share charges.
+
+    A request may fan out (``n``, ``best_of``, a list of prompts): ``prompt_tokens`` sums its
+    prompts, ``output_tokens`` sums the ``sequences`` it generates."""
 
     prompt_tokens: int
     output_tokens: int
+    sequences: int = 1
 
     @property
     def total(self) -> int:

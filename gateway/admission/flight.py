@@ -10,6 +10,7 @@ from __future__ import annotations
 from gateway.context import GatewayContext
 from gateway.metrics.records import RequestRecord
 from policies.engine.scheduler_types import Ticket
+from policies.estimate import SINGLE, FanOut
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
 
 CLIENT_CLOSED_REQUEST = 499
@@ -25,6 +26,7 @@ class Flight:
         self.record = record
         self.request = request
         self.prompt_chars = 0
+        self.fan_out: FanOut = SINGLE
         self.ticket: Ticket | None = None
         self.decision: Decision | None = None
         self.queue_position: int | None = None
@@ -88,13 +90,14 @@ class Flight:
             return
         self.done = True
         ticket = self.ticket
-        self.release_attempt(outcome, usage)
+        work = None if usage is None else self.fan_out.work(usage)  # compares with the estimate
+        self.release_attempt(outcome, work)
         now = self.ctx.clock()
         rec = self.record
         rec.outcome, rec.status, rec.usage, rec.error = outcome, status, usage, error
         rec.latency_s = now - rec.arrival
-        if usage is not None and ticket is not None:
-            self._learn(ticket.request, usage)
+        if work is not None and ticket is not None:
+            self._learn(ticket.request, work)
         if self.request is not None and self.request.deadline is not None:
             rec.deadline_met = outcome is Outcome.COMPLETED and now <= self.request.deadline
             self.ctx.metrics.deadline("met" if rec.deadline_met else "missed")
@@ -105,5 +108,5 @@ class Flight:
         self.ctx.metrics.tokens(request.estimate, usage)
         self.ctx.estimator.observe(
             request.model, self.prompt_chars, usage, flow=request.flow,
-            expected_output=request.estimate.output_tokens,
+            expected_output=request.estimate.output_tokens, sequences=request.estimate.sequences,
         )  # fmt: skip

@@ -17,7 +17,10 @@ from gateway.config.schema import GatewayConfig
 
 HOT = frozenset({"auth", "tenants", "workload_classes", "default_workload_class", "policy"})
 """Top-level settings a reload applies at once (and ``HOT_SERVER`` of ``server``)."""
-HOT_SERVER = frozenset({"max_body_bytes", "body_timeout_s", "max_attempts", "tenant_label_limit"})
+HOT_SERVER = frozenset({
+    "max_body_bytes", "body_timeout_s", "max_sequences_per_request", "max_attempts",
+    "tenant_label_limit",
+})  # fmt: skip
 
 
 def in_force(file: GatewayConfig, started: GatewayConfig) -> GatewayConfig:

@@ -45,6 +45,9 @@ class ServerConfig(_Strict):
     body_timeout_s: float = Field(default=30.0, gt=0, description="whole body by then, else 408")
     max_header_bytes: int = Field(default=32_768, gt=0, description="bigger header blocks: 431")
     header_timeout_s: float = Field(default=10.0, gt=0, description="whole head by then, else 408")
+    max_sequences_per_request: int = Field(
+        default=128, ge=1, description="prompts x max(n, best_of) beyond this get 400"
+    )
     connect_timeout_s: float = Field(default=3.0, gt=0)
     read_timeout_s: float = Field(default=600.0, gt=0, description="max silence from upstream")
     max_attempts: int = Field(default=3, ge=1, description="dispatches per request")

@@ -89,11 +89,14 @@ def upstream_body(
     max_tokens: int | None,
     stream: bool,
     raw: bytes | None = None,
+    key: str | None = None,
 ) -> bytes:
-    """The body sent upstream: the degraded model/max_tokens, and usage always requested.
-    When that changes nothing (a non-streamed request, not degraded), the client's own
-    bytes ``raw`` (``body`` is their decoding) go as sent, without encoding them again."""
-    key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+    """The body sent upstream: the degraded model/max_tokens (in the field ``key`` the
+    backend reads), and usage always requested. When that changes nothing (a non-streamed
+    request, not degraded), the client's own bytes ``raw`` (``body`` is their decoding) go
+    as sent, without encoding them again."""
+    if key is None:
+        key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
     if (raw is not None and not stream and body.get("model") == model
             and (max_tokens is None or body.get(key) == max_tokens)):  # fmt: skip
         return raw

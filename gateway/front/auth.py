@@ -27,7 +27,9 @@ class Tenant:
 
 
 class Authenticator:
-    """Resolves ``Authorization: Bearer KEY`` to a ``Tenant`` or None (401)."""
+    """Resolves ``Authorization: Bearer KEY`` to a ``Tenant`` or None (401). Only a request
+    without the header is anonymous; a malformed one (another scheme, an empty token) is
+    refused like a wrong key, so a misconfigured client learns it at once."""
 
     def __init__(self, config: GatewayConfig) -> None:
         all_classes = frozenset(config.workload_classes)
@@ -41,9 +43,11 @@ class Authenticator:
         self._anonymous = tenants[anon] if anon is not None else None
 
     def authenticate(self, authorization: str | None) -> Tenant | None:
+        if authorization is None:
+            return self._anonymous
         key = _bearer(authorization)
         if key is None:
-            return self._anonymous
+            return None
         digest = hashlib.sha256(key.encode("utf-8")).digest()
         found: Tenant | None = None
         # Compare against every digest so the time taken does not depend on which matched.
@@ -53,9 +57,8 @@ class Authenticator:
         return found
 
 
-def _bearer(authorization: str | None) -> str | None:
-    if not authorization:
-        return None
+def _bearer(authorization: str) -> str | None:
+    """The token of ``Bearer TOKEN``; None for any other scheme or an empty token."""
     scheme, _, value = authorization.partition(" ")
     value = value.strip()
     if scheme.lower() != "bearer" or not value:

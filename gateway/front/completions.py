@@ -84,6 +84,7 @@ async def handle_completion(ctx: GatewayContext, request: Request, path: str) ->
         return refuse(ctx, err, request_id, path, arrival)
     flight = Flight(ctx, _record(prepared, arrival), prepared.request)
     flight.prompt_chars = prepared.parsed.prompt_chars
+    flight.fan_out = prepared.parsed.fan_out
     watch = DisconnectWatch(request.receive)
     try:
         return await _dispatch(ctx, flight, prepared, watch.gone)
@@ -110,12 +111,15 @@ async def _prepare(
     raw = await read_body(request, server.max_body_bytes, hdrs, server.body_timeout_s)
     body = decode_json_object(raw)
     meta = parse_metadata(hdrs, tenant, request_id)
-    parsed = parse_body(path, body, ctx.pool.known_models(), ctx.pool.model_limit)
+    server = runtime.loaded.config.server
+    parsed = parse_body(path, body, ctx.pool.known_models(), ctx.pool.model_limit,
+                        server.max_sequences_per_request)  # fmt: skip
     model_limit = ctx.pool.model_limit(parsed.model)
     flow = FlowKey(tenant.name, meta.workload_class, parsed.model, deadline_bucket(meta.deadline_s))
     estimate = ctx.estimator.estimate(
         parsed.model, parsed.prompt_chars, max_tokens=parsed.max_tokens,
-        max_model_len=model_limit, flow=flow,
+        max_model_len=model_limit, flow=flow, fan_out=parsed.fan_out,
+        known_prompt_tokens=parsed.prompt_token_ids,
     )  # fmt: skip
     info = RequestInfo(
         request_id=request_id,
@@ -259,8 +263,10 @@ async def _open(
     """The response, or the kind of failure ("connect", "busy", "stall") that allows
     another try: nothing reached the client yet."""
     sent = ticket.request
-    body = upstream_body(prepared.parsed.body, model=sent.model, max_tokens=sent.max_tokens,
-                         stream=prepared.parsed.stream, raw=prepared.raw)  # fmt: skip
+    parsed = prepared.parsed
+    body = upstream_body(parsed.body, model=sent.model, max_tokens=sent.max_tokens,
+                         stream=parsed.stream, raw=prepared.raw,
+                         key=parsed.max_tokens_field)  # fmt: skip
     client, pool = ctx.pool.client(ticket.backend), ctx.pool.upstream(ticket.backend)
     watch = _watch(ctx, ticket.backend, prepared.parsed.stream, gone)
     handed_over = False

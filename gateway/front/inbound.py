@@ -16,7 +16,9 @@ import orjson
 
 from gateway.front.auth import Tenant
 from gateway.front.errors import ApiError
+from gateway.front.fan_out import fan_out_of
 from gateway.front.json_encode import json_encoder
+from policies.estimate import SINGLE, FanOut
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
@@ -37,7 +39,8 @@ class Metadata:
 
 @dataclass(frozen=True)
 class ParsedBody:
-    """The validated body. ``prompt`` is what the estimator sizes; it is never logged."""
+    """The validated body. ``prompt`` is what the estimator sizes; it is never logged.
+    ``prompt_chars`` counts text, ``prompt_token_ids`` the token ids sent as such."""
 
     body: dict[str, Any]
     model: str
@@ -46,6 +49,10 @@ class ParsedBody:
     max_tokens: int | None
     prompt: Any
     prompt_chars: int
+    fan_out: FanOut = SINGLE
+    prompt_token_ids: int = 0
+    max_tokens_field: str = "max_tokens"
+    """The field the backend reads the output bound from (what a degrade rewrites)."""
 
 
 def header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -117,11 +124,46 @@ def _count(value: str, name: str) -> int:
 
 
 def decode_json_object(raw: bytes) -> dict[str, Any]:
-    """The body as a JSON object: ``json.loads``'s value, or its error, always."""
+    """The body as a JSON object: ``json.loads``'s value, or its error; and valid Unicode.
+    JSON may escape half a surrogate pair (``"\\ud800"``), which decodes to a string no
+    UTF-8 can carry: hashing or forwarding it would fail, so it is refused here."""
     body = loads_as_json(raw)
     if not isinstance(body, dict):
         raise ApiError(400, "request body must be a JSON object")
+    if b"\\u" in raw and _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(body):
+        raise ApiError(
+            400,
+            "request body is not valid Unicode: a string holds a lone surrogate (\\ud800-\\udfff)",
+        )
     return body
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """Whether any string (keys included) of a decoded JSON value holds a lone surrogate
+    (a pair escaped as two halves decodes to one character and is fine)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and not _encodable(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
@@ -170,8 +212,11 @@ def parse_body(
     body: dict[str, Any],
     known_models: Container[str],
     model_limit: Callable[[str], int | None],
+    max_sequences: int | None = None,
 ) -> ParsedBody:
-    """Validate the fields the gateway relies on; the backend validates the rest."""
+    """Validate the fields the gateway relies on or rewrites (``model``, ``max_tokens``,
+    ``stream_options``); the backend validates the rest. ``max_sequences`` bounds the
+    sequences one request generates (``fan_out_of``)."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise ApiError(400, "'model' is required and must be a string", param="model")
@@ -187,13 +232,34 @@ def parse_body(
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise ApiError(400, "'stream' must be a boolean", param="stream")
-    options = body.get("stream_options")
-    if options is not None and not isinstance(options, dict):
+    wants_usage = _wants_usage(body.get("stream_options"))
+    fields = _MAX_TOKENS_FIELDS[path == CHAT]
+    max_tokens = _max_tokens(body, model_limit(model), fields)
+    field = next((f for f in fields if body.get(f) is not None), "max_tokens")
+    if path == CHAT:
+        prompts, chars, token_ids = 1, len(_encode_unicode(prompt)), 0
+    else:
+        prompts, chars, token_ids = _completion_sizes(prompt)
+    fan_out = fan_out_of(body, prompts, max_sequences)
+    return ParsedBody(
+        body, model, stream, wants_usage, max_tokens, prompt, chars, fan_out, token_ids, field
+    )
+
+
+def _wants_usage(options: Any) -> bool:
+    """``stream_options.include_usage``; the gateway rewrites it, so it must be valid."""
+    if options is None:
+        return False
+    if not isinstance(options, dict):
         raise ApiError(400, "'stream_options' must be an object", param="stream_options")
-    wants_usage = bool(options and options.get("include_usage") is True)
-    max_tokens = _max_tokens(body, model_limit(model))
-    chars = len(_encode_unicode(prompt)) if not isinstance(prompt, str) else len(prompt)
-    return ParsedBody(body, model, stream, wants_usage, max_tokens, prompt, chars)
+    include = options.get("include_usage")
+    if include is not None and not isinstance(include, bool):
+        raise ApiError(
+            400,
+            "'stream_options.include_usage' must be a boolean",
+            param="stream_options.include_usage",
+        )
+    return include is True
 
 
 def _chat_prompt(body: dict[str, Any]) -> Any:
@@ -227,15 +293,39 @@ def _completion_prompt(body: dict[str, Any]) -> Any:
 
 
 def _is_prompt_list(items: list[Any]) -> bool:
+    """Strings, token ids, or arrays of token ids (the forms OpenAI and vLLM accept)."""
     if all(isinstance(p, str) for p in items):
         return True
-    if all(isinstance(p, int) and not isinstance(p, bool) for p in items):
-        return True
-    return all(isinstance(p, list) and p and _is_prompt_list(p) for p in items)
+    return _is_token_ids(items) or all(isinstance(p, list) and _is_token_ids(p) for p in items)
 
 
-def _max_tokens(body: dict[str, Any], model_limit: int | None) -> int | None:
-    for name in ("max_completion_tokens", "max_tokens"):
+def _is_token_ids(items: list[Any]) -> bool:
+    return bool(items) and all(isinstance(t, int) and not isinstance(t, bool) for t in items)
+
+
+def _completion_sizes(prompt: Any) -> tuple[int, int, int]:
+    """(prompts, characters of text, token ids) of a validated completion prompt."""
+    if isinstance(prompt, str):
+        return 1, len(prompt), 0
+    if isinstance(prompt[0], str):
+        return len(prompt), sum(len(p) for p in prompt), 0
+    if isinstance(prompt[0], int):
+        return 1, 0, len(prompt)
+    return len(prompt), 0, sum(len(p) for p in prompt)
+
+
+_MAX_TOKENS_FIELDS = {True: ("max_completion_tokens", "max_tokens"), False: ("max_tokens",)}
+"""Where the output bound is read, first found first, by ``path == CHAT``: chat reads
+``max_completion_tokens`` before ``max_tokens``; completions only ``max_tokens``."""
+
+
+def _max_tokens(
+    body: dict[str, Any], model_limit: int | None, fields: tuple[str, ...]
+) -> int | None:
+    """The output bound, as the backend reads it. Every field of ``fields`` sent is
+    checked: a degrade rewrites the first, the backend may read the others too."""
+    found: int | None = None
+    for name in fields:
         value = body.get(name)
         if value is None:
             continue
@@ -247,5 +337,5 @@ def _max_tokens(body: dict[str, Any], model_limit: int | None) -> int | None:
                 f"'{name}' {value} exceeds the model's context of {model_limit} tokens",
                 param=name,
             )
-        return value
-    return None
+        found = value if found is None else found
+    return found

@@ -74,7 +74,7 @@ def exhausted(ctx: GatewayContext, runtime: Runtime, flight: Flight, failure: st
         message = "every backend tried reported it is busy"
     else:
         status, reason = 503, "no_healthy_backend"
-        retry_after = runtime.loaded.config.health.interval_s
+        retry_after = ctx.scheduler.retry_after(runtime.loaded.config.health.interval_s)
         message = ("could not connect to any backend" if failure == "connect"
                    else "no backend answered in time")  # fmt: skip
     flight.finish(Outcome.REJECTED, status=status, error=failure)
@@ -86,14 +86,13 @@ def exhausted(ctx: GatewayContext, runtime: Runtime, flight: Flight, failure: st
 
 def busy_retry_after(ctx: GatewayContext, flight: Flight) -> float:
     """Seconds until the work ahead drains at the measured rate (else the time this
-    request already spent), within the policy's Retry-After bounds."""
+    request already spent), within the policy's Retry-After bounds and jitter."""
     stats = ctx.scheduler.stats()
     seconds = ctx.clock() - flight.record.arrival
     if stats.drain_tokens_per_s and flight.request is not None:
         ahead = stats.queued_tokens + stats.in_flight_tokens + flight.request.estimate.total
         seconds = ahead / stats.drain_tokens_per_s
-    bounds = ctx.scheduler.policy.retry_after
-    return min(max(seconds, bounds.min_s), bounds.max_s)
+    return ctx.scheduler.retry_after(seconds)
 
 
 class UpstreamAnswer(Response):

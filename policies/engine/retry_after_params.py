@@ -8,8 +8,9 @@ from policies.params import Params
 
 
 class RetryAfterParams(Params):
-    """Bounds in seconds; ``jitter`` is the largest fraction added (never subtracted, so a
-    client that obeys the header is never told to come back before the budget returns)."""
+    """Bounds in seconds; ``jitter`` is the width of the spread as a fraction of the value:
+    added (a client that obeys the header is not told to come back before the budget
+    returns) while that fits under ``max_s``, else spread below ``max_s``; 0 = no spread."""
 
     min_s: float = Field(default=0.5, gt=0)
     max_s: float = Field(default=60.0, gt=0)

@@ -17,7 +17,7 @@ from policies.engine.gate_chain import GateChain
 from policies.engine.observe import DrainMeter, ExecQuantiles
 from policies.engine.placement import Placement
 from policies.engine.queue_book import QueueBook
-from policies.engine.retry_after import drain_seconds, retry_after
+from policies.engine.retry_after import JitterSequence, drain_seconds, retry_after
 from policies.engine.scheduler_types import SchedulerStats, Ticket, make_decision
 from policies.engine.swap import PolicyStates
 from policies.fleet import BackendView, FleetSnapshot
@@ -54,6 +54,7 @@ class Scheduler:
         self._policy = policy
         self._clock = clock
         self._rng = rng or random.Random()
+        self._jitter = JitterSequence(self._rng)
         self._states = PolicyStates.fresh(policy)
         self._gates = GateChain(policy.gates, self._states.gates)
         self._limit_learns = policy.limit.overrides(Limit, "on_sample")
@@ -328,10 +329,15 @@ class Scheduler:
     ) -> Decision:
         if seconds is None:
             seconds = drain_seconds(self._queue.tokens + req.estimate.total, self._drain.rate(now))
-        after = retry_after(seconds, self._policy.retry_after, self._rng)
+        after = self.retry_after(seconds)
         return make_decision(
             self._policy, req, DecisionKind.REJECT, reason, retry_after_s=after, shadowed=shadowed
         )
+
+    def retry_after(self, seconds: float | None) -> float:
+        """Seconds to tell a refused client: ``seconds`` within the policy's bounds, spread
+        by its jitter (the gateway's own refusals take theirs here too)."""
+        return retry_after(seconds, self._policy.retry_after, self._jitter.next())
 
     def next_wakeup(self) -> float | None:
         """The earliest clock time at which ``poll`` has work without any other event."""

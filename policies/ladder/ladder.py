@@ -93,7 +93,11 @@ def _step(
         cap = step.max_tokens
         if req.max_tokens is not None and req.max_tokens <= cap:
             return None
-        est = WorkEstimate(req.estimate.prompt_tokens, min(req.estimate.output_tokens, cap))
+        before = req.estimate  # the cap holds per sequence
+        est = WorkEstimate(
+            before.prompt_tokens, min(before.output_tokens, cap * before.sequences),
+            before.sequences,
+        )  # fmt: skip
         return dataclasses.replace(req, max_tokens=cap, estimate=est)
     alias = step.models.get(req.model)
     if alias is None or alias not in served:

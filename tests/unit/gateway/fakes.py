@@ -117,11 +117,17 @@ class FakeBackend:
         return httpx.Response(200, json=self._completion(body))
 
     def _usage(self, body: dict[str, Any]) -> dict[str, int]:
-        n = min(self.tokens, body.get("max_tokens") or self.tokens)
+        """As vLLM counts: each prompt once, every returned choice (``n`` per prompt)."""
+        prompt = body.get("prompt")
+        prompts = (
+            len(prompt) if isinstance(prompt, list) and isinstance(prompt[0], str | list) else 1
+        )
+        per_choice = min(self.tokens, body.get("max_tokens") or self.tokens)
+        completion = per_choice * (body.get("n") or 1) * prompts
         return {
-            "prompt_tokens": self.usage_prompt,
-            "completion_tokens": n,
-            "total_tokens": self.usage_prompt + n,
+            "prompt_tokens": self.usage_prompt * prompts,
+            "completion_tokens": completion,
+            "total_tokens": self.usage_prompt * prompts + completion,
         }
 
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -68,6 +68,125 @@ CASES: list[tuple[str, str, Any, dict[str, str], int, str | None]] = [
         "max_completion_tokens",
     ),
     ("body-too-large", CHAT, _ok(pad="x" * 5000), {}, 413, None),
+    # half a surrogate pair, escaped: valid JSON, but no UTF-8 can carry it
+    (
+        "lone-surrogate-content",
+        CHAT,
+        b'{"model": "tiny", "messages": [{"role": "user", "content": "a\\ud800"}]}',
+        {},
+        400,
+        None,
+    ),
+    (
+        "lone-surrogate-prompt",
+        "/v1/completions",
+        b'{"model": "tiny", "prompt": ["\\uDFFF"]}',
+        {},
+        400,
+        None,
+    ),
+    (
+        "lone-surrogate-key",
+        CHAT,
+        b'{"model": "tiny", "messages": [{"role": "user"}], "\\udc00": 1}',
+        {},
+        400,
+        None,
+    ),
+    # what the gateway rewrites (stream_options, max_tokens, n) is validated, not overwritten
+    (
+        "stream-options-not-object",
+        CHAT,
+        _ok(stream=True, stream_options=[]),
+        {},
+        400,
+        "stream_options",
+    ),
+    (
+        "stream-options-string",
+        CHAT,
+        _ok(stream=True, stream_options="usage"),
+        {},
+        400,
+        "stream_options",
+    ),
+    (
+        "include-usage-string",
+        CHAT,
+        _ok(stream=True, stream_options={"include_usage": "yes"}),
+        {},
+        400,
+        "stream_options.include_usage",
+    ),
+    (
+        "include-usage-number",
+        CHAT,
+        _ok(stream=True, stream_options={"include_usage": 1}),
+        {},
+        400,
+        "stream_options.include_usage",
+    ),
+    (
+        "include-usage-object",
+        CHAT,
+        _ok(stream=True, stream_options={"include_usage": {}}),
+        {},
+        400,
+        "stream_options.include_usage",
+    ),
+    (
+        "max-tokens-invalid-beside-max-completion-tokens",
+        CHAT,
+        _ok(max_completion_tokens=10, max_tokens="x"),
+        {},
+        400,
+        "max_tokens",
+    ),
+    (
+        "max-tokens-over-limit-beside-max-completion-tokens",
+        CHAT,
+        _ok(max_completion_tokens=10, max_tokens=4096),
+        {},
+        400,
+        "max_tokens",
+    ),
+    ("n-zero", CHAT, _ok(n=0), {}, 400, "n"),
+    ("n-string", CHAT, _ok(n="2"), {}, 400, "n"),
+    ("n-float", CHAT, _ok(n=2.0), {}, 400, "n"),
+    ("n-bool", CHAT, _ok(n=True), {}, 400, "n"),
+    (
+        "best-of-below-n",
+        "/v1/completions",
+        {"model": "tiny", "prompt": "x", "n": 3, "best_of": 2},
+        {},
+        400,
+        "best_of",
+    ),
+    (
+        "best-of-string",
+        "/v1/completions",
+        {"model": "tiny", "prompt": "x", "best_of": "4"},
+        {},
+        400,
+        "best_of",
+    ),
+    (
+        "prompt-nested-strings",
+        "/v1/completions",
+        {"model": "tiny", "prompt": [["a"]]},
+        {},
+        400,
+        "prompt",
+    ),
+    ("prompt-mixed", "/v1/completions", {"model": "tiny", "prompt": ["a", 1]}, {}, 400, "prompt"),
+    (
+        "prompt-empty-token-ids",
+        "/v1/completions",
+        {"model": "tiny", "prompt": [[1], []]},
+        {},
+        400,
+        "prompt",
+    ),
     (
         "deadline-not-numeric",
         CHAT,
@@ -159,6 +278,56 @@ async def test_anonymous_tenant_only_when_configured(fleet) -> None:
         r = await h.client.post(CHAT, json=_ok())
         assert r.status_code == 200
         assert h.backend("a").requests
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    ["Basic YWxhZGRpbjpvcGVuc2VzYW1l", "Bearer ", "Bearer", "bearer   ", "garbage", "", "Token k"],
+)
+async def test_malformed_credentials_are_401_even_with_an_anonymous_tenant(
+    fleet, authorization: str
+) -> None:
+    config = make_config(auth={"anonymous_tenant": "beta"})
+    async with in_process(config, fleet) as h:
+        r = await h.client.post(CHAT, headers={"authorization": authorization}, json=_ok())
+        assert r.status_code == 401, r.text
+        assert r.json()["error"]["type"] == "authentication_error"
+        _assert_nothing_taken(h)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_surrogate_pair_escaped_in_halves_is_served(config, fleet, stream: bool) -> None:
+    raw = b'{"model": "tiny", "stream": %s, "messages": [{"role": "user", ' + (
+        b'"content": "\\ud83d\\ude00"}]}'  # an emoji, as ensure_ascii encoders write it
+    )
+    async with in_process(config, fleet) as h:
+        r = await h.client.post(
+            CHAT, headers=auth(), content=raw % (b"true" if stream else b"false")
+        )
+        assert r.status_code == 200, r.text
+        assert h.backend("a").requests[-1]["messages"][0]["content"] == "\U0001f600"
+
+
+@pytest.mark.parametrize("options", [None, {}, {"include_usage": None}, {"include_usage": False}])
+async def test_valid_stream_options_still_get_usage_asked_and_stripped(
+    config, fleet, options: Any
+) -> None:
+    async with in_process(config, fleet) as h:
+        body = _ok(stream=True, **({} if options is None else {"stream_options": options}))
+        r = await h.client.post(CHAT, headers=auth(), json=body)
+        assert r.status_code == 200, r.text
+        assert h.backend("a").requests[-1]["stream_options"]["include_usage"] is True
+        assert '"usage"' not in r.text  # the client did not ask for it
+
+
+async def test_a_degraded_completion_is_capped_in_the_field_the_backend_reads(fleet) -> None:
+    """vLLM's completions read ``max_tokens`` only; a cap written elsewhere would not hold."""
+    ladder = {"steps": [{"name": "cap", "at": 0.0, "action": "cap_max_tokens", "max_tokens": 2}]}
+    async with in_process(make_config(policy={"ladder": ladder}), fleet) as h:
+        body = {"model": "tiny", "prompt": "x", "max_completion_tokens": 100}
+        r = await h.client.post("/v1/completions", headers=auth(), json=body)
+        assert r.status_code == 200 and r.headers["x-sluicegate-degraded"] == "cap"
+        assert h.backend("a").requests[-1]["max_tokens"] == 2
 
 
 async def test_unknown_path_and_method_have_the_error_shape(config, fleet) -> None:

@@ -76,6 +76,22 @@ async def test_engine_busy_everywhere_is_429_without_marking_down(config, fleet)
         assert h.ctx.scheduler.stats().in_flight == 0
 
 
+@pytest.mark.parametrize(("mode", "status"), [("busy", 429), ("refuse", 503)])
+async def test_the_gateways_own_refusals_spread_their_retry_after(
+    fleet: FakeFleet, mode: str, status: int
+) -> None:
+    """Every backend busy, or none reachable: the policy's jitter applies there too."""
+    fleet.backends["a"].mode = mode
+    config = make_config(health={"failures_to_down": 1000})  # stays up: the gateway refuses
+    async with in_process(config, fleet) as h:
+        millis = []
+        for _ in range(40):
+            r = await h.client.post(CHAT, headers=auth(), json=_body())
+            assert r.status_code == status
+            millis.append(int(r.headers["retry-after-ms"]))
+        assert len(set(millis)) == 40 and max(millis) <= 60_000
+
+
 @pytest.mark.parametrize(("busy", "free"), [("a", "b"), ("b", "a")])
 async def test_busy_backend_is_avoided_for_the_next_attempt(busy: str, free: str) -> None:
     # Run with each backend busy in turn, so whichever the scheduler tries first, one of

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import random
 
-from policies.estimate import TokenEstimator
+from policies.estimate import FanOut, TokenEstimator
 from policies.types import Usage
 
 
@@ -44,3 +44,27 @@ def test_output_error_is_measured_against_actuals() -> None:
     est.observe("m", 100, Usage(25, 100), expected_output=100)
     err = est.error()
     assert err.output_mape is not None and abs(err.output_mape - 0.5) < 1e-9
+
+
+def test_a_fan_out_is_charged_per_prompt_and_per_sequence() -> None:
+    est = TokenEstimator()
+    single = est.estimate("m", 400, max_tokens=4)
+    fan = est.estimate(
+        "m", 3 * 400, max_tokens=4, fan_out=FanOut(prompts=3, choices=2, generated=5)
+    )
+    assert fan.prompt_tokens == 3 * single.prompt_tokens  # each prompt prefilled once
+    assert fan.output_tokens == 3 * 5 * single.output_tokens and fan.sequences == 15
+    ids = est.estimate("m", 0, known_prompt_tokens=7, max_tokens=4)
+    assert ids.prompt_tokens == 7  # token ids are counted, not sized from characters
+
+
+def test_the_context_bound_holds_per_prompt() -> None:
+    est = TokenEstimator()
+    one = est.estimate("m", 4000, max_model_len=2048)  # 1000 prompt tokens: 1048 left
+    two = est.estimate("m", 8000, max_model_len=2048, fan_out=FanOut(prompts=2))
+    assert one.output_tokens == 1048 and two.output_tokens == 2 * 1048
+
+
+def test_reported_usage_is_scaled_to_the_sequences_generated() -> None:
+    assert FanOut(1, 2, 4).work(Usage(10, 30)) == Usage(10, 60)
+    assert FanOut(3, 2, 2).work(Usage(10, 30)) == Usage(10, 30)  # all generated came back

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from policies.engine.routing import home_backend
 from policies.engine.scheduler import Ticket
-from policies.types import Decision, Outcome, Reason
+from policies.types import Decision, Outcome, Reason, WorkEstimate
 
 from .helpers import ManualClock, backend, fleet, request, scheduler
 
@@ -90,3 +91,15 @@ def test_session_affinity_is_sticky_and_spills_when_home_is_full() -> None:
     assert isinstance(again, Ticket) and again.backend == home
     for gone in {"a", "b", "c"} - {home}:  # removing another backend never moves the session
         assert home_backend("sess-42", tuple(v for v in views if v.name != gone)).name == home
+
+
+def test_cap_max_tokens_caps_each_sequence_of_a_fan_out() -> None:
+    """n=10 at 100 tokens each, capped to 8: 80 output tokens are left, not 8."""
+    clock = ManualClock()
+    steps = [{"name": "cap", "at": 0.1, "action": "cap_max_tokens", "max_tokens": 8}]
+    s = scheduler(clock, {"ladder": {"steps": steps}})
+    req = request(clock, model="big", max_tokens=100)
+    fan_out = dataclasses.replace(req, estimate=WorkEstimate(100, 10 * 100, 10))
+    out = s.submit(fan_out, fleet_at(clock, 0.5))
+    assert isinstance(out, Ticket) and out.request.max_tokens == 8
+    assert out.request.estimate == WorkEstimate(100, 10 * 8, 10)

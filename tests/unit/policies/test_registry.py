@@ -49,3 +49,22 @@ def test_version_follows_the_config() -> None:
     b = build_policy({"queue": {"max_wait_s": 20}})
     assert a.version != b.version
     assert a.version == build_policy({"queue": {"max_wait_s": 10}}).version
+
+
+@pytest.mark.parametrize("queue", ["fifo", [["max_wait_s", 5]], ["abcdef"], 7, True])
+def test_a_queue_section_that_is_not_a_mapping_is_a_located_error(queue: object) -> None:
+    with pytest.raises(PolicyConfigError) as info:
+        build_policy({"queue": queue, "fairness": {"type": "no_such_thing"}})
+    locs = {loc for loc, _ in info.value.errors}
+    assert ("queue",) in locs and ("fairness", "type") in locs  # and the others still found
+
+
+def test_tenant_references_skip_a_plugin_type_that_is_not_a_name() -> None:
+    """A list where a type name belongs is the build's error to report, located; looking for
+    tenant names in it must not raise (found by the config fuzzer)."""
+    from policies.registry import tenant_references
+
+    raw = {"queue": {"discipline": {"type": ["server"]}}, "gates": [{"type": {"a": 1}}]}
+    assert tenant_references(raw) == []
+    with pytest.raises(PolicyConfigError):
+        build_policy(raw)
