@@ -1,0 +1,176 @@
+"""``vtc`` counter by counter: the amounts charged per weight (below 1 too), the floor a
+newly backlogged tenant is lifted to, ``deficits()``, the live counts, and an entry handed
+back with nothing else of its tenant queued."""
+
+from __future__ import annotations
+
+from policies.contracts import QueuedEntry
+from policies.fairness.vtc import Vtc, VtcState
+from policies.types import NO_DEGRADATION, DecisionKind, Reason, RequestInfo, WorkEstimate
+
+_seq = iter(range(1, 10**6))
+
+
+def entry(tenant: str, weight: float = 1.0, expires_at: float = 100.0) -> QueuedEntry:
+    n = next(_seq)
+    req = RequestInfo(f"r{n}", tenant, "chat", "m", WorkEstimate(10, 10), 0.0, weight=weight)
+    return QueuedEntry(
+        req, DecisionKind.ADMIT, NO_DEGRADATION, (), 0.0, expires_at, Reason.OVERLOADED, n,
+        req.flow,
+    )  # fmt: skip
+
+
+def test_a_charge_adds_tokens_over_the_weight_also_below_one() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    heavy, light, tiny = entry("heavy", 4.0), entry("light", 0.5), entry("tiny", 0.0)
+    for e in (heavy, light, tiny):
+        vtc.push(state, e, 0.0)
+    for e in (heavy, light, tiny):
+        vtc.charge(state, e.request, 100.0)
+    assert state.counters["heavy"] == 25.0
+    assert state.counters["light"] == 200.0
+    assert state.counters["tiny"] == 100.0 / 1e-9  # a zero weight is floored, never divides by 0
+    vtc.charge(state, light.request, -40.0)  # the correction at release
+    assert state.counters["light"] == 120.0
+
+
+def test_the_least_served_tenant_goes_first_whatever_it_weighs() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a, b = entry("a", 0.5), entry("b", 2.0)
+    vtc.push(state, a, 0.0)
+    vtc.push(state, b, 0.0)
+    vtc.charge(state, a.request, 10.0)  # a: 20
+    vtc.charge(state, b.request, 30.0)  # b: 15
+    assert vtc.pop(state, 0.0) is b
+    assert vtc.pop(state, 0.0) is a
+    assert vtc.pop(state, 0.0) is None
+
+
+def test_deficits_are_counters_above_the_least_backlogged() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a, b, c = entry("a"), entry("b", 0.5), entry("c", 2.0)
+    for e in (a, b, c):
+        vtc.push(state, e, 0.0)
+    vtc.charge(state, a.request, 30.0)
+    vtc.charge(state, b.request, 30.0)
+    vtc.charge(state, c.request, 30.0)
+    assert vtc.deficits(state) == {"a": 15.0, "b": 45.0, "c": 0.0}
+    assert vtc.pop(state, 0.0) is c  # c leaves the backlog: a is the floor now
+    assert vtc.deficits(state) == {"a": 0.0, "b": 30.0, "c": -15.0}
+
+
+def test_with_nobody_backlogged_deficits_count_from_the_last_served() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a, b = entry("a"), entry("b")
+    vtc.push(state, a, 0.0)
+    vtc.push(state, b, 0.0)
+    vtc.charge(state, a.request, 50.0)  # started at 0: last served stays 0
+    assert state.last_served == 0.0
+    vtc.charge(state, a.request, 20.0)  # started at 50
+    assert state.last_served == 50.0
+    vtc.charge(state, a.request, -5.0)  # a correction moves no floor
+    assert state.last_served == 50.0
+    assert vtc.pop(state, 0.0) is b and vtc.pop(state, 0.0) is a
+    assert vtc.deficits(state) == {"a": 15.0, "b": -50.0}
+
+
+def test_a_newly_backlogged_tenant_is_lifted_to_the_floor_and_cannot_bank_idle_time() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    busy, idle = entry("busy"), entry("idle")
+    vtc.push(state, busy, 0.0)
+    vtc.charge(state, busy.request, 300.0)  # busy: 300
+    vtc.push(state, entry("busy"), 0.0)
+    vtc.push(state, idle, 0.0)  # lifted to the least backlogged: 300
+    assert state.counters["idle"] == 300.0
+    vtc.charge(state, idle.request, 10.0)  # idle: 310, above busy now
+    assert vtc.pop(state, 0.0) is busy
+
+
+def test_a_tenant_returning_to_an_empty_queue_starts_at_the_last_served() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a = entry("a")
+    vtc.push(state, a, 0.0)
+    assert vtc.pop(state, 0.0) is a
+    vtc.charge(state, a.request, 80.0)
+    vtc.charge(state, a.request, 40.0)  # started at 80: last served 80
+    late = entry("late")
+    vtc.push(state, late, 0.0)
+    assert state.counters["late"] == 80.0
+    vtc.push(state, entry("a"), 0.0)  # a kept its own, higher counter
+    assert state.counters["a"] == 120.0
+
+
+def test_live_counts_follow_push_pop_discard_and_push_back() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    e1, e2, e3 = entry("a"), entry("a"), entry("a")
+    for e in (e1, e2, e3):
+        vtc.push(state, e, 0.0)
+    assert state.live == {"a": 3}
+    got = vtc.pop(state, 0.0)
+    assert got is e1 and state.live == {"a": 2}
+    vtc.push_back(state, got)
+    assert state.live == {"a": 3}
+    vtc.discard(state, e2)
+    e2.alive = False
+    assert state.live == {"a": 2}
+    assert vtc.pop(state, 0.0, allow=lambda e: True) is e1 and state.live == {"a": 1}
+    assert vtc.pop(state, 0.0) is e3 and state.live == {"a": 0}
+    vtc.discard(state, e3)  # leaving twice never drives the count below zero
+    assert state.live == {"a": 0}
+    assert vtc.pop(state, 0.0) is None
+
+
+def test_an_entry_handed_back_alone_is_popped_again() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a = entry("a")
+    vtc.push(state, a, 0.0)
+    assert vtc.pop(state, 0.0) is a
+    vtc.push_back(state, a)
+    assert vtc.pop(state, 0.0, allow=lambda e: True) is a
+    vtc.push_back(state, a)
+    assert vtc.pop(state, 0.0) is a
+
+
+def test_an_entry_handed_back_keeps_its_place_among_other_tenants() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a, b = entry("a"), entry("b")
+    vtc.push(state, a, 0.0)
+    vtc.push(state, b, 0.0)
+    vtc.charge(state, b.request, 5.0)  # b: 5, a: 0
+    assert vtc.pop(state, 0.0) is a
+    vtc.push_back(state, a)
+    assert vtc.pop(state, 0.0) is a and vtc.pop(state, 0.0) is b
+
+
+def test_a_refused_tenant_keeps_its_place_and_the_next_one_goes() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a, b, c = entry("a"), entry("b"), entry("c")
+    for e in (a, b, c):
+        vtc.push(state, e, 0.0)
+    vtc.charge(state, b.request, 1.0)
+    vtc.charge(state, c.request, 2.0)
+    assert vtc.pop(state, 0.0, allow=lambda e: e is not a) is b
+    assert vtc.pop(state, 0.0, allow=lambda e: False) is None
+    assert state.live == {"a": 1, "b": 0, "c": 1}
+    assert vtc.pop(state, 0.0) is a and vtc.pop(state, 0.0) is c
+
+
+def test_a_tenant_left_with_dead_entries_only_is_dropped_from_the_backlog() -> None:
+    for allow in (None, lambda e: True):
+        vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+        gone, other = entry("gone"), entry("other")
+        vtc.push(state, gone, 0.0)
+        vtc.push(state, other, 0.0)
+        vtc.charge(state, other.request, 1.0)
+        gone.alive = False  # marked dead without a discard: the count still says 1
+        assert vtc.pop(state, 0.0, allow) is other
+        assert state.live == {"gone": 0, "other": 0}
+        assert vtc.pop(state, 0.0, allow) is None
+
+
+def test_within_a_tenant_the_earliest_expiry_goes_first() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    late, soon = entry("a", expires_at=50.0), entry("a", expires_at=20.0)
+    vtc.push(state, late, 0.0)
+    vtc.push(state, soon, 0.0)
+    assert vtc.pop(state, 0.0) is soon and vtc.pop(state, 0.0) is late
