@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     results: list[ModuleResult] = []
     started = time.monotonic()
     for name, ms in selected.items():
-        result = run_module(ROOT, name, config.modules[name], ms, config.equivalents, args.jobs)
+        tests = config.modules[name]
+        result = run_module(ROOT, name, tests, ms, config.equivalents, args.jobs, config.plugins)
         print_result(result)
         results.append(result)
     threshold = config.fail_under if args.slice else args.fail_under

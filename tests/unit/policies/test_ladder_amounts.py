@@ -106,6 +106,13 @@ def test_a_degrade_goes_only_to_a_model_some_backend_serves() -> None:
     assert other.request.model == "tiny" and other.degradation == Degradation()
 
 
+def test_a_route_step_routes_even_when_it_names_max_tokens() -> None:
+    params = ladder({**ROUTE, "max_tokens": 8})
+    out = apply_ladder(req(max_tokens=4000), {"route"}, params, frozenset({"big", "small"}))
+    assert out.request.model == "small" and out.request.max_tokens == 4000
+    assert out.degradation == Degradation(steps=("route",), model="small")
+
+
 def test_steps_combine_in_order_and_a_reject_keeps_what_came_before() -> None:
     params = ladder(CAP, ROUTE, {"name": "no", "at": 0.1, "action": "reject", "classes": ["batch"]})
     served, on = frozenset({"big", "small"}), {"cap", "route", "no"}

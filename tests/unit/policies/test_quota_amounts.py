@@ -12,11 +12,15 @@ from policies.gates.quota_params import QuotaParams
 from policies.types import Reason, RequestInfo, Usage, WorkEstimate
 
 # tenant "a": 600 tokens/min (10 per s), a 300-token bucket, 2 at once;
+# "solo": one at a time, no token bucket;
 # everyone else: 1200 tokens/min (20 per s), the bucket one minute's worth, no concurrency cap.
 PARAMS = QuotaParams.model_validate(
     {
         "default": {"tokens_per_minute": 1200},
-        "tenants": {"a": {"tokens_per_minute": 600, "burst_tokens": 300, "max_concurrent": 2}},
+        "tenants": {
+            "a": {"tokens_per_minute": 600, "burst_tokens": 300, "max_concurrent": 2},
+            "solo": {"max_concurrent": 1},
+        },
     }
 )
 P95 = 4.5  # the exec p95 the context reports (read by the concurrency refusal)
@@ -91,11 +95,19 @@ def test_a_request_larger_than_the_bucket_needs_a_full_bucket() -> None:
     assert refused_for(verdict) == pytest.approx(499.0)
 
 
-def test_a_clock_that_steps_back_refills_nothing() -> None:
+def test_a_fraction_of_a_second_refills_its_fraction() -> None:
+    gate, state = TenantQuota(PARAMS), QuotaState()
+    accepted(gate, state, req("b", 1000), 100.0)
+    gate.check(state, req("b", 1), ctx(100.5))
+    assert level(state, "b") == 210.0  # 200 + 0.5 s x 20/s
+
+
+@pytest.mark.parametrize("back", [10.0, 0.5])
+def test_a_clock_that_steps_back_refills_nothing(back: float) -> None:
     gate, state = TenantQuota(PARAMS), QuotaState()
     accepted(gate, state, req("a", 250), 100.0)
-    gate.check(state, req("a", 1), ctx(90.0))
-    assert level(state, "a") == 50.0 and state.buckets["a"].updated == 90.0
+    gate.check(state, req("a", 1), ctx(100.0 - back))
+    assert level(state, "a") == 50.0 and state.buckets["a"].updated == 100.0 - back
 
 
 def test_an_unserved_request_is_refunded_in_full_up_to_the_size() -> None:
@@ -137,6 +149,13 @@ def test_concurrency_counts_one_per_request_and_refuses_at_the_cap() -> None:
     assert gate.check(state, req("a", 10), ctx(100.0)) is None
     gate.on_finish(state, req("a", 10), 100.0, None, served=True)
     assert state.concurrent == {}
+
+
+def test_a_cap_of_one_admits_the_first_and_refuses_the_second() -> None:
+    gate, state = TenantQuota(PARAMS), QuotaState()
+    accepted(gate, state, req("solo", 10**6), 100.0)
+    assert gate.check(state, req("solo", 1), ctx(100.0)) == Verdict(Reason.TENANT_CONCURRENCY, P95)
+    assert state.buckets == {}
 
 
 def test_a_tenant_without_caps_passes_every_check() -> None:

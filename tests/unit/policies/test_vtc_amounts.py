@@ -174,3 +174,34 @@ def test_within_a_tenant_the_earliest_expiry_goes_first() -> None:
     vtc.push(state, late, 0.0)
     vtc.push(state, soon, 0.0)
     assert vtc.pop(state, 0.0) is soon and vtc.pop(state, 0.0) is late
+
+
+def test_tenants_with_equal_counters_go_in_the_order_they_became_backlogged() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    first, second, third = entry("zed"), entry("mid"), entry("abe")  # not alphabetical
+    for e in (first, second, third):
+        vtc.push(state, e, 0.0)
+    assert [vtc.pop(state, 0.0) for _ in range(3)] == [first, second, third]
+
+
+def test_only_a_charge_of_service_moves_the_last_served_floor() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a = entry("a")
+    vtc.push(state, a, 0.0)
+    vtc.charge(state, a.request, 50.0)  # a: 50
+    vtc.charge(state, a.request, 0.0)  # a correction of nothing
+    assert state.last_served == 0.0
+    vtc.charge(state, a.request, 1.0)  # one token of service, started at 50
+    assert state.last_served == 50.0 and state.counters["a"] == 51.0
+
+
+def test_tenants_with_one_entry_each_survive_a_rebuild_of_the_tenant_heap() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a, b = entry("a"), entry("b")
+    vtc.push(state, a, 0.0)
+    vtc.push(state, b, 0.0)
+    for _ in range(80):  # each charge of a backlogged tenant adds a heap item: past the bound
+        vtc.charge(state, a.request, 1.0)
+    assert len(state.heap) < 80  # rebuilt
+    assert vtc.pop(state, 0.0) is b and vtc.pop(state, 0.0) is a
+    assert state.counters == {"a": 80.0, "b": 0.0}
