@@ -5,8 +5,19 @@ back with nothing else of its tenant queued."""
 from __future__ import annotations
 
 from policies.contracts import QueuedEntry
+from policies.engine.scheduler import Ticket
 from policies.fairness.vtc import Vtc, VtcState
-from policies.types import NO_DEGRADATION, DecisionKind, Reason, RequestInfo, WorkEstimate
+from policies.types import (
+    NO_DEGRADATION,
+    Decision,
+    DecisionKind,
+    Outcome,
+    Reason,
+    RequestInfo,
+    WorkEstimate,
+)  # fmt: skip
+
+from .helpers import ManualClock, backend, fleet, request, scheduler
 
 _seq = iter(range(1, 10**6))
 
@@ -131,6 +142,21 @@ def test_an_entry_handed_back_alone_is_popped_again() -> None:
     assert vtc.pop(state, 0.0) is a
 
 
+def test_an_entry_handed_back_after_its_tenant_left_the_heap_is_popped_again() -> None:
+    """A pop after ``a`` went idle drops a's heap item: handing ``a`` back must restore it."""
+    for allow in (None, lambda e: True):
+        vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+        a, b = entry("a"), entry("b")
+        vtc.push(state, a, 0.0)
+        vtc.push(state, b, 0.0)
+        assert vtc.pop(state, 0.0, allow) is a
+        assert vtc.pop(state, 0.0, allow) is b  # a is idle now: its item is dropped
+        vtc.push_back(state, b)
+        vtc.push_back(state, a)
+        assert {vtc.pop(state, 0.0, allow), vtc.pop(state, 0.0, allow)} == {a, b}
+        assert vtc.pop(state, 0.0, allow) is None
+
+
 def test_an_entry_handed_back_keeps_its_place_among_other_tenants() -> None:
     vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a, b = entry("a"), entry("b")
@@ -205,3 +231,67 @@ def test_tenants_with_one_entry_each_survive_a_rebuild_of_the_tenant_heap() -> N
     assert len(state.heap) < 80  # rebuilt
     assert vtc.pop(state, 0.0) is b and vtc.pop(state, 0.0) is a
     assert state.counters == {"a": 80.0, "b": 0.0}
+
+
+def test_a_lone_entry_whose_model_had_no_room_dispatches_once_room_returns() -> None:
+    """Through the scheduler: the entry is popped, finds its model full and is handed back
+    (push_back) after another tenant's pop; it must still come out once room returns."""
+    clock = ManualClock()
+    s = scheduler(clock, {"ladder": {"steps": []}})
+    f = fleet(
+        clock,
+        backend("one", models=("m1",), max_num_seqs=1),
+        backend("two", models=("m2",), max_num_seqs=1),
+    )
+    first = s.submit(request(clock, tenant="x", model="m1"), f)
+    other = s.submit(request(clock, tenant="y", model="m2"), f)
+    lone = s.submit(request(clock, tenant="a", model="m1", request_id="lone"), f)
+    later = s.submit(request(clock, tenant="c", model="m2", request_id="later"), f)
+    assert isinstance(first, Ticket) and isinstance(other, Ticket)
+    assert isinstance(lone, Decision) and lone.decision is DecisionKind.DELAY
+    assert isinstance(later, Decision) and later.decision is DecisionKind.DELAY
+    s.release(other, Outcome.COMPLETED)
+    out = s.poll(f)  # "lone" first (m1 full: handed back), then "later" goes to m2
+    assert [t.request_id for t in out if isinstance(t, Ticket)] == ["later"]
+    s.release(first, Outcome.COMPLETED)
+    out = s.poll(f)
+    assert [t.request_id for t in out if isinstance(t, Ticket)] == ["lone"]
+
+
+def test_a_rebuild_of_the_tenant_heap_keeps_the_order_of_tenants_with_equal_counters() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    early = entry("a")
+    vtc.push(state, early, 0.0)  # "a" enters the books first...
+    assert vtc.pop(state, 0.0) is early  # ...and goes idle
+    z, x, a = entry("z"), entry("x"), entry("a")
+    for e in (z, x, a):  # backlogged in this order, all at counter 0
+        vtc.push(state, e, 0.0)
+    for _ in range(80):  # x's charges add heap items past the bound: the heap is rebuilt
+        vtc.charge(state, x.request, 1.0)
+    assert len(state.heap) < 80
+    assert [vtc.pop(state, 0.0) for _ in range(3)] == [z, a, x]
+
+
+def test_a_correction_charged_while_idle_does_not_move_the_tenant_ahead_later() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a1 = entry("a")
+    vtc.push(state, a1, 0.0)
+    assert vtc.pop(state, 0.0) is a1
+    vtc.charge(state, a1.request, 10.0)  # a: 10, charged after it went idle
+    z = entry("z")
+    vtc.push(state, z, 0.0)
+    vtc.charge(state, z.request, 10.0)  # z: 10, backlogged before a returns
+    a2 = entry("a")
+    vtc.push(state, a2, 0.0)  # a: 10 again, backlogged after z
+    assert vtc.pop(state, 0.0) is z and vtc.pop(state, 0.0) is a2
+
+
+def test_a_rebuild_restores_a_backlogged_tenant_whose_heap_item_was_lost() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a, x = entry("a"), entry("x")
+    vtc.push(state, a, 0.0)
+    vtc.push(state, x, 0.0)
+    state.heap.clear()  # the books lost a's and x's items
+    for _ in range(80):  # x's charges push items for x only, past the bound
+        vtc.charge(state, x.request, 1.0)
+    assert vtc.pop(state, 0.0) is a and vtc.pop(state, 0.0) is x
