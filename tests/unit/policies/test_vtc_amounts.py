@@ -286,12 +286,46 @@ def test_a_correction_charged_while_idle_does_not_move_the_tenant_ahead_later() 
     assert vtc.pop(state, 0.0) is z and vtc.pop(state, 0.0) is a2
 
 
-def test_a_rebuild_restores_a_backlogged_tenant_whose_heap_item_was_lost() -> None:
+def charge_until_rebuilt(vtc: Vtc, state: VtcState, e: QueuedEntry) -> None:
+    """Charge ``e``'s tenant a token at a time (each adds a heap item) until the heap is
+    rebuilt, and stop right there: its stale items are still in it when it rebuilds."""
+    for _ in range(1000):
+        held = len(state.heap)
+        vtc.charge(state, e.request, 1.0)
+        if len(state.heap) <= held:
+            return
+    raise AssertionError("the tenant heap was never rebuilt")
+
+
+def test_a_rebuild_keeps_a_tenant_by_its_current_item_not_a_stale_one() -> None:
     vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a, x = entry("a"), entry("x")
     vtc.push(state, a, 0.0)
     vtc.push(state, x, 0.0)
-    state.heap.clear()  # the books lost a's and x's items
-    for _ in range(80):  # x's charges push items for x only, past the bound
-        vtc.charge(state, x.request, 1.0)
+    charge_until_rebuilt(vtc, state, x)  # x's older items (lower counters) are stale
     assert vtc.pop(state, 0.0) is a and vtc.pop(state, 0.0) is x
+
+
+def test_a_rebuild_restores_backlogged_tenants_whose_heap_items_were_lost() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    zed, abe, x = entry("zed"), entry("abe"), entry("x")
+    for e in (zed, abe, x):
+        vtc.push(state, e, 0.0)
+    state.heap.clear()  # the books lost every item
+    charge_until_rebuilt(vtc, state, x)  # x's charges push items for x only
+    assert [vtc.pop(state, 0.0) for _ in range(3)] == [zed, abe, x]
+
+
+def test_a_correction_charged_while_idle_leaves_no_item_behind() -> None:
+    """An item pushed for an idle tenant would come back to life, with its early seq, when
+    the tenant returns at the same counter, and put it ahead of a tenant backlogged before."""
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    y, a1, z, a2 = entry("y"), entry("a"), entry("z"), entry("a")
+    vtc.push(state, y, 0.0)
+    vtc.push(state, a1, 0.0)
+    assert vtc.pop(state, 0.0, allow=lambda e: e is a1) is a1  # y keeps the top
+    vtc.charge(state, a1.request, 10.0)  # a: 10, charged while idle
+    vtc.push(state, z, 0.0)  # z: 0 (y is the floor)
+    vtc.charge(state, z.request, 10.0)  # z: 10
+    vtc.push(state, a2, 0.0)  # a returns at 10, after z
+    assert [vtc.pop(state, 0.0) for _ in range(3)] == [y, z, a2]
