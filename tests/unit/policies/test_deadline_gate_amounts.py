@@ -39,3 +39,9 @@ def test_an_unmeasured_drain_rate_predicts_no_wait() -> None:
     assert GATE.check(None, req(103.0), ctx(False, drain=None)) is None
     refused = GATE.check(None, req(102.0), ctx(False, drain=None))
     assert refused == Verdict(Reason.DEADLINE_INFEASIBLE, None)
+
+
+def test_an_unmeasured_execution_time_adds_nothing_to_the_wait() -> None:
+    assert GATE.check(None, req(140.0), ctx(False, p95=None)) is None  # 100 + 40 + 0
+    refused = GATE.check(None, req(139.5), ctx(False, p95=None))
+    assert refused == Verdict(Reason.DEADLINE_INFEASIBLE, 20.0)
