@@ -55,4 +55,4 @@ def outcome_json(result: ModuleResult) -> dict[str, object]:
 
 def _score(result: ModuleResult) -> str:
     score = result.score
-    return "no mutants" if score is None else f"{score:.1f} %"
+    return "none to judge" if score is None else f"{score:.1f} %"
