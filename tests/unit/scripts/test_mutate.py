@@ -1,0 +1,72 @@
+"""The mutation tool's parts that need no test run: which mutants a source has, that a key
+names the same mutant after the code around it moves, that a mutant changes exactly what its
+key says, and that mutation.toml and the equivalents file point at things that exist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from scripts.mutation.config import load
+from scripts.mutation.operators import mutants, mutated_code
+
+ROOT = Path(__file__).resolve().parents[3]
+SOURCE = """
+LIMIT = 10
+
+
+def over(x: int, y: int) -> bool:
+    if x + y >= LIMIT and x > 0:
+        return True
+    return x * 2 == y
+"""
+
+
+def run(key: str, x: int, y: int) -> Any:
+    scope: dict[str, Any] = {}
+    exec(mutated_code("m.py", SOURCE, key), scope)
+    return scope["over"](x, y)
+
+
+def test_every_operator_yields_its_mutants() -> None:
+    changes = {m.key.split("|")[1] for m in mutants("m.py", SOURCE)}
+    assert changes == {
+        "const +1", "const -1", "negate if", "and -> or", ">= -> >", "> -> >=", "+ -> -",
+        "return None", "* -> /", "== -> !=",
+    }  # fmt: skip
+    keys = [m.key for m in mutants("m.py", SOURCE)]
+    assert len(keys) == len(set(keys))
+
+
+def test_a_mutant_changes_exactly_what_its_key_names() -> None:
+    assert run("over|>= -> >|x + y >= LIMIT|0", 4, 6) is False
+    assert run("over|+ -> -|x + y|0", 9, 1) is False
+    assert run("<module>|const +1|10|0", 5, 5) is False
+    assert run("over|return None|return x * 2 == y|0", 1, 2) is None
+    assert run("over|and -> or|x + y >= LIMIT and x > 0|0", 0, 20) is True
+
+
+def test_keys_survive_code_moving_around_them() -> None:
+    moved = "import os\n\n\n" + SOURCE.replace("LIMIT = 10", "LIMIT = 10\nOTHER = 3")
+    before = {m.key for m in mutants("m.py", SOURCE)}
+    after = {m.key for m in mutants("m.py", moved)}
+    assert before <= after
+    assert {m.line for m in mutants("m.py", SOURCE)} != {m.line for m in mutants("m.py", moved)}
+
+
+def test_annotations_and_type_checking_blocks_are_not_mutated() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    X = 1\nY: 'int | None' = None\n"
+    )
+    assert mutants("m.py", source) == []
+
+
+def test_the_config_names_existing_modules_and_tests_and_every_equivalent_a_reason() -> None:
+    config = load(ROOT)
+    for module, tests in config.modules.items():
+        assert (ROOT / module).is_file(), module
+        assert tests and all((ROOT / t).exists() for t in tests), module
+    assert set(config.slice_modules) <= set(config.modules)
+    for (module, key), reason in config.equivalents.items():
+        assert module in config.modules and reason, key
+        assert key in {m.key for m in mutants(module, (ROOT / module).read_text())}, key
