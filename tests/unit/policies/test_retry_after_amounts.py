@@ -3,16 +3,20 @@ the clamp and jitter applied to it."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
-from policies.engine.retry_after import drain_seconds, retry_after
+from policies.engine.retry_after import JitterSequence, drain_seconds, retry_after
 from policies.engine.retry_after_params import RetryAfterParams
+
+HALFWAY = 0.5
+"""The jitter's place in its window: exactly half of it."""
 
 
 class HalfwayRandom(random.Random):
-    """A generator whose every draw is 0.5: the jitter added is exactly half its bound."""
+    """A generator whose every draw is 0.5."""
 
     def random(self) -> float:
         return 0.5
@@ -33,16 +37,25 @@ def test_drain_time_is_unknown_without_a_positive_measured_rate(rate: float | No
 
 
 def test_retry_after_stretches_the_wait_by_the_jitter_drawn() -> None:
-    assert retry_after(10.0, PARAMS, HalfwayRandom()) == pytest.approx(11.0)
+    assert retry_after(10.0, PARAMS, HALFWAY) == pytest.approx(11.0)  # 10 + 0.5 x (0.2 x 10)
 
 
 def test_retry_after_is_clamped_to_its_bounds_before_the_jitter() -> None:
-    assert retry_after(0.5, PARAMS, HalfwayRandom()) == pytest.approx(2.2)
-    assert retry_after(None, PARAMS, HalfwayRandom()) == pytest.approx(2.2)
-    assert retry_after(29.0, PARAMS, HalfwayRandom()) == 30.0  # 31.9 capped at max_s
-    assert retry_after(500.0, PARAMS, HalfwayRandom()) == 30.0
+    assert retry_after(0.5, PARAMS, HALFWAY) == pytest.approx(2.2)
+    assert retry_after(None, PARAMS, HALFWAY) == pytest.approx(2.2)
+    # the window no longer fits under max_s: it ends there, [30 - 5.8, 30]
+    assert retry_after(29.0, PARAMS, HALFWAY) == pytest.approx(27.1)
+    assert retry_after(500.0, PARAMS, HALFWAY) == pytest.approx(27.0)  # [24, 30]
 
 
 def test_retry_after_without_jitter_is_the_clamped_wait() -> None:
     flat = RetryAfterParams(min_s=2.0, max_s=30.0, jitter=0.0)
-    assert retry_after(7.25, flat, HalfwayRandom()) == 7.25
+    assert retry_after(7.25, flat, HALFWAY) == 7.25
+    assert retry_after(99.0, flat, HALFWAY) == 30.0
+
+
+def test_the_jitter_sequence_steps_by_the_golden_ratio_from_its_random_start() -> None:
+    sequence = JitterSequence(HalfwayRandom())
+    golden = (math.sqrt(5.0) - 1.0) / 2.0
+    assert sequence.next() == pytest.approx((0.5 + golden) % 1.0)
+    assert sequence.next() == pytest.approx((0.5 + 2 * golden) % 1.0)
