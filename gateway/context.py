@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway.admission.dispatcher import Admission
@@ -12,6 +12,8 @@ from gateway.config.schema import LoadedConfig
 from gateway.front.auth import Authenticator
 from gateway.metrics.exporter import GatewayMetrics
 from gateway.metrics.records import RecordSink
+from gateway.state.contract import SharedState
+from gateway.state.local import LocalState
 from policies.types import Clock, Usage, WorkEstimate
 
 
@@ -61,6 +63,10 @@ class GatewayContext:
     records: RecordSink
     clock: Clock
     reloader: Any = None
+    shared: SharedState = field(default_factory=LocalState)
+    """Limits shared with other replicas (``state:``); ``LocalState`` for one replica."""
+    full_policy: Any = None
+    """The loaded policy; the scheduler runs its local share while Redis does not answer."""
     scraper: Any = None
     """The ``MetricsScraper`` when scraping is enabled (its loop runs in the lifespan)."""
 

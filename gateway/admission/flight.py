@@ -11,6 +11,7 @@ from typing import Any
 
 from gateway.context import GatewayContext
 from gateway.metrics.records import RequestRecord
+from gateway.state.contract import Grant
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
 
 
@@ -27,6 +28,8 @@ class Flight:
         self.queue_position: int | None = None
         self.enqueued_at: float | None = None
         self.first_byte_at: float | None = None
+        self.grant: Grant | None = None
+        """The tenant's hold on limits shared with other replicas (fleet mode)."""
         self.done = False
 
     def decided(self, decision: Decision) -> None:
@@ -77,6 +80,8 @@ class Flight:
         self.done = True
         ticket = self.ticket
         self.release_attempt(outcome, usage)
+        if self.grant is not None:
+            self.ctx.shared.release(self.grant, usage, served=self.record.attempts > 0)
         now = self.ctx.clock()
         rec = self.record
         rec.outcome, rec.status, rec.usage, rec.error = outcome, status, usage, error

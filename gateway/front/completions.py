@@ -8,6 +8,7 @@ it, every path goes through ``Flight.finish`` exactly once.
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -48,7 +49,11 @@ from gateway.front.responses import (
     rejection,
 )
 from gateway.metrics.records import RequestRecord, prompt_sha256
+from gateway.state.contract import Refusal
+from gateway.state.fallback import quota_limits
+from policies.engine.retry_after import retry_after
 from policies.engine.scheduler import DuplicateRequestId
+from policies.engine.scheduler_types import make_decision
 from policies.types import (
     Decision,
     DecisionKind,
@@ -60,6 +65,7 @@ from policies.types import (
 )
 
 CLIENT_GONE = 499  # nginx's convention; nobody reads it, the record keeps it
+_RNG = random.Random()  # Retry-After jitter of refusals by the shared state
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,10 @@ async def _dispatch(
     if prepared.request.is_retry:
         cls = prepared.request.workload_class
         ctx.metrics.retries.labels(ctx.metrics.tenant_label(prepared.request.tenant), cls).inc()
+    if ctx.shared.mode != "local":
+        refused = await _admit_shared(ctx, flight, prepared.request)
+        if refused is not None:
+            return refused
     attempts = ctx.runtime.loaded.config.server.max_attempts
     avoid: set[str] = set()
     last_failure = "busy"
@@ -201,6 +211,21 @@ async def _dispatch(
         last_failure = outcome
         avoid.add(admitted.backend)
     return exhausted(ctx, flight, last_failure)
+
+
+async def _admit_shared(ctx: GatewayContext, flight: Flight, req: RequestInfo) -> Response | None:
+    """The tenant's global lease and token reservation (fleet mode), before the core decides;
+    a refusal is answered here, a grant is released by ``Flight.finish``."""
+    policy = ctx.scheduler.policy
+    held = await ctx.shared.admit(req, quota_limits(policy, req.tenant))
+    if isinstance(held, Refusal):
+        after = retry_after(held.retry_after_s, policy.retry_after, _RNG)
+        decision = make_decision(policy, req, DecisionKind.REJECT, held.reason,
+                                 retry_after_s=after)  # fmt: skip
+        flight.decided(decision)
+        return rejection(flight, decision)
+    flight.grant = held
+    return None
 
 
 async def _admit(
