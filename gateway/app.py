@@ -82,7 +82,7 @@ def create_app(
     ctx.full_policy = getattr(scheduler, "policy", None)
     if loaded.config.state.backend == "redis":
         ctx.shared = _redis_state(ctx)
-        ctx.metrics.registry.register(SharedStateCollector(ctx.shared))
+    ctx.metrics.registry.register(SharedStateCollector(lambda: ctx.shared))
     if config_path is not None:
         ctx.reloader = Reloader(
             config_path, lambda new, pol: _apply(ctx, new, pol), current_version=loaded.version,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -11,13 +11,15 @@ MODES = ("local", "shared", "fallback", "closed")
 
 
 class SharedStateCollector:
-    """Read at scrape time from the state object (``mode``, ``replicas``, ``failures``)."""
+    """Read at scrape time from the state object (``mode``, ``replicas``, ``failures``); one
+    replica exports them too (mode local, 1 replica), so dashboards and alerts need no
+    special case."""
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: Callable[[], Any]) -> None:
         self._state = state
 
     def collect(self) -> Iterator[Any]:
-        state = self._state
+        state = self._state()
         mode = GaugeMetricFamily(
             "sluicegate_shared_state_mode",
             "1 for the shared state's current mode (fallback/closed: Redis does not answer)",
