@@ -32,6 +32,7 @@ defaults
   timeout client 120s
   timeout server 120s
   option http-server-close
+  option httpchk GET /healthz
 frontend sluicegate
   bind 127.0.0.1:{port}
   default_backend replicas
@@ -113,7 +114,8 @@ def fleet(raw_config: dict[str, Any], replicas: int = 3) -> Iterator[Fleet]:
         for replica in started:
             _wait_ready(replica.url, replica.proc)
         port = free_port()
-        servers = "\n".join(f"  server g{i} 127.0.0.1:{r.port}" for i, r in enumerate(started))
+        servers = "\n".join(f"  server g{i} 127.0.0.1:{r.port} check inter 200ms fall 1"
+                            for i, r in enumerate(started))  # fmt: skip
         (work / "haproxy.cfg").write_text(HAPROXY.format(port=port, servers=servers))
         lb = subprocess.Popen([haproxy, "-f", str(work / "haproxy.cfg"), "-db"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip

@@ -15,7 +15,7 @@ import pytest
 from emulator.embedded import EmbeddedEmulator
 from tests.integration.conftest import StartEmulator
 from tests.integration.fleet import Fleet, fleet
-from tests.integration.harness import MODEL, api_key, chat_body, gateway_config
+from tests.integration.harness import MODEL, api_key, chat_body, gateway_config, wait_for
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.emulator
@@ -129,3 +129,139 @@ async def test_tokens_per_minute_hold_across_replicas(
         assert abs(ratio - 1.0) <= 0.05, ratio
     else:
         assert ratio > 2.0, ratio  # per-replica counting: about 3x
+
+
+FAST_LEASES = {"lease_ttl_s": 3.0, "sync_interval_ms": 500, "retry_interval_ms": 200}
+"""Short leases so a test waits seconds, not the 30 s default, for a dead replica's slots."""
+
+
+async def _tenant_leases(f: Fleet, replica: int) -> int | None:
+    view = await asyncio.to_thread(f.admin, replica, "/admin/fleet")
+    leases: dict[str, int] | None = view.get("tenant_leases")
+    return None if leases is None else leases.get(TENANT, 0)
+
+
+async def _leases_fall_to(f: Fleet, count: int) -> float:
+    """Until the tenant's live leases number ``count`` (then the clock time); fails after
+    three lease TTLs."""
+
+    async def fallen() -> bool:
+        return await _tenant_leases(f, 1) == count
+
+    await wait_for(fallen, 3 * FAST_LEASES["lease_ttl_s"], f"{count} leases left")
+    return time.monotonic()
+
+
+async def _drain(chunks: Any) -> None:
+    async for _ in chunks:
+        pass
+
+
+async def test_a_killed_replicas_leases_expire_and_its_capacity_returns(
+    redis_server: RedisServer, start_emulator: StartEmulator
+) -> None:
+    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=1.0)
+                 for _ in range(2)]  # fmt: skip
+    cfg = _config(emulators, {"max_concurrent": 6}, _state("redis", redis_server, **FAST_LEASES))
+    with fleet(cfg) as f:
+        async with _client(f) as client:
+            streams = []
+            for _ in range(6):  # round robin: two on each replica
+                ctx = client.stream("POST", "/v1/chat/completions",
+                                    json=chat_body(2000, stream=True))  # fmt: skip
+                response = await ctx.__aenter__()
+                assert response.status_code == 200
+                chunks = response.aiter_bytes()  # kept: a dropped iterator closes the stream
+                await chunks.__anext__()  # streaming has begun
+                streams.append((ctx, chunks))
+            assert await _tenant_leases(f, 1) == 6
+            f.replicas[0].kill()
+            killed = time.monotonic()
+            expiry = asyncio.ensure_future(_leases_fall_to(f, 4))  # the survivors' four
+            drains = [asyncio.ensure_future(_drain(chunks)) for _, chunks in streams]
+            ended, streaming = await asyncio.wait(drains, timeout=5.0)
+            for task in streaming:  # the survivors' streams go on (2000 tokens at 39 tok/s)
+                task.cancel()
+            await asyncio.gather(*streaming, return_exceptions=True)
+            for ctx, _ in streams:
+                await ctx.__aexit__(None, None, None)
+            errors = [type(t.exception()).__name__ for t in ended]
+            assert errors == ["RemoteProtocolError"] * 2, errors  # a clean transport error
+            expired_after = await expiry - killed
+            await _leases_fall_to(f, 0)  # the survivors' streams were closed: released
+            print(f"fleet: the killed replica's leases expired {expired_after:.2f} s after "
+                  f"SIGKILL (lease_ttl_s {FAST_LEASES['lease_ttl_s']})")  # fmt: skip
+            # all six slots are back: six new streams through the two survivors
+            fresh = [client.stream("POST", "/v1/chat/completions", json=chat_body(50, stream=True))
+                     for _ in range(6)]  # fmt: skip
+            answers = [await c.__aenter__() for c in fresh]
+            assert [a.status_code for a in answers] == [200] * 6
+            for c in fresh:
+                await c.__aexit__(None, None, None)
+
+
+async def test_redis_paused_then_restarted_empty_under_load(
+    redis_server: RedisServer, start_emulator: StartEmulator
+) -> None:
+    """SIGSTOP for 10 s: the replicas serve within their share, no 5xx, and rejoin after
+    SIGCONT; then Redis restarts empty and the limit holds again from one lease TTL on."""
+    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0)
+                 for _ in range(3)]  # fmt: skip
+    cfg = _config(emulators, {"max_concurrent": 10}, _state("redis", redis_server, **FAST_LEASES))
+    statuses: list[int] = []
+    phase = ["before"]
+    held: dict[str, int] = {}
+    with fleet(cfg) as f:
+        async with _client(f) as client:
+            done = asyncio.Event()
+
+            async def load() -> None:
+                while not done.is_set():
+                    body = chat_body(30, stream=True)
+                    async with client.stream("POST", "/v1/chat/completions", json=body) as r:
+                        async for _ in r.aiter_bytes():
+                            pass
+                    statuses.append(r.status_code)
+                    if r.status_code != 200:
+                        await asyncio.sleep(0.02)  # the load generator's pacing
+
+            async def sample() -> None:
+                while not done.is_set():
+                    held[phase[0]] = max(held.get(phase[0], 0), _held(emulators))
+                    await asyncio.sleep(0.005)
+
+            tasks = [asyncio.ensure_future(load()) for _ in range(40)]
+            tasks.append(asyncio.ensure_future(sample()))
+            await asyncio.sleep(2.0)  # the load runs shared first
+            redis_server.pause()
+            phase[0] = "paused"
+            served_before_pause = statuses.count(200)
+            await asyncio.sleep(10.0)
+            served_while_paused = statuses.count(200) - served_before_pause
+            redis_server.resume()
+            phase[0] = "resumed"
+            modes = await _modes_when_all_shared(f)
+            redis_server.restart()
+            phase[0] = "restarted"
+            await asyncio.sleep(FAST_LEASES["lease_ttl_s"])
+            phase[0] = "after one lease TTL"
+            await asyncio.sleep(3.0)
+            done.set()
+            await asyncio.gather(*tasks)
+    print(f"fleet: max requests the engines held per phase: {held}; served while Redis "
+          f"was stopped: {served_while_paused}")  # fmt: skip
+    assert set(statuses) <= {200, 429}, sorted(set(statuses))
+    assert served_while_paused > 0
+    assert modes == ["shared"] * 3
+    assert held["paused"] <= 10 and held["after one lease TTL"] <= 10
+    assert held["before"] <= 10 and held["resumed"] <= 10
+
+
+async def _modes_when_all_shared(f: Fleet) -> list[str]:
+    """Each replica's mode once all rejoined (bounded by the harness's own timeout)."""
+    while True:
+        views = [await asyncio.to_thread(f.admin, i, "/admin/fleet") for i in range(3)]
+        modes = [v["mode"] for v in views]
+        if modes == ["shared"] * 3:
+            return modes
+        await asyncio.sleep(0.1)
