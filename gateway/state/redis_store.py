@@ -195,8 +195,8 @@ class RedisState:
         for h in held:
             h.confirmed = True
         self.replicas = max(1, int(replicas))
-        self._epoch = epoch.decode()
-        if int(rebuilt) and self.failures:
+        known, self._epoch = self._epoch, epoch.decode()
+        if int(rebuilt) and known:
             self.rebuilds += 1
             log.warning("shared state: Redis had lost its data; rebuilt from this replica's "
                         "%d leases", len(held))  # fmt: skip
