@@ -114,7 +114,13 @@ def _redis_state(ctx: GatewayContext) -> Any:
         if ctx.full_policy is not None:
             ctx.scheduler.swap(effective(ctx.full_policy, mode, replicas))
 
-    return RedisState(cfg, connect(cfg), replica_id=replica, info=info, on_mode=on_mode)
+    def in_flight() -> dict[str, int]:
+        return dict(ctx.scheduler.stats().in_flight_by_backend)
+
+    return RedisState(
+        cfg, connect(cfg), replica_id=replica, info=info, on_mode=on_mode,
+        in_flight=in_flight, on_peers=ctx.pool.set_peer_in_flight,
+    )  # fmt: skip
 
 
 def _completion(ctx: GatewayContext, path: str) -> Endpoint:

@@ -103,6 +103,7 @@ class StateConfig(_Strict):
     lease_ttl_s: float = Field(default=30.0, ge=1.0, le=300.0)
     sync_interval_ms: int = Field(default=1000, ge=10, le=60_000)
     retry_interval_ms: int = Field(default=500, ge=10, le=60_000)
+    peer_sync_interval_ms: int = Field(default=100, ge=10, le=10_000)
     initial_replicas: int = Field(
         default=1, ge=1, description="N for the local share before Redis has ever answered"
     )

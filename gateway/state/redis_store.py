@@ -17,7 +17,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,18 +74,25 @@ class RedisState:
         replica_id: str,
         info: Callable[[], dict[str, Any]] = dict,
         on_mode: ModeListener | None = None,
+        in_flight: Callable[[], Mapping[str, int]] | None = None,
+        on_peers: Callable[[dict[str, int]], None] | None = None,
     ) -> None:
+        """``in_flight``: this replica's requests in flight per backend, shared every
+        ``peer_sync_interval_ms``; ``on_peers`` gets the other replicas' sums."""
         self._cfg = cfg
         self._client = client
         self.replica_id = replica_id
         self._info = info
         self._on_mode = on_mode
+        self._in_flight = in_flight
+        self._on_peers = on_peers
         self._timeout_s = cfg.command_timeout_ms / 1000
         self._ttl_ms = int(cfg.lease_ttl_s * 1000)
         self._admit = client.register_script(scripts.ADMIT)
         self._release = client.register_script(scripts.RELEASE)
         self._heartbeat = client.register_script(scripts.HEARTBEAT)
         self._leave = client.register_script(scripts.LEAVE)
+        self._peers = client.register_script(scripts.PEERS)
         self._held: dict[str, _Held] = {}
         self._unsent: list[_Settlement] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -169,6 +176,36 @@ class RedisState:
     # -- background ----------------------------------------------------------------------
 
     async def run(self) -> None:
+        """Heartbeats and the in-flight exchange until cancelled."""
+        if self._in_flight is None:
+            await self._beats()
+        else:
+            await asyncio.gather(self._beats(), self._peer_syncs())
+
+    async def _peer_syncs(self) -> None:
+        while True:
+            if self._mode == "shared":
+                await self.sync_peers()
+            await asyncio.sleep(self._cfg.peer_sync_interval_ms / 1000)
+
+    async def sync_peers(self) -> None:
+        """Shares this replica's in flight per backend; hands on the other replicas' sums
+        (kept as last known while Redis does not answer)."""
+        assert self._in_flight is not None
+        args: list[str | int] = [self.replica_id, self._ttl_ms]
+        for backend, count in self._in_flight().items():
+            args += [backend, count]
+        try:
+            flat = await self._call(self._peers(
+                keys=[self._key("in-flight"), self._key("replicas")], args=args))  # fmt: skip
+        except Exception as exc:
+            self._failed("in-flight exchange", exc)
+            return
+        peers = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+        if self._on_peers is not None:
+            self._on_peers(peers)
+
+    async def _beats(self) -> None:
         """Heartbeats until cancelled; faster while Redis does not answer."""
         while True:
             await self.beat()

@@ -112,6 +112,44 @@ return {redis.call('ZCARD', KEYS[1]), rebuilt, epoch}
 """
 )
 
+PEERS = (
+    NOW_MS
+    + """
+-- KEYS: in-flight hash, replica set. ARGV: replica id, ttl_ms, then backend, count pairs.
+-- Writes this replica's requests in flight per backend; returns, per backend, the sum over
+-- the other live replicas: {backend, n, backend, n, ...}. A dead replica's counts are
+-- dropped once its heartbeat has expired.
+for i = 3, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[1] .. '|' .. ARGV[i], ARGV[i + 1])
+end
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 2)
+local all = redis.call('HGETALL', KEYS[1])
+local sums, alive = {}, {}
+for j = 1, #all, 2 do
+  local field = all[j]
+  local sep = string.find(field, '|', 1, true)
+  local replica, backend = string.sub(field, 1, sep - 1), string.sub(field, sep + 1)
+  if replica ~= ARGV[1] then
+    if alive[replica] == nil then
+      local score = redis.call('ZSCORE', KEYS[2], replica)
+      alive[replica] = score ~= false and tonumber(score) > now
+    end
+    if alive[replica] then
+      sums[backend] = (sums[backend] or 0) + tonumber(all[j + 1])
+    else
+      redis.call('HDEL', KEYS[1], field)
+    end
+  end
+end
+local out = {}
+for backend, n in pairs(sums) do
+  out[#out + 1] = backend
+  out[#out + 1] = n
+end
+return out
+"""
+)
+
 LEAVE = """
 -- KEYS: replica set, replica info hash. ARGV: replica id. A replica that stops says so.
 redis.call('ZREM', KEYS[1], ARGV[1])

@@ -9,7 +9,9 @@ requests would only wait inside vLLM, out of reach of fairness and deadlines).
 Between two scrapes the signals cannot see what was just sent, so growth is bounded by the
 engine's own count: at most twice what it reports ``running`` (slow start; it doubles per
 fresh signal while the queue stays empty). A backend with nothing of ours in flight always
-takes one request, so a stale or silent backend is probed rather than starved.
+takes one request, so a stale or silent backend is probed rather than starved. With several
+gateway replicas, the fuse and the engine's slots are shared: the requests other replicas
+have in flight there (``peer_in_flight``) are taken off them.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class ServerSignals(Limit[None, ServerSignalsParams]):
         seqs = backend.max_num_seqs
         if seqs is not None and seqs < bound:
             bound = float(seqs)
+        bound -= backend.peer_in_flight  # other replicas' share of the fuse and the slots
         running = backend.running
         if p.slow_start and running is not None:
             slow = 2 * (running if running > 1.0 else 1.0)  # 2 * max(1.0, running)

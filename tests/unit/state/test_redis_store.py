@@ -26,8 +26,10 @@ def request(n: int, tokens: int = 100) -> RequestInfo:
 
 
 def config(server: RedisServer, **kw: object) -> StateConfig:
+    """A generous timeout: a busy machine must not look like a failing Redis, except in the
+    tests that stop Redis (they set their own)."""
     return StateConfig.model_validate(
-        {"backend": "redis", "url": server.url, "command_timeout_ms": 200, **kw}
+        {"backend": "redis", "url": server.url, "command_timeout_ms": 2000, **kw}
     )
 
 
@@ -180,3 +182,31 @@ async def test_a_redis_that_lost_its_data_is_rebuilt_from_the_replicas(
     finally:
         await a.aclose()
         await b.aclose()
+
+
+async def test_replicas_share_their_in_flight_per_backend(redis_server: RedisServer) -> None:
+    cfg = config(redis_server, lease_ttl_s=1.0, sync_interval_ms=100)
+    seen: dict[str, dict[str, int]] = {}
+
+    def replica(name: str, counts: dict[str, int]) -> RedisState:
+        return RedisState(cfg, connect(cfg), replica_id=name, in_flight=lambda: counts,
+                          on_peers=lambda peers: seen.__setitem__(name, peers))  # fmt: skip
+
+    a, b, c = replica("a", {"x": 3, "y": 1}), replica("b", {"x": 2}), replica("c", {})
+    try:
+        for state in (a, b, c):
+            await state.beat()
+            await state.sync_peers()
+        await a.sync_peers()
+        assert seen["a"] == {"x": 2}
+        assert seen["c"] == {"x": 5, "y": 1}
+        # b stops heartbeating (dies): once its registration expires, its count is dropped
+        while seen["c"] != {"x": 3, "y": 1}:
+            await a.beat()
+            await c.beat()
+            await c.sync_peers()
+            await asyncio.sleep(0.1)
+    finally:
+        for state in (a, c):
+            await state.aclose()
+        await b._client.aclose()
