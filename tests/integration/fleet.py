@@ -33,6 +33,7 @@ defaults
   timeout server 120s
   option http-server-close
   option httpchk GET /healthz
+  timeout check 5s
 frontend sluicegate
   bind 127.0.0.1:{port}
   default_backend replicas
@@ -105,7 +106,10 @@ def fleet(raw_config: dict[str, Any], replicas: int = 3) -> Iterator[Fleet]:
     haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
     work = Path(tempfile.mkdtemp(prefix="sluicegate-fleet-"))
     config = work / "gateway.yaml"
-    config.write_text(yaml.safe_dump({**raw_config, "reload": {"watch": False}}))
+    # patient probes: on a busy machine a slow /health must not mark an emulator down
+    health = {"interval_s": 0.5, "timeout_s": 5.0, "failures_to_down": 3}
+    config.write_text(yaml.safe_dump({**raw_config, "reload": {"watch": False},
+                                      "health": health}))  # fmt: skip
     started: list[Replica] = []
     lb: subprocess.Popen[bytes] | None = None
     try:
@@ -114,7 +118,7 @@ def fleet(raw_config: dict[str, Any], replicas: int = 3) -> Iterator[Fleet]:
         for replica in started:
             _wait_ready(replica.url, replica.proc)
         port = free_port()
-        servers = "\n".join(f"  server g{i} 127.0.0.1:{r.port} check inter 200ms fall 1"
+        servers = "\n".join(f"  server g{i} 127.0.0.1:{r.port} check inter 300ms fall 2"
                             for i, r in enumerate(started))  # fmt: skip
         (work / "haproxy.cfg").write_text(HAPROXY.format(port=port, servers=servers))
         lb = subprocess.Popen([haproxy, "-f", str(work / "haproxy.cfg"), "-db"],

@@ -55,7 +55,7 @@ async def _sample_max(read: Callable[[], int], stop: asyncio.Event) -> int:
     seen = 0
     while not stop.is_set():
         seen = max(seen, read())
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.01)
     return seen
 
 
@@ -100,12 +100,14 @@ async def test_tokens_per_minute_hold_across_replicas(
     """Admitted tokens over a window: the bucket's burst plus its refill, within 5 %."""
     emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0)
                  for _ in range(2)]  # fmt: skip
-    tpm, burst = 6_000, 500  # well under what the load below offers, even on a busy machine
+    tpm, burst = 3_000, 300  # well under what the load below offers, even on a busy machine
     cfg = _config(emulators, {"tokens_per_minute": tpm, "burst_tokens": burst},
                   _state(backend, redis_server))  # fmt: skip
     served: list[int] = []
-    admitted_at: list[float] = []  # when each served request was sent (admission follows)
-    window_s = 10.0
+    sent_at: list[float] = []  # when each served request was sent: before its admission
+    answered_at: list[float] = []  # when its answer began: after its admission
+    refused: list[int] = []
+    window_s = 20.0  # long against the admission lag and one request's tokens
     with fleet(cfg) as f:
         async with _client(f) as client:
             start = time.monotonic()
@@ -113,23 +115,31 @@ async def test_tokens_per_minute_hold_across_replicas(
             async def ask_until_window_ends() -> None:
                 while time.monotonic() - start < window_s:
                     sent = time.monotonic()
-                    r = await client.post("/v1/chat/completions", json=chat_body(10))
+                    async with client.stream("POST", "/v1/chat/completions",
+                                             json=chat_body(10)) as r:  # fmt: skip
+                        answered = time.monotonic()
+                        await r.aread()
                     if r.status_code == 200:
                         served.append(r.json()["usage"]["total_tokens"])
-                        admitted_at.append(sent)
+                        sent_at.append(sent)
+                        answered_at.append(answered)
                     else:
                         assert r.status_code == 429, r.text
+                        refused.append(r.status_code)
                         await asyncio.sleep(0.02)  # the load generator's pacing
 
-            await asyncio.gather(*(ask_until_window_ends() for _ in range(12)))
-    allowed = burst + tpm / 60.0 * (max(admitted_at) - start)
-    ratio = sum(served) / allowed
-    print(f"fleet quota [{backend}]: served {sum(served)} tokens, allowed {allowed:.0f}, "
-          f"ratio {ratio:.3f}")  # fmt: skip
+            await asyncio.gather(*(ask_until_window_ends() for _ in range(16)))
+    # the last admission happened between these two instants: the ratio lies between
+    low = sum(served) / (burst + tpm / 60.0 * (max(answered_at) - start))
+    high = sum(served) / (burst + tpm / 60.0 * (max(sent_at) - start))
+    print(f"fleet quota [{backend}]: served {sum(served)} tokens, ratio to burst + refill "
+          f"between {low:.3f} and {high:.3f}")  # fmt: skip
     if backend == "redis":
-        assert abs(ratio - 1.0) <= 0.05, ratio
+        assert len(refused) > len(served) // 2, "the load did not saturate the quota"
+        assert low <= 1.05 and high >= 0.95, (low, high)
     else:
-        assert ratio > 2.0, ratio  # per-replica counting: about 3x
+        # per-replica counting: up to 3x, as much as this load generator can offer
+        assert low > 1.5, low
 
 
 FAST_LEASES = {"lease_ttl_s": 3.0, "sync_interval_ms": 500, "retry_interval_ms": 200}
@@ -230,19 +240,25 @@ async def test_redis_paused_then_restarted_empty_under_load(
             async def sample() -> None:
                 while not done.is_set():
                     held[phase[0]] = max(held.get(phase[0], 0), _held(emulators))
-                    await asyncio.sleep(0.005)
+                    await asyncio.sleep(0.01)
 
             tasks = [asyncio.ensure_future(load()) for _ in range(40)]
             tasks.append(asyncio.ensure_future(sample()))
-            await asyncio.sleep(2.0)  # the load runs shared first
+            await wait_for(lambda: statuses.count(200) >= 20, 60.0, "served before the stop")
             redis_server.pause()
-            phase[0] = "paused"
+            paused_at = time.monotonic()
+            phase[0] = "pausing"  # requests admitted through Redis just before may still run
             served_before_pause = statuses.count(200)
-            await asyncio.sleep(10.0)
+            await _modes_are(f, "fallback")
+            turned_over = statuses.count(200) + 20
+            await wait_for(lambda: statuses.count(200) >= turned_over, 60.0, "served in fallback")
+            phase[0] = "paused"
+            # the stop lasts 10 s, longer if the turnover took most of it on a busy machine
+            await asyncio.sleep(max(2.0, 10.0 - (time.monotonic() - paused_at)))
             served_while_paused = statuses.count(200) - served_before_pause
             redis_server.resume()
             phase[0] = "resumed"
-            modes = await _modes_when_all_shared(f)
+            modes = await _modes_are(f, "shared")
             redis_server.restart()
             phase[0] = "restarted"
             await asyncio.sleep(FAST_LEASES["lease_ttl_s"])
@@ -255,35 +271,47 @@ async def test_redis_paused_then_restarted_empty_under_load(
     assert set(statuses) <= {200, 429}, sorted(set(statuses))
     assert served_while_paused > 0
     assert modes == ["shared"] * 3
+    # in fallback each replica takes at most 10 // 3, once what Redis admitted has ended
     assert held["paused"] <= 10 and held["after one lease TTL"] <= 10
     assert held["before"] <= 10 and held["resumed"] <= 10
 
 
-async def _modes_when_all_shared(f: Fleet) -> list[str]:
-    """Each replica's mode once all rejoined (bounded by the harness's own timeout)."""
-    while True:
+async def _modes_are(f: Fleet, mode: str) -> list[str]:
+    """Each replica's mode once all report ``mode`` (fails after the harness's timeout)."""
+    modes: list[str] = []
+
+    async def all_there() -> bool:
+        nonlocal modes
         views = [await asyncio.to_thread(f.admin, i, "/admin/fleet") for i in range(3)]
         modes = [v["mode"] for v in views]
-        if modes == ["shared"] * 3:
-            return modes
-        await asyncio.sleep(0.1)
+        return modes == [mode] * 3
+
+    await wait_for(all_there, 60.0, f"every replica {mode}")
+    return modes
 
 
-@pytest.mark.parametrize("backend", ["redis", "local"])
 async def test_a_fixed_backend_limit_counts_every_replicas_requests(
-    backend: str, redis_server: RedisServer, start_emulator: StartEmulator
+    redis_server: RedisServer, start_emulator: StartEmulator
 ) -> None:
-    """``fixed`` max_in_flight 6 on one engine, 60 concurrent streams through three
-    replicas: the engine's own count, averaged over the run, stays near 6 (the exchange every
-    peer_sync_interval_ms bounds the overshoot), where per-replica counting gives about 2.5x.
-    Not exact: at the start, and within one exchange, each replica may fill what it last saw
-    free (docs/fleet.md)."""
+    """``fixed`` max_in_flight 6 on one engine, 60 concurrent streams through three replicas,
+    once sharing state and once counting per replica, side by side: sharing must cut the
+    overshoot (the engine's own count averaged over the run, less 6) at least in half. Not
+    exact: at the start, and within one exchange, each replica may fill what it last saw free
+    (docs/fleet.md); per-replica counting gives about 2.5x the limit."""
     # requests of about 0.8 s: several exchanges long, as real generations are
     emulator = start_emulator(profile="rx9070xt", model_name=MODEL, speed=2.0)
     policy = {"limit": {"type": "fixed", "parameters": {"max_in_flight": 6}},
-              "ladder": {"steps": []}, "queue": {"max_wait_s": 120}}  # fmt: skip
-    cfg = gateway_config([emulator.url], policy, tenants=(TENANT,),
-                         state=_state(backend, redis_server))  # fmt: skip
+              "ladder": {"steps": []}, "queue": {"max_wait_s": 300}}  # fmt: skip
+    means = {}
+    for backend in ("redis", "local"):
+        cfg = gateway_config([emulator.url], policy, tenants=(TENANT,),
+                             state=_state(backend, redis_server))  # fmt: skip
+        means[backend] = await _mean_held_under_flood(cfg, emulator)
+    print(f"fleet fixed limit 6: engine held mean {means}")
+    assert means["redis"] - 6 <= 0.5 * (means["local"] - 6), means
+
+
+async def _mean_held_under_flood(cfg: dict[str, Any], emulator: EmbeddedEmulator) -> float:
     samples: list[int] = []
     with fleet(cfg) as f:
         async with _client(f) as client:
@@ -292,7 +320,7 @@ async def test_a_fixed_backend_limit_counts_every_replicas_requests(
             async def sample() -> None:
                 while not done.is_set():
                     samples.append(_held([emulator]))
-                    await asyncio.sleep(0.005)
+                    await asyncio.sleep(0.01)
 
             async def one() -> int:
                 body = chat_body(60, stream=True)
@@ -305,11 +333,6 @@ async def test_a_fixed_backend_limit_counts_every_replicas_requests(
             statuses = await asyncio.gather(*(one() for _ in range(60)))
             done.set()
             await sampler
-    busy = [n for n in samples if n > 0]
-    mean = sum(busy) / len(busy)
-    print(f"fleet fixed limit [{backend}]: engine held mean {mean:.2f}, max {max(busy)}")
     assert statuses == [200] * 60
-    if backend == "redis":
-        assert mean <= 6 * 1.3, mean  # measured about 7.1: the stale exchange overshoots
-    else:
-        assert mean > 6 * 1.5, mean
+    busy = [n for n in samples if n > 0]
+    return sum(busy) / len(busy)
