@@ -86,6 +86,7 @@ async def test_max_concurrent_holds_across_replicas(
             await asyncio.gather(*(stream_until_enough() for _ in range(100)))
             stop.set()
             max_held = await sampler
+    print(f"fleet max_concurrent 10 [{backend}]: the engines held at most {max_held}")
     assert set(statuses) <= {200, 429}
     if backend == "redis":
         assert 8 <= max_held <= 10, max_held
