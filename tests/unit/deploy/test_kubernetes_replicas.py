@@ -1,4 +1,4 @@
-"""The fleet manifests (deploy/kubernetes/fleet/) fit together: the config passes the
+"""The replicated-gateway manifests (deploy/kubernetes/replicas/) fit together: the config passes the
 gateway's check, the password comes from the Secret the Redis uses, the PDB and the HPA
 select the Deployment, and the HPA never goes below what the PDB and the fallback assume."""
 
@@ -13,7 +13,7 @@ import yaml
 from commands.check_config import check_file
 from tests.unit.deploy.conftest import DEPLOY
 
-FLEET = DEPLOY / "kubernetes" / "fleet"
+FLEET = DEPLOY / "kubernetes" / "replicas"
 
 
 @pytest.fixture(scope="module")
