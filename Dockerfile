@@ -8,6 +8,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
+COPY commands ./commands
 COPY gateway ./gateway
 COPY policies ./policies
 COPY emulator ./emulator

@@ -142,11 +142,18 @@ def main(argv: list[str] | None = None) -> int:
         default="serve",
         help="the collector's settings: as sluicegate serve sets them, or Python's",
     )
+    p.add_argument(
+        "--prefill-backlog",
+        choices=("on", "off"),
+        default="on",
+        help="the prefill backlog bound's accounting (policies/engine/prefill_backlog.py)",
+    )
     args = p.parse_args(argv)
     if args.gc == "serve":
         tune_gc()  # at startup, before any request, as serve does
     rng, clock = random.Random(6), VirtualClock()
-    sched = Scheduler(build_policy(POLICY), clock=clock, rng=random.Random(7))
+    policy = {**POLICY, "prefill_backlog": {"enabled": args.prefill_backlog == "on"}}
+    sched = Scheduler(build_policy(policy), clock=clock, rng=random.Random(7))
     fleet = Fleet(clock, args.backends, args.slots, args.scrape_s)
     tickets: list[Ticket] = []
     seq = 0

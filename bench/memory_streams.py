@@ -1,4 +1,4 @@
-"""Memory of open, idle streams through the gateway: RSS and bytes per stream (issue 6).
+"""Memory of open, idle streams through the gateway: RSS and bytes per stream (docs/performance.md).
 
     python bench/memory_streams.py [--streams 10000] [--batch 250]
 

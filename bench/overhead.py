@@ -1,4 +1,4 @@
-"""The gateway's added latency against a direct connection (issue 2, "Measure").
+"""The gateway's added latency against a direct connection (docs/performance.md).
 
 Starts a fast fake vLLM (a raw ASGI app on uvicorn, no model work) and the gateway in
 front of it, each in its own process, then sends the same requests both ways and prints

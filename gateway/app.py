@@ -34,7 +34,7 @@ from gateway.backends.pool import BackendPool
 from gateway.backends.scrape.exposition import backends_admin, register_backend_metrics
 from gateway.backends.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget
 from gateway.config.reload import Reloader, build_loaded_policy
-from gateway.config.schema import GatewayConfig, LoadedConfig, policy_version
+from gateway.config.schema import GatewayConfig, LoadedConfig, config_version
 from gateway.config.yaml_lines import LineIndex
 from gateway.context import Estimator, GatewayContext, Runtime
 from gateway.front.auth import Authenticator
@@ -192,7 +192,7 @@ def _without_otel() -> dict[str, Any]:
 
 def _as_loaded(cfg: GatewayConfig) -> LoadedConfig:
     raw = cfg.model_dump_json().encode()
-    return LoadedConfig(cfg, policy_version(raw), "<object>", LineIndex({}))
+    return LoadedConfig(cfg, config_version(raw), "<object>", LineIndex({}))
 
 
 def _scraper(

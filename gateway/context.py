@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from gateway.admission.dispatcher import Admission
+from gateway.admission.dispatcher import Admission, SchedulerLike
 from gateway.backends.pool import BackendPool
 from gateway.config.schema import LoadedConfig
 from gateway.front.auth import Authenticator
@@ -14,7 +14,12 @@ from gateway.metrics.exporter import GatewayMetrics
 from gateway.metrics.records import RecordSink
 from gateway.state.contract import SharedState
 from gateway.state.local import LocalState
+from policies.policy_set import PolicySet
 from policies.types import Clock, Usage, WorkEstimate
+
+if TYPE_CHECKING:  # both import this module's neighbours; only their types are needed here
+    from gateway.backends.scrape.scraper import MetricsScraper
+    from gateway.config.reload import Reloader
 
 
 class Estimator(Protocol):
@@ -62,14 +67,15 @@ class GatewayContext:
     metrics: GatewayMetrics
     records: RecordSink
     clock: Clock
-    reloader: Any = None
+    reloader: Reloader | None = None
+    """Set by ``create_app`` when the config came from a file (SIGHUP and file changes)."""
+    scraper: MetricsScraper | None = None
     shared: SharedState = field(default_factory=LocalState)
     """Limits shared with other replicas (``state:``); ``LocalState`` for one replica."""
-    full_policy: Any = None
+    full_policy: PolicySet | None = None
     """The loaded policy; the scheduler runs its local share while Redis does not answer."""
-    scraper: Any = None
     """The ``MetricsScraper`` when scraping is enabled (its loop runs in the lifespan)."""
 
     @property
-    def scheduler(self) -> Any:
+    def scheduler(self) -> SchedulerLike:
         return self.admission.scheduler

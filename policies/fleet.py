@@ -45,6 +45,8 @@ class BackendView:
     e2e_p90_s: float | None = None
     engine_rejections_per_s: float | None = None
     capacity_estimate: float | None = None
+    prefill_tokens_per_s: float | None = None
+    """The engine's prompt tokens per second of prefill time (its own histograms)."""
     signal_age_s: float | None = None
     stale: bool = False
     peer_in_flight: int = 0

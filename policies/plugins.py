@@ -1,7 +1,8 @@
 """The built-in plugins, by role: the one table from YAML ``type`` names to classes.
 
-Adding a policy is one module (its class, with ``type_name``, ``params_model`` and
-``example_parameters``), one line here, and one section in ``docs/policies.md``; the
+Adding a policy is one module (its class, with ``type_name`` and ``params_model``; the
+model, with an example when its defaults do not exercise the policy, in ``<name>_params.py``
+beside it), one line here, and one section in ``docs/policies.md``; the
 conformance suite and the docs check find it from this table. Plugins never import the
 registry, so this table and ``policies.registry`` form no cycle.
 """

@@ -12,6 +12,7 @@ from typing import Any
 
 from policies.contracts import Discipline, Fairness, Limit, NamedGate
 from policies.engine.headroom_params import HeadroomParams
+from policies.engine.prefill_backlog_params import PrefillBacklogParams
 from policies.engine.queue_params import QueueParams
 from policies.engine.retry_after_params import RetryAfterParams
 from policies.ladder.ladder_params import LadderParams
@@ -31,3 +32,4 @@ class PolicySet:
     ladder: LadderParams = field(default_factory=LadderParams)
     retry_after: RetryAfterParams = field(default_factory=RetryAfterParams)
     headroom: HeadroomParams = field(default_factory=HeadroomParams)
+    prefill_backlog: PrefillBacklogParams = field(default_factory=PrefillBacklogParams)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from policies.contracts import Discipline, Fairness, Gate, Limit, NamedGate, Plugin
 from policies.engine.headroom_params import HeadroomParams
+from policies.engine.prefill_backlog_params import PrefillBacklogParams
 from policies.engine.queue_params import QueueParams
 from policies.engine.retry_after_params import RetryAfterParams
 from policies.ladder.ladder_params import LadderParams
@@ -67,7 +68,8 @@ def registered(role: Role) -> Mapping[str, type[Plugin[Any, Any]]]:
     return dict(_REGISTRY[role])
 
 
-_TOP_KEYS = {"name", "limit", "fairness", "queue", "gates", "ladder", "retry_after", "headroom"}
+_TOP_KEYS = {"name", "limit", "fairness", "queue", "gates", "ladder", "retry_after", "headroom",
+             "prefill_backlog"}  # fmt: skip
 
 
 def build_policy(raw: Mapping[str, Any] | None) -> PolicySet:
@@ -90,13 +92,15 @@ def build_policy(raw: Mapping[str, Any] | None) -> PolicySet:
     ladder = _model(LadderParams, raw.get("ladder"), ("ladder",), errors)
     retry = _model(RetryAfterParams, raw.get("retry_after"), ("retry_after",), errors)
     headroom = _model(HeadroomParams, raw.get("headroom"), ("headroom",), errors)
+    prefill = _model(PrefillBacklogParams, raw.get("prefill_backlog"), ("prefill_backlog",), errors)
     if errors:
         raise PolicyConfigError(errors)
     assert isinstance(limit, Limit) and isinstance(fairness, Fairness)
     assert isinstance(discipline, Discipline) and queue and ladder and retry and headroom
+    assert prefill
     return PolicySet(
         str(name), policy_version(raw), limit, fairness, discipline, gates,
-        queue, ladder, retry, headroom,
+        queue, ladder, retry, headroom, prefill,
     )  # fmt: skip
 
 

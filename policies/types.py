@@ -123,6 +123,8 @@ class RequestInfo:
     is_retry: bool = False
     session_id: str | None = None
     prompt_hash: str = ""
+    stream: bool = False
+    """The response is streamed: the gateway sees its first token come back."""
 
     @property
     def flow(self) -> FlowKey:

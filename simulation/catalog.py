@@ -1,6 +1,6 @@
 """The policies the seed table compares, as ``policy:`` sections for ``build_policy``.
 
-Seed 000 leaves some parameters unstated; the choices are documented in
+The reference leaves some parameters unstated; the choices are documented in
 ``docs/seed-table.md``:
 
 - *unbounded*: the gateway queue never sheds (``max_wait_s`` beyond any run) and dispatches

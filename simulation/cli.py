@@ -1,4 +1,5 @@
-"""``sluicegate simulate``: the seed 000 sweep on a virtual clock, same scheduler, same engine.
+"""``sluicegate simulate``: the reference sweep (docs/seed-table.md) on a virtual clock,
+same scheduler, same engine.
 
 Example (the seed table)::
 

@@ -18,13 +18,13 @@ from enum import Enum
 from policies.fleet import FleetSnapshot
 from simulation.metrics import TurnRecord
 from simulation.ports import (
+    AdmissionAnswer,
     AdmissionPort,
     Deferred,
     Dispatched,
     EnginePort,
     EngineStep,
     Queued,
-    Verdict,
     VirtualClock,
 )
 from simulation.workload import AgentWorkload
@@ -137,7 +137,7 @@ class Simulation:
         )
         self._apply(verdict)
 
-    def _apply(self, verdict: Verdict) -> None:
+    def _apply(self, verdict: AdmissionAnswer) -> None:
         rid = verdict.request_id
         agent = self._by_request[rid]
         record = self._open[agent]
@@ -162,6 +162,7 @@ class Simulation:
         now = self._clock.now
         for rid in step.first_token:
             self._open[self._by_request[rid]].decode_start = now
+            self._admission.first_token(rid)
         for rid in step.finished:
             agent = self._by_request.pop(rid)
             record = self._open.pop(agent)

@@ -1,6 +1,7 @@
 """Turn-length mixtures for the agent workload (output tokens per turn).
 
-Seed 000 states only the mean turn (354 tokens). ``profile`` uses the emulator profile's
+The reference states only the mean turn (354 tokens; docs/seed-table.md).
+``profile`` uses the emulator profile's
 mixture (rx9070xt: 50 % 16-204, 35 % 200-600, 15 % 600-1520; squared coefficient of
 variation about 0.97, longest turn 1520). ``lognormal-S`` is a heavier-tailed coding-turn
 mixture: a lognormal with shape ``sigma = S`` and the profile's mean, cut at its

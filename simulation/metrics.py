@@ -1,4 +1,5 @@
-"""Per-turn records and the numbers seed 000 reports, computed the same way for the
+"""Per-turn records and the numbers of the reference table (docs/seed-table.md), computed
+the same way for the
 simulator and the live swarm.
 
 Definitions (documented in ``docs/seed-table.md``):

@@ -69,7 +69,7 @@ class Deferred:
     retry_after_s: float | None
 
 
-Verdict = Dispatched | Queued | Deferred
+AdmissionAnswer = Dispatched | Queued | Deferred
 
 
 class AdmissionPort(Protocol):
@@ -82,11 +82,15 @@ class AdmissionPort(Protocol):
         fleet: FleetSnapshot,
         *,
         is_retry: bool,
-    ) -> Verdict:
+    ) -> AdmissionAnswer:
         """``session``: the agent's stable id (the gateway's ``X-Session-Id``)."""
         ...
 
-    def poll(self, fleet: FleetSnapshot) -> list[Verdict]: ...
+    def poll(self, fleet: FleetSnapshot) -> list[AdmissionAnswer]: ...
+    def first_token(self, request_id: str) -> None:
+        """The turn's first token came back (every simulated turn streams)."""
+        ...
+
     def release(
         self, request_id: str, usage: tuple[int, int], decode_start: float, finished: float
     ) -> None:

@@ -1,4 +1,5 @@
-"""``sluicegate swarm``: seed 000's closed-loop agents over real HTTP (async httpx).
+"""``sluicegate swarm``: the reference closed-loop agents (docs/seed-table.md) over real
+HTTP (async httpx).
 
 Each agent thinks, then streams one chat completion with an exact length (``max_tokens`` +
 ``ignore_eos``, drawn from the profile's mixture), and on 429/503 backs off (Retry-After

@@ -1,9 +1,10 @@
-"""The closed-loop agent workload of seed 000, as parameters plus seeded draws.
+"""The closed-loop agent workload of the reference table (docs/seed-table.md), as parameters
+plus seeded draws.
 
 An agent thinks (exponential, mean ``think_mean_s``), submits one turn, waits for it to
 finish, and thinks again. A deferred turn backs off and is resubmitted unchanged: its
 output length is drawn once per turn, not per attempt. Output lengths come from the
-emulator profile's mixture (seed 000: mean 354 tokens), so the simulator and the emulator
+emulator profile's mixture (mean 354 tokens), so the simulator and the emulator
 serve the very same turns.
 """
 

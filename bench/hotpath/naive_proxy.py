@@ -1,4 +1,5 @@
-"""The naive pass-through of issue 6's reference table: FastAPI + one httpx.AsyncClient.
+"""The naive pass-through of the reference table (docs/performance.md): FastAPI and one
+httpx.AsyncClient.
 
 Not a setup of the default run; ``--setups direct,naive,...`` adds it, as a calibration
 point between "no proxy" and "a gateway that decides".

@@ -4,7 +4,7 @@
 
 Each line prints the median time per call of both ways (interleaved rounds, same process)
 and their ratio; the ratio is what to read, the machine's speed swings between runs.
-The "old" ways are the ones the request path used before round 2 of issue 6:
+The "old" ways are the ones the request path used before the hot-path work (docs/performance.md):
 prometheus_client metrics updated per request, a Task listening for the disconnect,
 ``json.loads`` of the decoded body.
 """

@@ -1,4 +1,4 @@
-"""Medians, ratios against direct, the targets of issue 6, and the Markdown of RESULTS.md."""
+"""Medians, ratios against direct, the hot-path targets, and the Markdown of RESULTS.md."""
 
 from __future__ import annotations
 

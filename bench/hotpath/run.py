@@ -1,4 +1,4 @@
-"""The hot path, measured side by side: direct, nginx, LiteLLM and Sluicegate (issue 6).
+"""The hot path, measured side by side: direct, nginx, LiteLLM and Sluicegate.
 
     python -m bench.hotpath.run            # 3 rounds x 5 s per cell, writes bench/RESULTS.md
     python -m bench.hotpath.run --quick    # 1 round x 2 s per cell, prints only
@@ -151,7 +151,7 @@ def render(
 ) -> str:  # fmt: skip
     failed = sum(c.failed for c in table.values())
     lines = [
-        "# Hot path: side by side (issue 6)", "",
+        "# Hot path: side by side", "",
         f"Command: `{command}` ({elapsed_s / 60:.1f} min). {args.rounds} round(s) x "
         f"{args.duration:g} s per cell; medians over rounds; order of setups rotated per cell.",
         f"wrk and the fake backend on core(s) {args.load_cpus}, the proxy on core(s) "
@@ -165,7 +165,7 @@ def render(
     lines += ["## Results", "", markdown_tables(table, names, args.conns)]
     targets = target_lines(table)
     if targets:
-        lines += ["## Issue 6 targets (Sluicegate, one process on one core)", "", *targets, ""]
+        lines += ["## Targets (Sluicegate, one process on one core)", "", *targets, ""]
     lines += ["## Machine and versions", "", *machine.describe(versions), ""]
     return "\n".join(lines)
 

@@ -164,11 +164,14 @@ class Sluicegate(Setup):
         )  # fmt: skip
         path = self.workdir / f"{self.name}.yaml"
         path.write_text(conf)
-        argv = [shutil.which("sluicegate") or "sluicegate", "serve", "--config", str(path)]
-        proc = Proc(self.name, argv, self.proxy_cpus, self.workdir / f"{self.name}.log")
+        argv, env = self.command(path)
+        proc = Proc(self.name, argv, self.proxy_cpus, self.workdir / f"{self.name}.log", env)
         self.procs.append(proc)
         proc.start()
         wait_http(proc, "127.0.0.1", self.port, "/healthz", timeout_s=60)
+
+    def command(self, config: Path) -> tuple[list[str], dict[str, str]]:
+        return [shutil.which("sluicegate") or "sluicegate", "serve", "--config", str(config)], {}
 
     def version(self) -> str:
         rev = subprocess.run(
@@ -180,6 +183,25 @@ class Sluicegate(Setup):
             text=True,
         ).stdout.strip()
         return f"git {rev}{' + uncommitted gateway changes' if dirty else ''}"
+
+
+class SluicegateBaseline(Sluicegate):
+    """The same ``serve`` from another checkout (``SLUICEGATE_BASELINE``, e.g. a worktree of
+    an earlier commit), so a change is measured against what it replaces in one run."""
+
+    def command(self, config: Path) -> tuple[list[str], dict[str, str]]:
+        base = Path(os.environ["SLUICEGATE_BASELINE"]).resolve()
+        module = "commands.cli" if (base / "commands" / "cli.py").exists() else "gateway.cli"
+        run = "import runpy, sys; sys.argv[0] = 'sluicegate'; runpy.run_module(sys.argv.pop(1), "
+        run += "run_name='__main__')"
+        argv = [sys.executable, "-P", "-c", run, module, "serve", "--config", str(config)]
+        return argv, {"PYTHONPATH": str(base)}
+
+    def version(self) -> str:
+        base = os.environ["SLUICEGATE_BASELINE"]
+        rev = subprocess.run(["git", "-C", base, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True).stdout.strip()  # fmt: skip
+        return f"baseline git {rev} ({base})"
 
 
 class Naive(Setup):
@@ -208,6 +230,7 @@ SETUP_CLASSES: dict[str, type[Setup]] = {
     "nginx": Nginx,
     "litellm": LiteLLM,
     "sluicegate": Sluicegate,
+    "sluicegate-baseline": SluicegateBaseline,
     "naive": Naive,
     "naive-pool": Naive,
 }

@@ -15,36 +15,44 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
+from policies.engine.scheduler_types import SchedulerStats, Ticket
 from policies.fleet import FleetSnapshot, Health
-from policies.types import Clock, Decision, DecisionKind, Outcome, RequestInfo, Usage
+from policies.policy_set import PolicySet
+from policies.types import Clock, Decision, Outcome, RequestInfo, Usage
 
 log = logging.getLogger("sluicegate.admission")
 
 
 class SchedulerLike(Protocol):
-    """The decision core's contract, as docs/ARCHITECTURE.md states it."""
+    """The decision core's contract, as docs/ARCHITECTURE.md states it: what crosses it is
+    typed (``policies.engine.scheduler.Scheduler`` is the implementation)."""
 
-    def submit(self, req: RequestInfo, fleet: FleetSnapshot) -> Any: ...
-    def poll(self, fleet: FleetSnapshot) -> list[Any]: ...
+    @property
+    def policy(self) -> PolicySet: ...
+
+    def submit(self, req: RequestInfo, fleet: FleetSnapshot) -> Ticket | Decision: ...
+    def poll(self, fleet: FleetSnapshot) -> list[Ticket | Decision]: ...
     def cancel(self, request_id: str) -> bool: ...
     def release(
         self,
-        ticket: Any,
+        ticket: Ticket,
         outcome: Outcome,
         usage: Usage | None = None,
         *,
         ttft_s: float | None = None,
         latency_s: float | None = None,
     ) -> None: ...
+    def first_token(self, ticket: Ticket) -> None: ...
     def next_wakeup(self) -> float | None: ...
-    def stats(self) -> Any: ...
-    def swap(self, policy: Any) -> None: ...
+    def stats(self) -> SchedulerStats: ...
+    def swap(self, policy: PolicySet) -> None: ...
 
 
-Result = Any
-"""A Ticket or a Decision (REJECT); a DELAY never leaves ``wait_dispatch``."""
+Result = Ticket | Decision
+"""What a submit or poll hands out: a Ticket, or a Decision (DELAY from ``submit`` only,
+REJECT from either); a DELAY never leaves ``wait_dispatch``."""
 
 
 class Admission:
@@ -87,12 +95,13 @@ class Admission:
             self._wake.set()
         return result
 
-    async def wait_dispatch(self, delay: Decision, gone: asyncio.Future[Any]) -> Result | None:
+    async def wait_dispatch(self, delay: Decision, gone: asyncio.Future[None]) -> Result | None:
         """Wait for a delayed request's Ticket or final REJECT; None if ``gone`` fired first."""
         future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         self._waiters[delay.request_id] = future
         try:
-            await asyncio.wait({future, gone}, return_when=asyncio.FIRST_COMPLETED)
+            waits: set[asyncio.Future[Result] | asyncio.Future[None]] = {future, gone}
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
             self._abandon(delay.request_id, future)
             raise
@@ -106,8 +115,9 @@ class Admission:
     def _abandon(self, request_id: str, future: asyncio.Future[Result]) -> None:
         self._waiters.pop(request_id, None)
         if future.done() and not future.cancelled():
-            if not _is_reject(future.result()):
-                self.release(future.result(), Outcome.CANCELLED)
+            result = future.result()
+            if isinstance(result, Ticket):
+                self.release(result, Outcome.CANCELLED)
             return
         future.cancel()
         self.scheduler.cancel(request_id)
@@ -115,7 +125,7 @@ class Admission:
 
     def release(
         self,
-        ticket: Any,
+        ticket: Ticket,
         outcome: Outcome,
         usage: Usage | None = None,
         *,
@@ -126,6 +136,13 @@ class Admission:
         if self._waiters:  # freed capacity matters only to someone queued
             self._wake.set()
 
+    def first_token(self, ticket: Ticket) -> None:
+        """A streamed response's first token came back: room may have opened for the
+        prefill backlog bound, which matters only to someone queued."""
+        self.scheduler.first_token(ticket)
+        if self._waiters:
+            self._wake.set()
+
     def poll_once(self) -> None:
         for result in self.scheduler.poll(self._snapshot()):
             if self._on_poll_result is not None:
@@ -133,7 +150,7 @@ class Admission:
             future = self._waiters.pop(result.request_id, None)
             if future is not None and not future.done():
                 future.set_result(result)
-            elif not _is_reject(result):
+            elif isinstance(result, Ticket):
                 log.warning("ticket %s had no waiter; released", result.request_id)
                 self.release(result, Outcome.CANCELLED)
 
@@ -166,7 +183,3 @@ def _without(fleet: FleetSnapshot, avoid: frozenset[str]) -> FleetSnapshot:
         dataclasses.replace(b, health=Health.DOWN) if b.name in avoid else b for b in fleet.backends
     )
     return FleetSnapshot(fleet.at, views)
-
-
-def _is_reject(result: Result) -> bool:
-    return isinstance(result, Decision) and result.decision is DecisionKind.REJECT

@@ -7,12 +7,15 @@ measured from dispatch (the backend's share); the record's are measured from arr
 
 from __future__ import annotations
 
-from typing import Any
-
 from gateway.context import GatewayContext
 from gateway.metrics.records import RequestRecord
 from gateway.state.contract import Grant
+from policies.engine.scheduler_types import Ticket
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
+
+CLIENT_CLOSED_REQUEST = 499
+"""The status recorded when the client went away first (nginx's convention); the client
+never sees it, the decision record and the metrics keep it."""
 
 
 class Flight:
@@ -23,13 +26,14 @@ class Flight:
         self.record = record
         self.request = request
         self.prompt_chars = 0
-        self.ticket: Any = None
+        self.ticket: Ticket | None = None
         self.decision: Decision | None = None
         self.queue_position: int | None = None
         self.enqueued_at: float | None = None
         self.first_byte_at: float | None = None
         self.grant: Grant | None = None
         """The tenant's hold on limits shared with other replicas (fleet mode)."""
+        self._first_token_of: Ticket | None = None
         self.done = False
 
     def decided(self, decision: Decision) -> None:
@@ -49,7 +53,7 @@ class Flight:
             self.ctx.metrics.waited(waited, decision.tenant, self.record.workload_class)
         self.enqueued_at = None
 
-    def dispatched(self, ticket: Any) -> None:
+    def dispatched(self, ticket: Ticket) -> None:
         self.ticket = ticket
         self.record.backend = ticket.backend
         self.record.attempts += 1
@@ -59,6 +63,14 @@ class Flight:
         if self.first_byte_at is None:
             self.first_byte_at = self.ctx.clock()
             self.record.ttft_s = self.first_byte_at - self.record.arrival
+
+    def first_token(self) -> None:
+        """A streamed response's first token was relayed: tell admission once per attempt."""
+        self.first_byte()
+        ticket = self.ticket
+        if ticket is not None and ticket is not self._first_token_of:
+            self._first_token_of = ticket
+            self.ctx.admission.first_token(ticket)
 
     def release_attempt(self, outcome: Outcome, usage: Usage | None = None) -> None:
         """Give the current ticket back (idempotent); the request itself goes on."""

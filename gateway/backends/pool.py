@@ -16,6 +16,7 @@ import httpx
 
 from gateway.config.schema import BackendConfig, HealthConfig
 from gateway.forward.connection_pool import UpstreamPool
+from gateway.forward.memory_connection import memory_connector
 from policies.fleet import BackendView, FleetSnapshot, Health
 from policies.types import Clock
 
@@ -45,7 +46,7 @@ class _BackendState:
     client: httpx.AsyncClient
     upstream: UpstreamPool | None
     """The lean keep-alive pool completions go through (``gateway/forward/connection_pool.py``,
-    chosen by measurement: docs/performance.md); None for https backends and injected transports,
+    chosen by measurement: docs/performance.md); None for https backends,
     whose completions go through ``client``."""
     health: Health = Health.HEALTHY
     failures: int = 0
@@ -55,9 +56,12 @@ class _BackendState:
 def _lean_pool(
     b: BackendConfig, transport: httpx.AsyncBaseTransport | None, connect_s: float, read_s: float
 ) -> UpstreamPool | None:
-    if transport is not None or not b.url.startswith("http://"):
+    """The pool completions go through for an ``http://`` backend; an injected transport
+    serves its connections in memory, so tests drive the very client production runs."""
+    if not b.url.startswith("http://"):
         return None
-    return UpstreamPool(b.url, connect_timeout_s=connect_s, read_timeout_s=read_s)
+    connect = None if transport is None else memory_connector(transport, b.url)
+    return UpstreamPool(b.url, connect_timeout_s=connect_s, read_timeout_s=read_s, connect=connect)
 
 
 class BackendPool:

@@ -199,7 +199,9 @@ class LoadedConfig:
     lines: LineIndex
 
 
-def policy_version(raw: bytes) -> str:
+def config_version(raw: bytes) -> str:
+    """The config file's version: a short hash of its bytes (the policy section alone has
+    ``policies.registry.policy_version``)."""
     return hashlib.sha256(raw).hexdigest()[:12]
 
 
@@ -216,7 +218,7 @@ def load_config_bytes(raw: bytes, source: str = "<config>") -> LoadedConfig:
         cfg = GatewayConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_issues_from_pydantic(exc, source, lines)) from exc
-    return LoadedConfig(cfg, policy_version(raw), source, lines)
+    return LoadedConfig(cfg, config_version(raw), source, lines)
 
 
 def load_config(path: str | Path) -> LoadedConfig:

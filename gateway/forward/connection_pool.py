@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 import httptools
 import httpx
 
+from gateway.forward.memory_connection import Connect
+
 _HIGH_WATER = 256 * 1024
 """Buffered, unread body bytes past which reading from the backend pauses (back-pressure)."""
 
@@ -115,6 +117,8 @@ class UpstreamResponse:
     def lost(self, exc: Exception | None) -> None:
         if self._complete:
             pass
+        elif not self._head_done and isinstance(exc, httpx.TransportError):
+            self._fail(exc)  # an in-memory connection reports its transport's own error
         elif not self._head_done:  # nothing came back: safe to retry on a fresh connection
             why = f" ({exc})" if exc else ""
             self._fail(httpx.RemoteProtocolError(f"server disconnected without a response{why}"))
@@ -236,7 +240,9 @@ class UpstreamPool:
         connect_timeout_s: float,
         read_timeout_s: float,
         max_idle: int = 256,
+        connect: Connect | None = None,
     ) -> None:
+        """``connect`` replaces the TCP connect (``memory_connection.memory_connector``)."""
         url = urlsplit(base_url)
         if url.scheme != "http" or url.hostname is None:
             raise ValueError(f"only http:// upstreams are served by this pool: {base_url}")
@@ -248,6 +254,7 @@ class UpstreamPool:
         self._max_idle = max_idle
         self._idle: collections.deque[_Connection] = collections.deque()
         self._closed = False
+        self._connect_with = connect
 
     async def send(
         self, method: str, path: str, body: bytes, headers: Mapping[str, str]
@@ -303,6 +310,10 @@ class UpstreamPool:
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
+        if self._connect_with is not None:
+            made = await self._connect_with(lambda: _Connection(self))
+            assert isinstance(made, _Connection)
+            return made
         try:
             async with asyncio.timeout(self._connect_timeout_s):
                 _, conn = await loop.create_connection(

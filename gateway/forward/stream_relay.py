@@ -8,7 +8,7 @@ from collections.abc import AsyncGenerator
 
 import httpx
 
-from gateway.admission.flight import Flight
+from gateway.admission.flight import CLIENT_CLOSED_REQUEST, Flight
 from gateway.forward.upstream import SseRelay, Upstream, sse_error_event
 from policies.types import Outcome, Usage
 
@@ -18,12 +18,12 @@ async def relay_stream(
 ) -> AsyncGenerator[bytes, None]:
     """Yields upstream SSE events as they arrive: all complete events of one upstream read
     as one chunk (one send to the client; none waits for a later read)."""
-    outcome, status, error = Outcome.CANCELLED, 499, None
+    outcome, status, error = Outcome.CANCELLED, CLIENT_CLOSED_REQUEST, None
     try:
         async for chunk in upstream.aiter_raw():
             events = relay.feed(chunk)
             if events:
-                flight.first_byte()
+                flight.first_token()
                 yield events[0] if len(events) == 1 else b"".join(events)
         rest = relay.rest()
         if rest:

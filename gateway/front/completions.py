@@ -12,14 +12,13 @@ import random
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 import httpx
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from gateway.admission.flight import Flight
-from gateway.context import GatewayContext
+from gateway.admission.flight import CLIENT_CLOSED_REQUEST, Flight
+from gateway.context import GatewayContext, Runtime
 from gateway.forward.stream_relay import relay_stream
 from gateway.forward.streaming_response import RelayResponse, race
 from gateway.forward.upstream import (
@@ -53,7 +52,7 @@ from gateway.state.contract import Refusal
 from gateway.state.fallback import quota_limits
 from policies.engine.retry_after import retry_after
 from policies.engine.scheduler import DuplicateRequestId
-from policies.engine.scheduler_types import make_decision
+from policies.engine.scheduler_types import Ticket, make_decision
 from policies.types import (
     Decision,
     DecisionKind,
@@ -64,12 +63,14 @@ from policies.types import (
     deadline_bucket,
 )
 
-CLIENT_GONE = 499  # nginx's convention; nobody reads it, the record keeps it
 _RNG = random.Random()  # Retry-After jitter of refusals by the shared state
 
 
 @dataclass(frozen=True)
 class Prepared:
+    runtime: Runtime
+    """The config this request was prepared under: read once, so a reload in the middle of
+    one request never gives it a mixed view."""
     path: str
     parsed: ParsedBody
     request: RequestInfo
@@ -91,7 +92,7 @@ async def handle_completion(ctx: GatewayContext, request: Request, path: str) ->
     try:
         return await _dispatch(ctx, flight, prepared, watch.gone)
     except asyncio.CancelledError:
-        flight.finish(Outcome.CANCELLED, status=CLIENT_GONE, error="cancelled")
+        flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST, error="cancelled")
         raise
     except BaseException:
         flight.finish(Outcome.FAILED, status=500, error="gateway error")
@@ -104,7 +105,7 @@ async def _prepare(
     ctx: GatewayContext, request: Request, hdrs: Mapping[str, str], path: str, request_id: str,
     arrival: float,
 ) -> Prepared:  # fmt: skip
-    runtime = ctx.runtime
+    runtime = ctx.runtime  # the one read of the config for this request
     tenant = runtime.auth.authenticate(hdrs.get("authorization"))
     if tenant is None:
         raise ApiError(401, "missing or unknown API key", type_="authentication_error",
@@ -133,8 +134,9 @@ async def _prepare(
         is_retry=meta.is_retry,
         session_id=meta.session_id,
         prompt_hash=prompt_sha256(parsed.prompt),
+        stream=parsed.stream,
     )
-    return Prepared(path, parsed, info, raw)
+    return Prepared(runtime, path, parsed, info, raw)
 
 
 async def read_body(request: Request, limit: int, hdrs: Mapping[str, str] | None = None) -> bytes:
@@ -180,7 +182,7 @@ def _record(prepared: Prepared, arrival: float) -> RequestRecord:
 
 
 async def _dispatch(
-    ctx: GatewayContext, flight: Flight, prepared: Prepared, gone: asyncio.Future[Any]
+    ctx: GatewayContext, flight: Flight, prepared: Prepared, gone: asyncio.Future[None]
 ) -> Response:
     """Admit, open upstream; on a connect error or engine busy, try again (bounded)."""
     if prepared.request.is_retry:
@@ -190,7 +192,7 @@ async def _dispatch(
         refused = await _admit_shared(ctx, flight, prepared.request)
         if refused is not None:
             return refused
-    attempts = ctx.runtime.loaded.config.server.max_attempts
+    attempts = prepared.runtime.loaded.config.server.max_attempts
     avoid: set[str] = set()
     last_failure = "busy"
     for attempt in range(1, attempts + 1):
@@ -199,8 +201,8 @@ async def _dispatch(
             req = replace(req, request_id=f"{req.request_id}~{attempt}")
         admitted = await _admit(ctx, flight, req, gone, frozenset(avoid))
         if admitted is None:
-            flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
-            return Response(status_code=CLIENT_GONE)
+            flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
         if isinstance(admitted, Decision):
             if avoid and admitted.reason is Reason.NO_HEALTHY_BACKEND:
                 break  # only backends that just failed this request were left
@@ -210,7 +212,7 @@ async def _dispatch(
             return outcome
         last_failure = outcome
         avoid.add(admitted.backend)
-    return exhausted(ctx, flight, last_failure)
+    return exhausted(ctx, prepared.runtime, flight, last_failure)
 
 
 async def _admit_shared(ctx: GatewayContext, flight: Flight, req: RequestInfo) -> Response | None:
@@ -232,9 +234,9 @@ async def _admit(
     ctx: GatewayContext,
     flight: Flight,
     req: RequestInfo,
-    gone: asyncio.Future[Any],
+    gone: asyncio.Future[None],
     avoid: frozenset[str],
-) -> Any:
+) -> Ticket | Decision | None:
     """A Ticket, a REJECT Decision, or None when the client left while queued.
     Backends in ``avoid`` just refused this request (connect error, engine busy): it is
     not sent there again at once (if it queues, the dispatcher may pick them later)."""
@@ -247,9 +249,10 @@ async def _admit(
         result = ctx.admission.submit(req, avoid=avoid)
     if isinstance(result, Decision) and result.decision is DecisionKind.DELAY:
         flight.decided(result)
-        result = await ctx.admission.wait_dispatch(result, gone)
-        if result is None:
+        waited = await ctx.admission.wait_dispatch(result, gone)
+        if waited is None:
             return None
+        result = waited
     if isinstance(result, Decision):
         flight.decided(result)
         return result
@@ -258,8 +261,8 @@ async def _admit(
 
 
 async def _open(
-    ctx: GatewayContext, flight: Flight, prepared: Prepared, ticket: Any,
-    gone: asyncio.Future[Any],
+    ctx: GatewayContext, flight: Flight, prepared: Prepared, ticket: Ticket,
+    gone: asyncio.Future[None],
 ) -> Response | str:  # fmt: skip
     """The response, or the kind of failure ("connect", "busy") that allows another try."""
     sent = ticket.request
@@ -286,13 +289,13 @@ async def _open(
     if upstream is not None:
         ctx.pool.note_success(ticket.backend)
     if not started or upstream is None:
-        flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
-        return Response(status_code=CLIENT_GONE)
+        flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
     return await _respond(flight, prepared, upstream, gone)
 
 
 async def _respond(
-    flight: Flight, prepared: Prepared, upstream: Upstream, gone: asyncio.Future[Any]
+    flight: Flight, prepared: Prepared, upstream: Upstream, gone: asyncio.Future[None]
 ) -> Response:
     if prepared.parsed.stream and upstream.status_code == 200:
         relay = SseRelay(strip_usage=not prepared.parsed.client_wants_usage)
@@ -305,8 +308,8 @@ async def _respond(
     finally:
         await upstream.aclose()
     if not done or data is None:
-        flight.finish(Outcome.CANCELLED, status=CLIENT_GONE)
-        return Response(status_code=CLIENT_GONE)
+        flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
     flight.first_byte()
     usage = usage_from_body(data) if upstream.status_code == 200 else None
     status = upstream.status_code

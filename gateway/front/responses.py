@@ -12,7 +12,7 @@ from __future__ import annotations
 from starlette.responses import JSONResponse, Response
 
 from gateway.admission.flight import Flight
-from gateway.context import GatewayContext
+from gateway.context import GatewayContext, Runtime
 from gateway.front.errors import (
     ApiError,
     error_body,
@@ -65,7 +65,7 @@ def rejection(flight: Flight, decision: Decision) -> Response:
     return JSONResponse(rejection_body(decision), status_code=status, headers=hdrs)
 
 
-def exhausted(ctx: GatewayContext, flight: Flight, failure: str) -> Response:
+def exhausted(ctx: GatewayContext, runtime: Runtime, flight: Flight, failure: str) -> Response:
     """Every attempt hit a busy engine (429 overloaded) or a refused connection (503 no
     healthy backend, retry after the next health probe)."""
     if failure == "busy":
@@ -73,7 +73,7 @@ def exhausted(ctx: GatewayContext, flight: Flight, failure: str) -> Response:
         message = "every backend tried reported it is busy"
     else:
         status, reason = 503, "no_healthy_backend"
-        retry_after = ctx.runtime.loaded.config.health.interval_s
+        retry_after = runtime.loaded.config.health.interval_s
         message = "could not connect to any backend"
     flight.finish(Outcome.REJECTED, status=status, error=failure)
     hdrs = {**headers(flight), **retry_after_headers(retry_after)}
@@ -90,10 +90,8 @@ def busy_retry_after(ctx: GatewayContext, flight: Flight) -> float:
     if stats.drain_tokens_per_s and flight.request is not None:
         ahead = stats.queued_tokens + stats.in_flight_tokens + flight.request.estimate.total
         seconds = ahead / stats.drain_tokens_per_s
-    bounds = getattr(ctx.scheduler, "policy", None)
-    if bounds is not None:
-        seconds = min(max(seconds, bounds.retry_after.min_s), bounds.retry_after.max_s)
-    return seconds
+    bounds = ctx.scheduler.policy.retry_after
+    return min(max(seconds, bounds.min_s), bounds.max_s)
 
 
 class UpstreamAnswer(Response):

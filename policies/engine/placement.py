@@ -12,6 +12,7 @@ from typing import Any
 from policies.contracts import BackendLoad, Limit, QueuedEntry
 from policies.engine.headroom import ActiveTenants, may_take_slot
 from policies.engine.headroom_params import HeadroomParams
+from policies.engine.prefill_backlog import PrefillBacklog
 from policies.engine.routing import any_room, choose_backend, least_loaded_within, pick_within
 from policies.engine.snapshot_view import SnapshotView
 from policies.fleet import BackendView, FleetSnapshot
@@ -24,9 +25,11 @@ class Placement:
         "_headroom",
         "_limit",
         "_lstate",
+        "_now",
         "_room_bound",
         "active",
         "loads",
+        "prefill",
         "tenant_in_flight",
         "view",
     )
@@ -36,6 +39,8 @@ class Placement:
         self.loads: dict[str, BackendLoad] = {}
         self.tenant_in_flight: dict[str, int] = {}
         self.active = ActiveTenants()
+        self.prefill: PrefillBacklog | None = None
+        self._now = now
         self.bind(policy, limit_state)
 
     def bind(self, policy: PolicySet, limit_state: Any) -> None:
@@ -45,6 +50,7 @@ class Placement:
         self._headroom: HeadroomParams = policy.headroom
         self._room_bound = _room_bound(policy.limit)
         self.view.forget_policy()
+        self.prefill = _prefill(policy, self.prefill)
 
     def observe(self, fleet: FleetSnapshot, now: float) -> None:
         view = self.view
@@ -53,7 +59,10 @@ class Placement:
                 view.fleet = fleet  # a new instant, the same views: the lookups still hold
             else:
                 self.view = SnapshotView(fleet)
+                if self.prefill is not None:
+                    self.prefill.observe(fleet.backends)
         self.active.expire(now, self._headroom.active_window_s)
+        self._now = now
 
     def load(self, name: str) -> BackendLoad:
         load = self.loads.get(name)
@@ -65,9 +74,40 @@ class Placement:
         """The backend ``req`` dispatches to now, or None when none of its model has room."""
         bound_of = self._room_bound
         if bound_of is not None and not req.session_id:
-            return least_loaded_within(self.view.room_bounds(req.model, self.load, bound_of))
+            bounded = self.view.room_bounds(req.model, self.load, bound_of)
+            best = least_loaded_within(bounded)
+            if best is None or self.prefill is None or self.prefill_admits(best, req):
+                return best
+            return least_loaded_within([c for c in bounded if self.prefill_admits(c[0], req)])
         candidates = self.view.candidates(req.model, self.load)
-        return choose_backend(self._limit, self._lstate, candidates, req.session_id)
+        best = choose_backend(self._limit, self._lstate, candidates, req.session_id)
+        if best is None or self.prefill is None or self.prefill_admits(best, req):
+            return best
+        admitted = [c for c in candidates if self.prefill_admits(c[0], req)]
+        return choose_backend(self._limit, self._lstate, admitted, req.session_id)
+
+    def prefill_refused(self, req: RequestInfo) -> bool:
+        """After ``pick(req)`` found nothing: whether only the prefill bound refused it (a
+        backend has room for one more request, just not for this prompt now)."""
+        if self.prefill is None:
+            return False
+        saved, self.prefill = self.prefill, None
+        try:
+            return self.pick(req) is not None
+        finally:
+            self.prefill = saved
+
+    def prefill_admits(self, backend: BackendView, req: RequestInfo) -> bool:
+        """The prefill backlog bound (see ``prefill_backlog.py``), with the rate estimate
+        brought up to now before a refusal."""
+        prefill = self.prefill
+        if prefill is None:
+            return True
+        tokens = req.estimate.prompt_tokens
+        if prefill.admits(backend.name, tokens):
+            return True
+        prefill.backend(backend.name).estimate(self._now)
+        return prefill.admits(backend.name, tokens)
 
     def room_now(self, models: Mapping[str, int]) -> tuple[BackendView | bool, bool]:
         """Cheap pre-check when one model is queued: False when no backend for it has room.
@@ -111,14 +151,23 @@ class Placement:
 
     def took(self, backend: str, req: RequestInfo, tokens: int) -> None:
         """``req`` (``tokens`` estimated) was dispatched to ``backend``."""
+        if self.prefill is not None:
+            self.prefill.backend(backend).dispatched(
+                req.request_id, req.estimate.prompt_tokens, self._now, req.stream
+            )
         load = self.load(backend)
         load.in_flight += 1
         load.in_flight_tokens += tokens
         tenants = self.tenant_in_flight
         tenants[req.tenant] = tenants.get(req.tenant, 0) + 1
 
-    def gave_back(self, backend: str, req: RequestInfo, tokens: int) -> BackendLoad:
-        """``req``'s dispatch to ``backend`` ended; returns the backend's load after it."""
+    def gave_back(
+        self, backend: str, req: RequestInfo, tokens: int, completed: bool = False
+    ) -> BackendLoad:
+        """``req``'s dispatch to ``backend`` ended (``completed``: it finished); returns the
+        backend's load after it."""
+        if self.prefill is not None:
+            self.prefill.backend(backend).ended(req.request_id, completed)
         load = self.load(backend)
         load.in_flight -= 1
         load.in_flight_tokens -= tokens
@@ -142,3 +191,15 @@ def _room_bound(limit: Limit[Any, Any]) -> Callable[[BackendView], float] | None
     """The limit's ``room_bound`` when it states one (see ``Limit.room_bound``); None: ask
     ``has_room`` every time."""
     return limit.room_bound if limit.overrides(Limit, "room_bound") else None
+
+
+def _prefill(policy: PolicySet, current: PrefillBacklog | None) -> PrefillBacklog | None:
+    """The prefill backlog for ``policy``: None when off; else the current one (its
+    measurements and pending prompts survive a swap) with the new parameters."""
+    params = policy.prefill_backlog
+    if not params.enabled:
+        return None
+    if current is None:
+        return PrefillBacklog(params)
+    current.params = params
+    return current

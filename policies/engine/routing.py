@@ -2,7 +2,7 @@
 least outstanding work (estimated tokens in flight), or the session's consistent-hash home.
 
 Affinity uses rendezvous hashing: adding or removing a backend moves only the sessions that
-hashed to it, so prefix caches stay warm (seed 002 §4). When the home backend has no room,
+hashed to it, so prefix caches stay warm. When the home backend has no room,
 the request spills to the least-loaded backend that does, rather than waiting.
 
 Candidates come as (backend, the gateway's load on it) pairs, built once per snapshot.

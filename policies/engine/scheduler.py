@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from typing import Any
 
 from policies.contracts import GateContext, Limit, QueuedEntry
 from policies.engine.flow_keys import FlowKeys
@@ -141,8 +140,9 @@ class Scheduler:
         )
 
     def _new_entry(
-        self, req: RequestInfo, kind: DecisionKind, degradation: Any, shadowed: Any, now: float
-    ) -> QueuedEntry:
+        self, req: RequestInfo, kind: DecisionKind, degradation: Degradation,
+        shadowed: tuple[str, ...], now: float,
+    ) -> QueuedEntry:  # fmt: skip
         self._seq += 1
         if req.deadline is not None:  # the client's own bound replaces the queue's
             expires_at, reason = req.deadline, Reason.DEADLINE_EXPIRED
@@ -191,10 +191,13 @@ class Scheduler:
             req = entry.request
             if room is True or req.session_id:
                 backend = None if req.model in blocked else place.pick(req)
-            else:
+            elif place.prefill is None or place.prefill_admits(room, req):
                 backend = room  # what place.pick picks for it
+            else:
+                backend = place.pick(req)  # another backend may hold less un-prefilled work
             if backend is None:
-                blocked.add(req.model)
+                if not place.prefill_refused(req):
+                    blocked.add(req.model)  # else a shorter prompt may still fit
                 deferred.append(entry)
                 continue
             if self._drop_at_dequeue(entry, now):
@@ -263,7 +266,7 @@ class Scheduler:
         now = self._clock()
         req = ticket.request
         total = req.estimate.total
-        load = self._place.gave_back(ticket.backend, req, total)
+        load = self._place.gave_back(ticket.backend, req, total, outcome is Outcome.COMPLETED)
         self._released += total
         if usage is not None:
             self._policy.fairness.charge(self._states.fairness, req, usage.total - total)
@@ -277,6 +280,13 @@ class Scheduler:
                 outcome is Outcome.FAILED,
             )  # fmt: skip
         self._drain.tick(now, bool(self._in_flight))
+
+    def first_token(self, ticket: Ticket) -> None:
+        """The first token of ``ticket``'s response came back (streamed responses): its
+        prompt, and all sent to that backend before it, left the engine's prefill backlog."""
+        prefill = self._place.prefill
+        if prefill is not None and ticket.request_id in self._in_flight:
+            prefill.backend(ticket.backend).first_token(ticket.request_id, self._clock())
 
     def cancel(self, request_id: str) -> bool:
         """The client went away while queued: removed at once (outcome CANCELLED)."""
@@ -325,7 +335,14 @@ class Scheduler:
 
     def next_wakeup(self) -> float | None:
         """The earliest clock time at which ``poll`` has work without any other event."""
-        return self._queue.next_expiry()
+        expiry = self._queue.next_expiry()
+        prefill = self._place.prefill
+        if prefill is None or not self._queue:
+            return expiry
+        estimated = prefill.advance(self._clock())  # a non-streamed prefill estimated done
+        if estimated is None or (expiry is not None and expiry <= estimated):
+            return expiry
+        return estimated
 
     def stats(self) -> SchedulerStats:
         now = self._clock()

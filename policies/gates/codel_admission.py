@@ -6,7 +6,8 @@ very same state machine (``policies.disciplines.codel.Codel``: ``target_s``, ``i
 sample: at each submission that would have to queue, the sojourn of the oldest queued
 request (how long the head of the line has waited so far, in seconds). When the state
 machine says "drop", the *new* submission is deferred (429 ``overloaded``) and nothing
-already queued loses its place. This is how seed 000's "a CoDel target of 8 s defers X %
+already queued loses its place. This is how the reference simulation's (docs/seed-table.md)
+"a CoDel target of 8 s defers X %
 of submissions" reads: shedding decided by delay, applied to arrivals.
 
 ``shed`` chooses how many arrivals a dropping state turns away:

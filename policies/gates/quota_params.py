@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from policies.params import Params
 
@@ -14,5 +14,10 @@ class TenantLimits(Params):
 
 
 class QuotaParams(Params):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"default": {"tokens_per_minute": 6000, "max_concurrent": 4}}]
+        }
+    )
     default: TenantLimits = Field(default_factory=TenantLimits)
     tenants: dict[str, TenantLimits] = Field(default_factory=dict)

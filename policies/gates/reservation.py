@@ -1,5 +1,5 @@
 """``wait_reservation``: keep the gateway queue short by moving the excess wait into an
-exact, reserved Retry-After (seed 000, "beyond the seed").
+exact, reserved Retry-After (docs/seed-table.md, "Beyond the seed").
 
 In a closed loop that keeps goodput, the mean wait is fixed (Little's law); admission can
 only move it between the queue and the clients' backoff. Blunt shedding (a fixed cap, CoDel)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from policies.params import Params
 
 
 class ReservationParams(Params):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"target_wait_s": 0.5}]})
     target_wait_s: float = Field(default=10.0, gt=0)
     """The queue wait the gateway aims to hold, in seconds."""
     grace_s: float = Field(default=30.0, gt=0)

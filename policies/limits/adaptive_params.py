@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from policies.params import Params
 
 
 class AdaptiveParams(Params):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"target_s": 0.5}]})
     signal: Literal["ttft", "queue_time"] = "ttft"
     target_s: float = Field(default=2.0, gt=0)
     backoff: float = Field(default=0.9, gt=0, lt=1)

@@ -1,6 +1,6 @@
 """``fixed``: a fixed in-flight cap per backend, like vLLM's ``max_num_seqs``.
 
-The blunt baseline of seed 000: it bounds the wait, but sheds by count, starting to queue
+The blunt baseline (docs/seed-table.md): it bounds the wait, but sheds by count, starting to queue
 at a fixed occupancy even when the queued work is short. The number is the operator's,
 typed into the YAML; nothing here guesses one. It caps the gateway fleet's requests: other
 replicas' in flight (``peer_in_flight``) count with this one's.

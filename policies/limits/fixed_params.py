@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from policies.params import Params
 
 
 class FixedParams(Params):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"max_in_flight": 2}]})
     max_in_flight: int = Field(gt=0)

@@ -1,4 +1,4 @@
-"""``server_signals``: the default limit. Let the server speak (seed 002).
+"""``server_signals``: the default limit. Let the server speak (docs/policies.md).
 
 No capacity is typed in. A backend takes one more request while its own signals say it has
 room: not stale, its queue (``waiting``) at most ``max_waiting``, KV usage at most

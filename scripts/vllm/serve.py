@@ -35,7 +35,8 @@ import httpx
 
 from scripts.vllm.engine_affinity import pin_engine_core_beside_worker
 
-DEFAULT_START_TIMEOUT_S = 240.0
+DEFAULT_START_TIMEOUT_S = float(os.environ.get("SLUICEGATE_VLLM_START_TIMEOUT_S", "240"))
+"""How long a start waits for /health; raise it on a machine loaded by others' work."""
 STOP_GRACE_S = 15.0
 MAX_NUM_SEQS = 8
 """Batch slots every launched server gets (``--max-num-seqs``); gateways configure the same."""

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.vllm
 
 PROMPT_TEXT = "def main():\n    return sorted(queue, key=len)\n"
 PROMPT_HISTOGRAM = "vllm:request_prompt_tokens"
-CAPACITY_LINE = re.compile(r"Capacity \(seed 002 §4\): ([\d.]+) concurrent requests, limited by")
+CAPACITY_LINE = re.compile(r"Capacity: ([\d.]+) concurrent requests, limited by")
 DERIVATION = re.compile(r"= min\(KV-cache tokens / p90 prompt tokens, max_num_seqs\) = "
                         r"min\(([\d.]+) / ([\d.]+) = ([\d.]+), (\d+)\)")  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""Live saturation signals from the backends' own /metrics (issue 4; docs/signals.md).
+"""Live saturation signals from the backends' own /metrics (docs/signals.md).
 
 - ``engines``: metric names per engine, as data.
 - ``parse`` / ``sample``: body → the few values that drive decisions.

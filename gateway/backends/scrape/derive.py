@@ -75,7 +75,7 @@ def mean(hist: Histogram | None) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class PhaseBreakdown:
-    """Seed 002 §3: mean seconds per request in each phase and their share of e2e.
+    """Mean seconds per request in each phase and their share of e2e.
 
     ``other_s`` is what e2e holds beyond queue+prefill+decode (API server, detokenize);
     it can be slightly negative when the histograms' request sets differ at the window edge.
@@ -111,7 +111,7 @@ def phase_breakdown(
 
 @dataclass(frozen=True, slots=True)
 class Capacity:
-    """Seed 002 §4: concurrent requests one backend can hold.
+    """Concurrent requests one backend can hold (docs/signals.md, "sluicegate diagnose").
 
     ``min(kv_cache_tokens ÷ p90_prompt_tokens, max_num_seqs)``; either term may be
     unknown, and the estimate is the smaller known one (None if neither is known).
@@ -123,7 +123,7 @@ class Capacity:
     kv_bound: float | None
     max_num_seqs: int | None
     p90_output_tokens: float | None = None
-    """Not in the estimate (seed 002 counts prompts only); see ``kv_bound_with_output``."""
+    """Not in the estimate (it counts prompts only); see ``kv_bound_with_output``."""
 
     @property
     def kv_bound_with_output(self) -> float | None:

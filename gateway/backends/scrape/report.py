@@ -1,4 +1,5 @@
-"""Seed 002's diagnosis as text: where the time goes, whether the queue comes in waves,
+"""The diagnosis as text (docs/signals.md, "sluicegate diagnose"): where the time goes,
+whether the queue comes in waves,
 the measured capacity and its derivation, and the most any optimization could gain.
 
 Pure: takes ``DerivedSignals``, returns lines. ``sluicegate diagnose`` prints them.
@@ -12,7 +13,7 @@ from gateway.backends.scrape.derive import Capacity, PhaseBreakdown, Quantile, g
 from gateway.backends.scrape.signals import DerivedSignals
 
 WAVES_RATIO = 10.0
-"""p90 / p50 of queue time above which the wave fingerprint is reported (seed 002 §2)."""
+"""p90 / p50 of queue time above which the wave fingerprint is reported."""
 FRACTIONS_REMOVED = (0.25, 0.5, 1.0)
 
 
@@ -47,7 +48,7 @@ def _phases(p: PhaseBreakdown | None) -> list[str]:
         return ["Where the time goes: no request finished in the window.", ""]
     rows = [("Queue", p.queue_s), ("Prefill", p.prefill_s), ("Decode", p.decode_s)]
     out = [
-        f"Where the time goes (seed 002 §3), mean per request over {p.requests:g} requests:",
+        f"Where the time goes, mean per request over {p.requests:g} requests:",
         "| Phase      | Per request | Share  |",
         "|------------|-------------|--------|",
     ]
@@ -76,7 +77,7 @@ def _queue(q: dict[float, Quantile]) -> list[str]:
         out += [
             f"  p90 is {p90.value / p50.value:.0f}x p50"
             + (f" (at least {floor:.0f}x given the bucket bounds)." if floor > 1 else "."),
-            "  That is the 'waves' fingerprint (seed 002 §2): most requests get a slot at once and",
+            "  That is the 'waves' fingerprint: most requests get a slot at once and",
             "  a minority waits for a second wave that starts only when the first one finishes.",
             "  waves = ceil(simultaneous requests / concurrency limit). Look at bursts and the",
             "  limit in front of the server before mean utilization, which hides the waves.",
@@ -95,7 +96,7 @@ def _capacity(cap: Capacity | None, basis: str) -> list[str]:
     seqs = "not configured" if cap.max_num_seqs is None else str(cap.max_num_seqs)
     value = "unknown" if cap.value is None else f"{cap.value:.1f} concurrent requests"
     out = [
-        f"Capacity (seed 002 §4): {value}, limited by {cap.limited_by}",
+        f"Capacity: {value}, limited by {cap.limited_by}",
         f"  = min(KV-cache tokens / p90 prompt tokens, max_num_seqs)"
         f" = min({kv} / {prompt} = {bound}, {seqs})",
         "  KV-cache tokens: vllm:cache_config_info (kv_cache_size_tokens, or"

@@ -61,6 +61,9 @@ class DerivedSignals:
     """``window`` (prompt p90 over the window) or ``lifetime`` (no prompts in the window)."""
     since_start: bool = False
     """No baseline: histograms and counters cover the server's whole life."""
+    prefill_tokens_per_s: float | None = None
+    """Prompt tokens per second of prefill time, over the requests that finished in the
+    window (their prompt-length and prefill-time histograms' sums)."""
 
 
 def derive(
@@ -89,7 +92,15 @@ def derive(
         capacity=cap,
         capacity_basis="lifetime" if baseline is None and basis == "window" else basis,
         since_start=baseline is None,
+        prefill_tokens_per_s=_prefill_rate(hists),
     )
+
+
+def _prefill_rate(hists: dict[str, Histogram]) -> float | None:
+    prompts, prefill = hists.get("prompt_tokens_per_request"), hists.get("prefill_time")
+    if prompts is None or prefill is None or prefill.sum <= 0 or prompts.count <= 0:
+        return None
+    return prompts.sum / prefill.sum
 
 
 def _rates(old: MetricsSample, new: MetricsSample, span_s: float) -> dict[str, float]:

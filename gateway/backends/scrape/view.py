@@ -22,6 +22,7 @@ VIEW_FIELDS = (
     "e2e_p90_s",
     "engine_rejections_per_s",
     "capacity_estimate",
+    "prefill_tokens_per_s",
     "signal_age_s",
     "stale",
 )
@@ -46,6 +47,7 @@ def view_fields(derived: DerivedSignals | None, now: float, max_age_s: float) ->
         "e2e_p90_s": _quantile(derived, "e2e_latency", 0.9),
         "engine_rejections_per_s": derived.rates.get("engine_rejections_per_s"),
         "capacity_estimate": derived.capacity.value if derived.capacity else None,
+        "prefill_tokens_per_s": derived.prefill_tokens_per_s,
         "signal_age_s": age,
         "stale": age > max_age_s,
     }

@@ -34,7 +34,11 @@ def _panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
 def _exprs(dashboard: dict[str, Any]) -> list[str]:
     exprs = [t["expr"] for p in _panels(dashboard) for t in p.get("targets", [])]
     exprs += [a["expr"] for a in dashboard["annotations"]["list"] if "expr" in a]
-    exprs += [template_selector(v["query"]["query"]) for v in dashboard["templating"]["list"]]
+    exprs += [
+        template_selector(v["query"]["query"])
+        for v in dashboard["templating"]["list"]
+        if v["type"] == "query"
+    ]
     return exprs
 
 

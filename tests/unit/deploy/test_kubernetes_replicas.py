@@ -1,5 +1,5 @@
-"""The replicated-gateway manifests (deploy/kubernetes/replicas/) fit together: the config passes the
-gateway's check, the password comes from the Secret the Redis uses, the PDB and the HPA
+"""The replicated-gateway manifests (deploy/kubernetes/replicas/) fit together: the config
+passes the gateway's check, the password comes from the Secret the Redis uses, the PDB and the HPA
 select the Deployment, and the HPA never goes below what the PDB and the fallback assume."""
 
 from __future__ import annotations

@@ -249,8 +249,9 @@ async def test_aread_of_a_body_past_the_high_water_mark_resumes_reading() -> Non
 
 
 async def test_completions_to_plain_http_backends_use_the_lean_pool() -> None:
-    """The backend pool gives each http:// backend its lean pool; an https backend, or any
-    backend behind an injected transport (tests), sends completions through httpx."""
+    """The backend pool gives each http:// backend its lean pool, also behind an injected
+    transport (the tests' fakes then answer through the same pool, in memory); an https
+    backend sends completions through httpx."""
     backends = [
         BackendConfig(name="plain", url="http://127.0.0.1:9", models=["m"]),
         BackendConfig(name="tls", url="https://127.0.0.1:9", models=["m"]),
@@ -258,12 +259,17 @@ async def test_completions_to_plain_http_backends_use_the_lean_pool() -> None:
     timeouts = {"connect_timeout_s": 1.0, "read_timeout_s": 1.0}
     pool = BackendPool(backends, clock=lambda: 0.0, health=HealthConfig(), **timeouts)
     injected = BackendPool(backends, clock=lambda: 0.0, health=HealthConfig(),
-                           transport=httpx.MockTransport(lambda r: httpx.Response(200)),
+                           transport=httpx.MockTransport(lambda r: httpx.Response(200, text="hi")),
                            **timeouts)  # fmt: skip
     try:
         assert isinstance(pool.upstream("plain"), UpstreamPool)
-        assert pool.upstream("tls") is None
-        assert injected.upstream("plain") is None and injected.upstream("tls") is None
+        assert pool.upstream("tls") is None and injected.upstream("tls") is None
+        in_memory = injected.upstream("plain")
+        assert isinstance(in_memory, UpstreamPool)
+        response = await in_memory.send("POST", "/v1/completions", b"{}", {})
+        assert (response.status_code, await response.aread()) == (200, b"hi")
+        await response.aclose()
+        assert in_memory.idle == 1  # a complete answer: the connection is kept alive
     finally:
         await pool.aclose()
         await injected.aclose()

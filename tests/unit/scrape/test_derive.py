@@ -109,5 +109,5 @@ def test_capacity_with_one_term_unknown_uses_the_other_and_none_without_either()
 
 
 def test_gain_bound_is_share_times_fraction_removed() -> None:
-    # seed 002 §3: prefill 13.7% of e2e, halved -> at most ~6.9% faster
+    # docs/signals.md: prefill 13.7% of e2e, halved -> at most ~6.9% faster
     assert gain_bound(0.137, 0.5) == pytest.approx(0.0685)

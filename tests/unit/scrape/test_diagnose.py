@@ -60,7 +60,7 @@ def test_long_outputs_are_flagged_next_to_capacity(capsys: pytest.CaptureFixture
 def test_waves_fingerprint_when_queue_p90_is_far_above_p50(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # 29 requests, 16 served at once: 16 queue < 0.3 s, 13 wait ~30 s (seed 002 §2)
+    # 29 requests, 16 served at once: 16 queue < 0.3 s, 13 wait ~30 s
     bounds = (0.3, 0.5, 1.0, 10.0, 20.0, 30.0, 40.0)
     cum = (16, 16, 16, 16, 16, 16, 29)
     lines = [

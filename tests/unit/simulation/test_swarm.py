@@ -63,7 +63,7 @@ def test_retry_after_prefers_milliseconds() -> None:
 
 class QueuedStream(httpx.AsyncByteStream):
     """vLLM-like stream whose request waits for a slot: the role chunk comes first, the
-    first token only after the wait (like the emulator did before it was fixed)."""
+    first token only after the wait (an emulator that relays the wait as TTFT)."""
 
     def __init__(self, run_clock: list[float]) -> None:
         self.run_clock = run_clock  # filled with the swarm clock when the token is sent

