@@ -12,8 +12,11 @@ import dataclasses
 import inspect
 import logging
 import math
+import os
 import random
+import socket
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,8 @@ from gateway.front.errors import error_body
 from gateway.front.inbound import CHAT, COMPLETIONS, request_id_from
 from gateway.metrics.exporter import GatewayMetrics, GaugeSample
 from gateway.metrics.records import RecordSink
+from gateway.state.exposition import SharedStateCollector
+from gateway.state.fallback import effective
 from policies.engine.scheduler import Scheduler
 from policies.estimate import TokenEstimator
 from policies.policy_set import PolicySet
@@ -75,6 +80,10 @@ def create_app(
     ctx = _context(
         loaded, scheduler, estimator or TokenEstimator(), clock, transport, closers, batch_records
     )
+    ctx.full_policy = getattr(scheduler, "policy", None)
+    if loaded.config.state.backend == "redis":
+        ctx.shared = _redis_state(ctx)
+    ctx.metrics.registry.register(SharedStateCollector(lambda: ctx.shared))
     if config_path is not None:
         ctx.reloader = Reloader(
             config_path, lambda new, pol: _apply(ctx, new, pol), in_force=loaded,
@@ -88,6 +97,31 @@ def create_app(
     _routes(app, ctx, ctx.scraper)
     app.hot = {p: _completion(ctx, p) for p in (CHAT, COMPLETIONS)}
     return app
+
+
+def _redis_state(ctx: GatewayContext) -> Any:
+    """Fleet mode: the Redis state, swapping the scheduler to its local share on failure.
+    Imported here: one replica never loads the Redis client."""
+    from gateway.state.redis_store import RedisState, connect
+
+    cfg = ctx.runtime.loaded.config.state
+    replica = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+    def info() -> dict[str, Any]:
+        stats = ctx.scheduler.stats()
+        return {"queued": stats.queued, "in_flight": stats.in_flight}
+
+    def on_mode(mode: str, replicas: int) -> None:
+        if ctx.full_policy is not None:
+            ctx.scheduler.swap(effective(ctx.full_policy, mode, replicas))
+
+    def in_flight() -> dict[str, int]:
+        return dict(ctx.scheduler.stats().in_flight_by_backend)
+
+    return RedisState(
+        cfg, connect(cfg), replica_id=replica, info=info, on_mode=on_mode,
+        in_flight=in_flight, on_peers=ctx.pool.set_peer_in_flight,
+    )  # fmt: skip
 
 
 def _completion(ctx: GatewayContext, path: str) -> Endpoint:
@@ -181,7 +215,8 @@ def _scraper(
 
 def _apply(ctx: GatewayContext, loaded: LoadedConfig, policy: PolicySet) -> None:
     """The swap: one scheduler call and one reference; queues and tickets stay."""
-    ctx.scheduler.swap(policy)
+    ctx.full_policy = policy
+    ctx.scheduler.swap(effective(policy, ctx.shared.mode, getattr(ctx.shared, "replicas", 1)))
     ctx.runtime = Runtime(loaded, Authenticator(loaded.config))
     cfg = loaded.config
     ctx.metrics.set_tenants([t.name for t in cfg.tenants], cfg.server.tenant_label_limit)
@@ -194,7 +229,7 @@ def _lifespan(
 ) -> Any:
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        jobs = [ctx.admission.run()]
+        jobs = [ctx.admission.run(), ctx.shared.run()]
         if background:
             await ctx.pool.probe_all()
             jobs.append(ctx.pool.run_probes())
@@ -220,6 +255,7 @@ def _lifespan(
             await ctx.pool.aclose()
             for close in closers:
                 await close()
+            await ctx.shared.aclose()
             ctx.records.flush()
 
     return lifespan
@@ -264,6 +300,10 @@ def _routes(app: FastAPI, ctx: GatewayContext, scraper: MetricsScraper | None) -
         stats = dataclasses.asdict(ctx.scheduler.stats())
         return JSONResponse(_finite({"policy_version": ctx.runtime.version, **stats}))
 
+    async def admin_fleet(_request: Request) -> Response:
+        return JSONResponse(_finite(await ctx.shared.fleet()))
+
+    app.add_route("/admin/fleet", admin_fleet, methods=["GET"])
     app.add_route("/admin/backends", admin_backends, methods=["GET"])
     app.add_route("/admin/scheduler", admin_scheduler, methods=["GET"])
     app.add_exception_handler(HTTPException, _http_error)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from gateway.admission.dispatcher import Admission, SchedulerLike
@@ -13,7 +13,10 @@ from gateway.forward.stall import StallBounds
 from gateway.front.auth import Authenticator
 from gateway.metrics.exporter import GatewayMetrics
 from gateway.metrics.records import RecordSink
+from gateway.state.contract import SharedState
+from gateway.state.local import LocalState
 from policies.estimate import FanOut
+from policies.policy_set import PolicySet
 from policies.types import Clock, Usage, WorkEstimate
 
 if TYPE_CHECKING:  # both import this module's neighbours; only their types are needed here
@@ -73,6 +76,10 @@ class GatewayContext:
     """Set by ``create_app`` when the config came from a file (SIGHUP and file changes)."""
     scraper: MetricsScraper | None = None
     """The ``MetricsScraper`` when scraping is enabled (its loop runs in the lifespan)."""
+    shared: SharedState = field(default_factory=LocalState)
+    """Limits shared with other replicas (``state:``); ``LocalState`` for one replica."""
+    full_policy: PolicySet | None = None
+    """The loaded policy; the scheduler runs its local share while Redis does not answer."""
     stalls: StallBounds | None = None
     """The silence bounds of upstream responses, from each backend's measurements."""
 

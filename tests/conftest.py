@@ -1,14 +1,17 @@
 """Which decision core the suite imports: the compiled one (the compiled tier, see
 scripts/test.sh) or plain Python. ``SLUICEGATE_EXPECT_CORE=compiled|interpreted`` makes a
-mismatch stop the session before any test runs, so a tier never passes on the wrong core."""
+mismatch stop the session before any test runs, so a tier never passes on the wrong core.
+The ``redis_server`` fixture is a real, empty ``redis-server`` per test (fleet tests)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
 from policies.build import compiled_modules, core
+from tests.redis_server import RedisServer, redis_binary
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -23,3 +26,16 @@ def pytest_configure(config: pytest.Config) -> None:
             f"SLUICEGATE_EXPECT_CORE={expected}, but the decision core imported from "
             f"{os.path.dirname(__import__('policies').__file__)} is {core()}"
         )
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    """A real ``redis-server`` on a free loopback port, empty, stopped after the test."""
+    binary = redis_binary()
+    if binary is None:
+        pytest.fail("redis-server is not installed (scripts/test.sh installs it)")
+    server = RedisServer(binary).start()
+    try:
+        yield server
+    finally:
+        server.stop()

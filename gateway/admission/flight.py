@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gateway.context import GatewayContext
 from gateway.metrics.records import RequestRecord
+from gateway.state.contract import Grant
 from policies.engine.scheduler_types import Ticket
 from policies.estimate import SINGLE, FanOut
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
@@ -32,6 +33,8 @@ class Flight:
         self.queue_position: int | None = None
         self.enqueued_at: float | None = None
         self.first_byte_at: float | None = None
+        self.grant: Grant | None = None
+        """The tenant's hold on limits shared with other replicas (fleet mode)."""
         self._first_token_of: Ticket | None = None
         self.done = False
 
@@ -92,6 +95,8 @@ class Flight:
         ticket = self.ticket
         work = None if usage is None else self.fan_out.work(usage)  # compares with the estimate
         self.release_attempt(outcome, work)
+        if self.grant is not None:
+            self.ctx.shared.release(self.grant, usage, served=self.record.attempts > 0)
         now = self.ctx.clock()
         rec = self.record
         rec.outcome, rec.status, rec.usage, rec.error = outcome, status, usage, error

@@ -83,6 +83,7 @@ class BackendPool:
         self._clock = clock
         self._health = health
         self._signals = signals
+        self._peer_in_flight: dict[str, int] = {}
         timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
         limits = httpx.Limits(max_connections=1024, max_keepalive_connections=256)
         self._states = {
@@ -151,6 +152,12 @@ class BackendPool:
         """The signals changed (a scrape landed): the next snapshot rebuilds its views."""
         self._views = None
 
+    def set_peer_in_flight(self, counts: Mapping[str, int]) -> None:
+        """Other gateway replicas' requests in flight per backend (fleet mode)."""
+        if counts != self._peer_in_flight:
+            self._peer_in_flight = dict(counts)
+            self._views = None
+
     def _next_change(self, now: float) -> float:
         until = now + SNAPSHOT_MAX_AGE_S
         changes_at = getattr(self._signals, "changes_at", None)
@@ -175,6 +182,7 @@ class BackendPool:
             health=s.health,
             max_num_seqs=s.config.max_num_seqs,
             max_model_len=s.max_model_len,
+            peer_in_flight=self._peer_in_flight.get(s.config.name, 0),
             **extra,  # type: ignore[arg-type]
         )
 

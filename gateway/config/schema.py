@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -114,6 +114,42 @@ class ReloadConfig(_Strict):
     interval_s: float = Field(default=1.0, gt=0)
 
 
+class StateConfig(_Strict):
+    """Where limits shared by several gateway replicas live (docs/fleet.md).
+
+    ``local``: in this process (one replica; nothing shared). ``redis``: tenant quotas and
+    concurrency leases in Redis or Valkey, one script call at admission and one at release.
+    Times are milliseconds where a request waits on them, seconds for leases."""
+
+    backend: Literal["local", "redis"] = "local"
+    url: str | None = Field(default=None, pattern=r"^rediss?://[^\s]+$")
+    password_env: str | None = Field(
+        default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="environment variable holding the password (never in the file)",
+    )  # fmt: skip
+    key_prefix: str = Field(default="sluicegate:", min_length=1, max_length=64)
+    connect_timeout_ms: int = Field(default=100, gt=0, le=5000)
+    command_timeout_ms: int = Field(default=100, gt=0, le=5000)
+    on_failure: Literal["local_share", "closed"] = "local_share"
+    lease_ttl_s: float = Field(default=30.0, ge=1.0, le=300.0)
+    sync_interval_ms: int = Field(default=1000, ge=10, le=60_000)
+    retry_interval_ms: int = Field(default=500, ge=10, le=60_000)
+    peer_sync_interval_ms: int = Field(default=100, ge=10, le=10_000)
+    initial_replicas: int = Field(
+        default=1, ge=1, description="N for the local share before Redis has ever answered"
+    )
+
+    @model_validator(mode="after")
+    def _coherent(self) -> StateConfig:
+        if self.backend == "redis" and self.url is None:
+            raise ValueError("backend redis needs a url (redis:// or rediss://)")
+        if self.url is not None and "@" in self.url.split("/")[2]:
+            raise ValueError("the url must not hold credentials: name them in password_env")
+        if self.sync_interval_ms * 3 > self.lease_ttl_s * 1000:
+            raise ValueError("sync_interval_ms must be at most a third of lease_ttl_s")
+        return self
+
+
 class GatewayConfig(_Strict):
     server: ServerConfig = Field(default_factory=ServerConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
@@ -125,6 +161,7 @@ class GatewayConfig(_Strict):
     scrape: ScrapeConfig = Field(default_factory=ScrapeConfig)
     stall: StallConfig = Field(default_factory=StallConfig)
     reload: ReloadConfig = Field(default_factory=ReloadConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
     policy: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -49,8 +49,10 @@ from gateway.front.responses import (
     rejection,
 )
 from gateway.metrics.records import RequestRecord, prompt_sha256
+from gateway.state.contract import Refusal
+from gateway.state.fallback import quota_limits
 from policies.engine.scheduler import DuplicateRequestId
-from policies.engine.scheduler_types import Ticket
+from policies.engine.scheduler_types import Ticket, make_decision
 from policies.types import (
     Decision,
     DecisionKind,
@@ -203,6 +205,10 @@ async def _dispatch(
     if prepared.request.is_retry:
         cls = prepared.request.workload_class
         ctx.metrics.retries.labels(ctx.metrics.tenant_label(prepared.request.tenant), cls).inc()
+    if ctx.shared.mode != "local":
+        refused = await _admit_shared(ctx, flight, prepared.request)
+        if refused is not None:
+            return refused
     attempts = prepared.runtime.loaded.config.server.max_attempts
     avoid: set[str] = set()
     last_failure = "busy"
@@ -224,6 +230,21 @@ async def _dispatch(
         last_failure = outcome
         avoid.add(admitted.backend)
     return exhausted(ctx, prepared.runtime, flight, last_failure)
+
+
+async def _admit_shared(ctx: GatewayContext, flight: Flight, req: RequestInfo) -> Response | None:
+    """The tenant's global lease and token reservation (fleet mode), before the core decides;
+    a refusal is answered here, a grant is released by ``Flight.finish``."""
+    policy = ctx.scheduler.policy
+    held = await ctx.shared.admit(req, quota_limits(policy, req.tenant))
+    if isinstance(held, Refusal):
+        after = ctx.scheduler.retry_after(held.retry_after_s)
+        decision = make_decision(policy, req, DecisionKind.REJECT, held.reason,
+                                 retry_after_s=after)  # fmt: skip
+        flight.decided(decision)
+        return rejection(flight, decision)
+    flight.grant = held
+    return None
 
 
 async def _admit(

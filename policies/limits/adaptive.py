@@ -6,7 +6,8 @@ backend reports waiting above ``max_waiting``. It rises only while the backend r
 waiting and the limit was actually in use: by one per completion until the first backoff
 (slow start), then by ``1/limit`` per completion (about one per round trip). It starts
 from the engine's own numbers (``max_num_seqs``, else what it reports running, at least 1);
-no capacity is typed in.
+no capacity is typed in. Other gateway replicas' requests there (``peer_in_flight``) count
+against the limit with this one's.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class AdaptiveLimit(Limit[AdaptiveState, AdaptiveParams]):
         return AdaptiveState()
 
     def has_room(self, state: AdaptiveState, backend: BackendView, load: BackendLoad) -> bool:
-        return load.in_flight < self._limit(state, backend)
+        return load.in_flight + backend.peer_in_flight < self._limit(state, backend)
 
     def current(self, state: AdaptiveState, backend: BackendView, load: BackendLoad) -> float:
         return self._limit(state, backend)

@@ -16,6 +16,8 @@ most it was seen running at once (``running_peak``). So after a quiet period (``
 slot in one dispatch instead of two per backend per scrape. A backend with nothing of
 ours in flight always takes one request, so a stale or silent backend is probed rather
 than starved.
+With several gateway replicas, the fuse and the engine's slots are shared: the requests
+other replicas have in flight there (``peer_in_flight``) are taken off them.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class ServerSignals(Limit[None, ServerSignalsParams]):
         seqs = backend.max_num_seqs
         if seqs is not None and seqs < bound:
             bound = float(seqs)
+        bound -= backend.peer_in_flight  # other replicas' share of the fuse and the slots
         running = backend.running
         if p.slow_start and running is not None:
             slow = 2 * (running if running > 1.0 else 1.0)  # 2 * max(1.0, running)

@@ -238,3 +238,17 @@ def test_every_preset_is_valid_in_the_example_config(preset: Path, tmp_path: Pat
     path.write_text(yaml.safe_dump(config))
     loaded, issues = check_file(path)
     assert issues == [] and loaded is not None
+
+
+def test_the_state_section_is_validated_with_its_lines(tmp_path: Path) -> None:
+    base = Path(__file__).resolve().parents[3] / "config.example.yaml"
+    text = base.read_text() + (
+        "state:\n  backend: redis\n  url: redis://user:secret@127.0.0.1:6379/0\n"
+        "  on_failure: open\n"
+    )
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    _loaded, issues = check_file(path)
+    messages = [str(i) for i in issues]
+    assert any("state.on_failure" in m for m in messages), messages
+    assert all(i.line > 0 for i in issues)

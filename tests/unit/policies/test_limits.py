@@ -129,3 +129,25 @@ def test_adaptive_backs_off_on_slow_ttft_and_rises_only_without_waiting() -> Non
     assert fallen < risen
     queued = fleet(clock, backend(waiting=3.0, running=4.0))
     assert limit_after(0.2, queued) < fallen  # fast, but the engine has a queue: no rise
+
+
+def _dispatched_with_peers(raw_limit: dict[str, object], peers: int, seqs: int | None) -> int:
+    """Requests one replica dispatches to a backend that ``peers`` requests of other replicas
+    already occupy (``peer_in_flight``), the backend's signals showing room."""
+    clock = ManualClock()
+    kw = {"running": 0.0, "waiting": 0.0, "kv_cache_usage": 0.0, "peer_in_flight": peers}
+    f = fleet(clock, backend("b", max_num_seqs=seqs, **kw))
+    policy = build_policy({"limit": raw_limit, "ladder": {"steps": []}})
+    return _flood(policy, f, clock, 50).stats().in_flight
+
+
+def test_every_limit_counts_the_other_replicas_in_flight() -> None:
+    fixed = {"type": "fixed", "parameters": {"max_in_flight": 10}}
+    assert _dispatched_with_peers(fixed, 0, None) == 10
+    assert _dispatched_with_peers(fixed, 7, None) == 3
+    signals = {"type": "server_signals", "parameters": {"slow_start": False}}
+    assert _dispatched_with_peers(signals, 0, 12) == 12
+    assert _dispatched_with_peers(signals, 5, 12) == 7
+    adaptive = {"type": "adaptive"}
+    assert _dispatched_with_peers(adaptive, 0, 12) == 12
+    assert _dispatched_with_peers(adaptive, 4, 12) == 8

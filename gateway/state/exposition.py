@@ -1,0 +1,38 @@
+"""The shared state's metrics: its mode, the replica count it knows, its failures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+MODES = ("local", "shared", "fallback", "closed")
+
+
+class SharedStateCollector:
+    """Read at scrape time from the state object (``mode``, ``replicas``, ``failures``); one
+    replica exports them too (mode local, 1 replica), so dashboards and alerts need no
+    special case."""
+
+    def __init__(self, state: Callable[[], Any]) -> None:
+        self._state = state
+
+    def collect(self) -> Iterator[Any]:
+        state = self._state()
+        mode = GaugeMetricFamily(
+            "sluicegate_shared_state_mode",
+            "1 for the shared state's current mode (fallback/closed: Redis does not answer)",
+            labels=["mode"],
+        )
+        for name in MODES:
+            mode.add_metric([name], 1.0 if state.mode == name else 0.0)
+        yield mode
+        yield GaugeMetricFamily(
+            "sluicegate_fleet_replicas", "Gateway replicas alive at the last heartbeat",
+            value=getattr(state, "replicas", 1),
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "sluicegate_shared_state_failures", "Redis calls that failed or timed out",
+            value=getattr(state, "failures", 0),
+        )  # fmt: skip

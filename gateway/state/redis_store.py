@@ -1,0 +1,317 @@
+"""Tenant quotas and concurrency leases shared through Redis (or Valkey).
+
+One script call at admission (``ADMIT``) and one at release (``RELEASE``); a heartbeat every
+``sync_interval_ms`` registers the replica, learns N and renews the leases this replica holds
+(their TTL bounds how long a dead replica's requests keep their slots). Any error or a call
+slower than ``command_timeout_ms`` puts the replica in fallback at once: it enforces its local
+share (global // N, ``fallback.py``) or, with ``on_failure: closed``, refuses quota-gated work;
+the heartbeat keeps trying every ``retry_interval_ms`` and rejoins when Redis answers,
+writing back the leases it took meanwhile and the releases it could not send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from gateway.config.schema import StateConfig
+from gateway.state import scripts
+from gateway.state.contract import Grant, Refusal
+from policies.gates.quota_params import TenantLimits
+from policies.types import Reason, RequestInfo, Usage
+
+log = logging.getLogger("sluicegate.state")
+
+ModeListener = Callable[[str, int], None]
+"""Called with the new mode and the last known replica count when the mode changes."""
+
+
+@dataclass(slots=True)
+class _Held:
+    grant: Grant
+    confirmed: bool
+    """Redis holds this lease (False: taken in fallback, to be added at the next heartbeat)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Settlement:
+    grant: Grant
+    give_back: int
+
+
+def connect(cfg: StateConfig) -> aioredis.Redis:
+    """The client: timeouts in ms, no retries (a failure is handled, not retried blindly)."""
+    password = None
+    if cfg.password_env is not None:
+        password = os.environ.get(cfg.password_env)
+        if password is None:
+            raise RuntimeError(f"state.password_env names {cfg.password_env}, which is not set")
+    assert cfg.url is not None
+    return aioredis.Redis.from_url(
+        cfg.url, password=password, socket_timeout=cfg.command_timeout_ms / 1000,
+        socket_connect_timeout=cfg.connect_timeout_ms / 1000, retry=Retry(NoBackoff(), 0),
+        health_check_interval=0,
+    )  # fmt: skip
+
+
+class RedisState:
+    def __init__(
+        self,
+        cfg: StateConfig,
+        client: aioredis.Redis,
+        *,
+        replica_id: str,
+        info: Callable[[], dict[str, Any]] = dict,
+        on_mode: ModeListener | None = None,
+        in_flight: Callable[[], Mapping[str, int]] | None = None,
+        on_peers: Callable[[dict[str, int]], None] | None = None,
+    ) -> None:
+        """``in_flight``: this replica's requests in flight per backend, shared every
+        ``peer_sync_interval_ms``; ``on_peers`` gets the other replicas' sums."""
+        self._cfg = cfg
+        self._client = client
+        self.replica_id = replica_id
+        self._info = info
+        self._on_mode = on_mode
+        self._in_flight = in_flight
+        self._on_peers = on_peers
+        self._timeout_s = cfg.command_timeout_ms / 1000
+        self._ttl_ms = int(cfg.lease_ttl_s * 1000)
+        self._admit = client.register_script(scripts.ADMIT)
+        self._release = client.register_script(scripts.RELEASE)
+        self._heartbeat = client.register_script(scripts.HEARTBEAT)
+        self._leave = client.register_script(scripts.LEAVE)
+        self._peers = client.register_script(scripts.PEERS)
+        self._held: dict[str, _Held] = {}
+        self._unsent: list[_Settlement] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._mode = "shared"
+        self.replicas = cfg.initial_replicas
+        self.failures = 0
+        self.rebuilds = 0
+        self._started = time.time()
+        self._epoch = ""
+        """The data generation this replica last saw (a new one: Redis lost its data)."""
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    def _key(self, kind: str, name: str = "") -> str:
+        return f"{self._cfg.key_prefix}{kind}{':' if name else ''}{name}"
+
+    # -- admission -----------------------------------------------------------------------
+
+    async def admit(self, req: RequestInfo, limits: TenantLimits | None) -> Grant | Refusal | None:
+        if limits is None:
+            return None
+        if self._mode == "closed":
+            return Refusal(Reason.TENANT_QUOTA, self._cfg.retry_interval_ms / 1000)
+        grant = Grant(f"{self.replica_id}:{req.request_id}:{uuid.uuid4().hex[:8]}",
+                      req.tenant, limits, req.estimate.total)  # fmt: skip
+        if self._mode != "shared":
+            self._held[grant.member] = _Held(grant, confirmed=False)
+            return grant  # the decision core enforces the local share meanwhile
+        try:
+            answer = await self._call(self._admit(
+                keys=[self._key("lease", grant.tenant), self._key("bucket", grant.tenant)],
+                args=[grant.member, self._ttl_ms, *_limit_args(limits), grant.cost],
+            ))  # fmt: skip
+        except Exception as exc:
+            self._failed("admit", exc)
+            return await self.admit(req, limits)
+        granted, why, wait_ms = (int(v) for v in answer)
+        if granted:
+            self._held[grant.member] = _Held(grant, confirmed=True)
+            return grant
+        if why == 1:
+            return Refusal(Reason.TENANT_CONCURRENCY, None)
+        return Refusal(Reason.TENANT_QUOTA, wait_ms / 1000)
+
+    def release(self, grant: Grant, usage: Usage | None, served: bool) -> None:
+        if self._held.pop(grant.member, None) is None:
+            return
+        give_back = grant.cost if not served else (grant.cost - usage.total if usage else 0)
+        settlement = _Settlement(grant, give_back)
+        if self._mode != "shared":
+            self._unsent.append(settlement)
+            return
+        task = asyncio.ensure_future(self._settle(settlement))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _settle(self, s: _Settlement) -> None:
+        try:
+            await self._call(self._release_call(s))
+        except Exception as exc:
+            self._unsent.append(s)
+            self._failed("release", exc)
+
+    def _release_call(self, s: _Settlement, client: Any = None) -> Awaitable[Any]:
+        tenant, limits = s.grant.tenant, s.grant.limits
+        tpm, size = _limit_args(limits)[1:]
+        return self._release(  # type: ignore[no-any-return]
+            keys=[self._key("lease", tenant), self._key("bucket", tenant)],
+            args=[s.grant.member, tpm, size, s.give_back], client=client,
+        )  # fmt: skip
+
+    async def _call(self, call: Awaitable[Any]) -> Any:
+        return await asyncio.wait_for(call, self._timeout_s)
+
+    # -- background ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Heartbeats and the in-flight exchange until cancelled."""
+        if self._in_flight is None:
+            await self._beats()
+        else:
+            await asyncio.gather(self._beats(), self._peer_syncs())
+
+    async def _peer_syncs(self) -> None:
+        while True:
+            if self._mode == "shared":
+                await self.sync_peers()
+            await asyncio.sleep(self._cfg.peer_sync_interval_ms / 1000)
+
+    async def sync_peers(self) -> None:
+        """Shares this replica's in flight per backend; hands on the other replicas' sums
+        (kept as last known while Redis does not answer)."""
+        assert self._in_flight is not None
+        args: list[str | int] = [self.replica_id, self._ttl_ms]
+        for backend, count in self._in_flight().items():
+            args += [backend, count]
+        try:
+            flat = await self._call(self._peers(
+                keys=[self._key("in-flight"), self._key("replicas")], args=args))  # fmt: skip
+        except Exception as exc:
+            self._failed("in-flight exchange", exc)
+            return
+        peers = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+        if self._on_peers is not None:
+            self._on_peers(peers)
+
+    async def _beats(self) -> None:
+        """Heartbeats until cancelled; faster while Redis does not answer."""
+        while True:
+            await self.beat()
+            interval = self._cfg.sync_interval_ms if self._mode == "shared" else (
+                self._cfg.retry_interval_ms)  # fmt: skip
+            await asyncio.sleep(interval / 1000)
+
+    async def beat(self) -> None:
+        """One heartbeat; on success after a failure, the replica rejoins."""
+        held = list(self._held.values())
+        keys = [self._key("replicas"), self._key("replica-info"), self._key("epoch")]
+        keys += [self._key("lease", h.grant.tenant) for h in held]
+        flags = "".join("r" if h.confirmed else "a" for h in held)
+        info = json.dumps({"started": self._started, "mode": self._mode,
+                           "leases": len(held), **self._info()})  # fmt: skip
+        args: list[str | int] = [self.replica_id, self._ttl_ms, info, flags, self._epoch]
+        args += [h.grant.member for h in held]
+        try:
+            replicas, rebuilt, epoch = await self._call(self._heartbeat(keys=keys, args=args))
+            await self._flush_unsent()
+        except Exception as exc:
+            self._failed("heartbeat", exc)
+            return
+        for h in held:
+            h.confirmed = True
+        self.replicas = max(1, int(replicas))
+        known, self._epoch = self._epoch, epoch.decode()
+        if int(rebuilt) and known:
+            self.rebuilds += 1
+            log.warning("shared state: Redis had lost its data; rebuilt from this replica's "
+                        "%d leases", len(held))  # fmt: skip
+        self._set_mode("shared")
+
+    async def _flush_unsent(self) -> None:
+        if not self._unsent:
+            return
+        unsent, self._unsent = self._unsent, []
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for s in unsent:
+                    await self._release_call(s, client=pipe)  # buffered, not sent
+                await self._call(pipe.execute())
+        except Exception:
+            self._unsent = unsent + self._unsent
+            raise
+
+    def _failed(self, op: str, exc: BaseException) -> None:
+        self.failures += 1
+        if self._mode == "shared":
+            log.warning("shared state: Redis %s failed (%s); %s", op, type(exc).__name__,
+                        "refusing quota-gated work" if self._cfg.on_failure == "closed"
+                        else f"enforcing the local share of 1/{self.replicas}")  # fmt: skip
+            self._set_mode("closed" if self._cfg.on_failure == "closed" else "fallback")
+
+    def _set_mode(self, mode: str) -> None:
+        if mode == self._mode:
+            return
+        if mode == "shared":
+            log.warning("shared state: Redis answers again; %d replicas", self.replicas)
+        self._mode = mode
+        if self._on_mode is not None:
+            self._on_mode(mode, self.replicas)
+
+    # -- admin ---------------------------------------------------------------------------
+
+    async def fleet(self) -> dict[str, Any]:
+        view: dict[str, Any] = {"mode": self._mode, "replica": self.replica_id}
+        view.update(replicas=self.replicas, held_leases=len(self._held))
+        try:
+            view.update(await self._call(self._read_fleet()))
+        except Exception as exc:
+            view["error"] = f"Redis did not answer: {type(exc).__name__}"
+        return view
+
+    async def _read_fleet(self) -> dict[str, Any]:
+        client: Any = self._client
+        now_s, now_us = await client.time()
+        now_ms = now_s * 1000 + now_us // 1000
+        members = await client.zrange(self._key("replicas"), 0, -1, withscores=True)
+        infos = await client.hgetall(self._key("replica-info"))
+        replicas = []
+        for name, expiry in members:
+            info = json.loads(infos.get(name, b"{}"))
+            age_ms = now_ms - (expiry - self._ttl_ms)
+            replicas.append({"id": name.decode(), "last_heartbeat_ms_ago": age_ms, **info})
+        leases: dict[str, int] = {}
+        prefix = self._key("lease", "")
+        async for key in client.scan_iter(match=f"{prefix}*", count=200):
+            tenant = key.decode()[len(prefix) + 1 :]
+            leases[tenant] = await client.zcount(key, now_ms, "+inf")
+        return {"members": replicas, "tenant_leases": leases}
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            await asyncio.gather(task, return_exceptions=True)
+        try:
+            await self._call(self._flush_unsent())
+            await self._call(self._leave(
+                keys=[self._key("replicas"), self._key("replica-info")], args=[self.replica_id]
+            ))  # fmt: skip
+        except Exception as exc:
+            log.warning("shared state: could not leave the fleet cleanly (%s)", type(exc).__name__)
+        await self._client.aclose()
+
+
+def _limit_args(limits: TenantLimits) -> tuple[int, int, int]:
+    """(max_concurrent, tokens_per_minute, bucket size), 0 for none."""
+    tpm = limits.tokens_per_minute or 0
+    return limits.max_concurrent or 0, tpm, limits.burst_tokens or tpm

@@ -1,0 +1,102 @@
+"""A real ``redis-server`` on a free loopback port, for the fleet tests.
+
+Each server has its own temporary directory and no persistence (no RDB snapshot, no AOF), so
+a restart comes back empty, as a Redis without persistence does in production. The binary is
+the OS package's (``scripts/test.sh`` installs it when missing); ``REDIS_SERVER`` names
+another one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+START_TIMEOUT_S = 10.0
+
+
+def redis_binary() -> str | None:
+    return os.environ.get("REDIS_SERVER") or shutil.which("redis-server")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class RedisServer:
+    """``start``/``stop``; ``pause`` and ``resume`` (SIGSTOP/SIGCONT) to make it hang;
+    ``restart`` to bring it back empty on the same port."""
+
+    def __init__(self, binary: str, port: int | None = None) -> None:
+        self.binary = binary
+        self.port = port or free_port()
+        self._dir = Path(tempfile.mkdtemp(prefix="sluicegate-redis-"))
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
+
+    def start(self) -> RedisServer:
+        argv = [
+            self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
+            "--dir", str(self._dir), "--save", "", "--appendonly", "no",
+            "--daemonize", "no", "--loglevel", "warning", "--logfile", "",
+        ]  # fmt: skip
+        self._proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self.ping():
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self._proc.returncode}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("redis-server did not answer PING")
+            time.sleep(0.02)
+
+    def ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def pause(self) -> None:
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+    def restart(self) -> None:
+        """Killed and started again on the same port: it comes back with no data."""
+        self._kill()
+        self.start()
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        os.kill(proc.pid, signal.SIGCONT)  # a paused server cannot act on SIGTERM
+        proc.kill()
+        proc.wait(10)
+
+    def stop(self) -> None:
+        self._kill()
+        shutil.rmtree(self._dir, ignore_errors=True)
