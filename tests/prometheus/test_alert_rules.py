@@ -29,6 +29,7 @@ PENDING_AT = {
     "SluicegateConfigVersionsDiverge": "8m",
     "SluicegateCoreHalfCompiled": "3m",
     "SluicegateQueueOldestAboveDefaultDeadline": "2m",
+    "SluicegateSharedStateDown": "2m",
 }
 """For each alert with a ``for:``, the evaluation in alert_rules_test.yaml where its
 condition holds but ``for:`` has not passed."""
