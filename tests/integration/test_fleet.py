@@ -73,7 +73,9 @@ async def test_max_concurrent_holds_across_replicas(
 
             async def stream_until_enough() -> None:
                 while statuses.count(200) < 60:
-                    body = chat_body(60, stream=True)
+                    # streams long enough (~0.5 s at speed 20) that admitted ones overlap:
+                    # with 77 ms streams, per-replica counting was once seen holding only 9
+                    body = chat_body(400, stream=True)
                     async with client.stream("POST", "/v1/chat/completions", json=body) as r:
                         async for _ in r.aiter_bytes():
                             pass
