@@ -80,7 +80,7 @@ def create_app(
     ctx = _context(
         loaded, scheduler, estimator or TokenEstimator(), clock, transport, closers, batch_records
     )
-    ctx.full_policy = getattr(scheduler, "policy", None)
+    ctx.full_policy = scheduler.policy
     if loaded.config.state.backend == "redis":
         ctx.shared = _redis_state(ctx)
     ctx.metrics.registry.register(SharedStateCollector(lambda: ctx.shared))
@@ -216,7 +216,7 @@ def _scraper(
 def _apply(ctx: GatewayContext, loaded: LoadedConfig, policy: PolicySet) -> None:
     """The swap: one scheduler call and one reference; queues and tickets stay."""
     ctx.full_policy = policy
-    ctx.scheduler.swap(effective(policy, ctx.shared.mode, getattr(ctx.shared, "replicas", 1)))
+    ctx.scheduler.swap(effective(policy, ctx.shared.mode, ctx.shared.replicas))
     ctx.runtime = Runtime(loaded, Authenticator(loaded.config))
     cfg = loaded.config
     ctx.metrics.set_tenants([t.name for t in cfg.tenants], cfg.server.tenant_label_limit)

@@ -34,6 +34,11 @@ class Refusal:
 
 
 class SharedState(Protocol):
+    replicas: int
+    """Gateway replicas alive at the last heartbeat (1 for one replica)."""
+    failures: int
+    """Redis calls that failed or timed out so far (0 for one replica)."""
+
     @property
     def mode(self) -> str:
         """``local`` (one replica), ``shared`` (Redis answers), ``fallback`` (local share

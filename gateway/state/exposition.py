@@ -7,6 +7,8 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from gateway.state.contract import SharedState
+
 MODES = ("local", "shared", "fallback", "closed")
 
 
@@ -15,7 +17,7 @@ class SharedStateCollector:
     replica exports them too (mode local, 1 replica), so dashboards and alerts need no
     special case."""
 
-    def __init__(self, state: Callable[[], Any]) -> None:
+    def __init__(self, state: Callable[[], SharedState]) -> None:
         self._state = state
 
     def collect(self) -> Iterator[Any]:
@@ -30,9 +32,9 @@ class SharedStateCollector:
         yield mode
         yield GaugeMetricFamily(
             "sluicegate_fleet_replicas", "Gateway replicas alive at the last heartbeat",
-            value=getattr(state, "replicas", 1),
+            value=state.replicas,
         )  # fmt: skip
         yield CounterMetricFamily(
             "sluicegate_shared_state_failures", "Redis calls that failed or timed out",
-            value=getattr(state, "failures", 0),
+            value=state.failures,
         )  # fmt: skip

@@ -12,6 +12,8 @@ from policies.types import RequestInfo, Usage
 
 class LocalState:
     mode = "local"
+    replicas = 1
+    failures = 0
 
     async def admit(self, req: RequestInfo, limits: TenantLimits | None) -> Grant | Refusal | None:
         return None
@@ -23,7 +25,7 @@ class LocalState:
         await asyncio.Event().wait()  # nothing to do in the background; ends on cancel
 
     async def fleet(self) -> dict[str, Any]:
-        return {"mode": self.mode, "replicas": 1, "members": []}
+        return {"mode": self.mode, "replicas": self.replicas, "members": []}
 
     async def aclose(self) -> None:
         return None
