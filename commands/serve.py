@@ -74,7 +74,7 @@ def _run(loaded: LoadedConfig, path: str | None, args: argparse.Namespace) -> in
         host=args.host or server_cfg.host,
         port=args.port if args.port is not None else server_cfg.port,
         loop="uvloop",
-        http=guarded_http(server_cfg),  # httptools, with a head size limit and timeout
+        http=guarded_http(server_cfg, app.state.ctx.metrics.refused),  # head size limit, timeout
         proxy_headers=False,  # nothing reads the client address; 1 % of the CPU per request
         log_level=args.log_level,
         access_log=False,

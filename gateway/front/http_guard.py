@@ -7,14 +7,17 @@ two limits it lacks for a request head (uvicorn bounds neither with httptools).
   request's first byte on a kept-alive connection, gets 408 and the connection is closed
   (a slowloris on the headers holds nothing for long).
 
-Both are a client's own fault: answered in the OpenAI error shape, logged at no level.
-The body has its own timeout and size cap, in the completion handler (``read_body``).
+Both are a client's own fault: answered in the OpenAI error shape, logged at no level, and
+counted (with unparseable requests, 400) through ``on_refused`` in the gateway's
+``sluicegate_invalid_requests`` by status. The body has its own timeout and size cap, in the
+completion handler (``read_body``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 import httptools
@@ -34,6 +37,7 @@ class _Refused(Exception):
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
     max_header_bytes = 32_768
     header_timeout_s = 10.0
+    on_refused: Callable[[int], None] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -69,6 +73,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _invalid(self) -> None:
         msg = "Invalid HTTP request received."
         self.logger.warning(msg)
+        self._counted(400)
         self.send_400_response(msg)
 
     def on_message_begin(self) -> None:
@@ -114,6 +119,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _refuse(self, status: int, message: str) -> None:
         self._refused = True
         self._disarm()
+        self._counted(status)
         body = json.dumps(error_body(message, "invalid_request_error", None, _CODES[status]))
         head = (
             f"HTTP/1.1 {status} {_REASONS[status]}\r\ncontent-type: application/json\r\n"
@@ -122,9 +128,18 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.write((head + body).encode("latin-1"))
         self.transport.close()
 
+    def _counted(self, status: int) -> None:
+        on_refused = type(self).on_refused
+        if on_refused is not None:
+            on_refused(status)
 
-def guarded_http(server: ServerConfig) -> type[GuardedHttpToolsProtocol]:
-    """The protocol class for uvicorn's ``http=``, with ``server``'s limits."""
+
+def guarded_http(
+    server: ServerConfig, on_refused: Callable[[int], None] | None = None
+) -> type[GuardedHttpToolsProtocol]:
+    """The protocol class for uvicorn's ``http=``, with ``server``'s limits; ``on_refused``
+    is told the status of every request refused before it reaches the app."""
     attrs = {"max_header_bytes": server.max_header_bytes,
-             "header_timeout_s": server.header_timeout_s}  # fmt: skip
+             "header_timeout_s": server.header_timeout_s,
+             "on_refused": staticmethod(on_refused) if on_refused else None}  # fmt: skip
     return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), attrs)

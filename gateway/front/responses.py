@@ -28,7 +28,7 @@ def refuse(
     ctx: GatewayContext, err: ApiError, request_id: str, path: str, arrival: float
 ) -> Response:
     """A refusal before scheduling: counted and recorded, nothing to release."""
-    ctx.metrics.invalid.labels(str(err.status)).inc()
+    ctx.metrics.refused(err.status)
     record = RequestRecord(request_id, "", "", "", path, False, "", arrival)
     record.status, record.outcome, record.error = err.status, Outcome.REJECTED, err.reason
     ctx.records.emit(record)

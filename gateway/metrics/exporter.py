@@ -161,5 +161,9 @@ class GatewayMetrics:
         self.actual_tokens.inc(_PROMPT, usage.prompt_tokens)
         self.actual_tokens.inc(_OUTPUT, usage.completion_tokens)
 
+    def refused(self, status: int) -> None:
+        """A request refused before scheduling (also by the HTTP protocol, before the app)."""
+        self.invalid.labels(str(status)).inc()
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

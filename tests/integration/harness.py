@@ -223,7 +223,11 @@ async def serve_gateway(
     port = sock.getsockname()[1]
     server = uvicorn.Server(
         uvicorn.Config(
-            app, log_level="warning", lifespan="on", access_log=False, http=guarded_http(cfg.server)
+            app,
+            log_level="warning",
+            lifespan="on",
+            access_log=False,
+            http=guarded_http(cfg.server, app.state.ctx.metrics.refused),
         )
     )
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
