@@ -218,6 +218,9 @@ class Scheduler:
     def cancel(self, request_id: str) -> bool:
         return True
 
+    def take_run_ends(self) -> tuple[()]:
+        return ()
+
 
 class Ticket:
     request_id = "r1"
