@@ -211,7 +211,7 @@ class Scheduler:
             if entry is None:
                 break
             if self._runs.continuations:
-                entry = self._precedence(entry)
+                entry = self._precedence(entry, deferred)
             if allow is not None and not allow(entry):
                 deferred.append(entry)  # over its share with headroom low; others may go
                 continue
@@ -381,10 +381,7 @@ class Scheduler:
         if old is None:
             return
         names = self._held.remove(old)
-        entry = QueuedEntry(
-            old.request, old.kind, old.degradation, old.shadowed, old.enqueued_at,
-            old.expires_at, old.expiry_reason, old.seq, old.flow,
-        )  # fmt: skip
+        entry = _alive_copy(old)
         self._queue.add(entry, names)
         self._policy.fairness.push(self._states.fairness, entry, now)
         self._runs.promoted(request_id, entry)
@@ -401,20 +398,26 @@ class Scheduler:
         if promote is not None:
             self._promote(promote, now)
 
-    def _precedence(self, entry: QueuedEntry) -> QueuedEntry:
+    def _precedence(self, entry: QueuedEntry, deferred: list[QueuedEntry]) -> QueuedEntry:
         """``entry``, or in its place its tenant's oldest continuation of an admitted run:
-        started work goes first within the tenant's turn (fair share is unchanged)."""
+        started work goes first within the tenant's turn (fair share is unchanged).
+        Continuations already set aside in this poll (``deferred``) are not taken again."""
         req = entry.request
         book = self._runs
         if book.has_precedence(req.request_id, req.tenant):
             return entry
-        other = book.first_continuation(req.tenant, req.model)
+        other = book.first_continuation(req.tenant, req.model, deferred)
         if other is None:
             return entry
         fairness, fstate = self._policy.fairness, self._states.fairness
         fairness.discard(fstate, other)
+        # ``other`` leaves the fairness structures as if popped: it is marked dead (so no
+        # copy of it there can come out again) and a live copy takes its place in the queue.
+        taken = _alive_copy(other)
+        self._queue.add(taken, self._queue.remove(other))
+        book.replaced(taken)
         fairness.push_back(fstate, entry)
-        return other
+        return taken
 
     def _end_due_runs(self, now: float) -> list[Decision]:
         out: list[Decision] = []
@@ -550,3 +553,12 @@ class Scheduler:
             charged_tokens=self._charged,
             released_tokens=self._released,
         )
+
+
+def _alive_copy(entry: QueuedEntry) -> QueuedEntry:
+    """A live copy of a queued entry that is leaving one structure for another; the
+    original is dead, so copies of it left behind are dropped as they surface."""
+    return QueuedEntry(
+        entry.request, entry.kind, entry.degradation, entry.shadowed, entry.enqueued_at,
+        entry.expires_at, entry.expiry_reason, entry.seq, entry.flow,
+    )  # fmt: skip

@@ -197,13 +197,23 @@ class RunBook:
             run.held.remove(request_id)
         self.enqueued(run, entry)
 
-    def first_continuation(self, tenant: str, model: str) -> QueuedEntry | None:
-        """The tenant's oldest queued continuation call for ``model``, if any."""
+    def replaced(self, entry: QueuedEntry) -> None:
+        """A queued continuation's entry was replaced by ``entry`` (a live copy)."""
+        req = entry.request
+        waiting = self._continuations.get(req.tenant)
+        if waiting is not None and req.request_id in waiting:
+            waiting[req.request_id] = entry
+
+    def first_continuation(
+        self, tenant: str, model: str, skip: list[QueuedEntry]
+    ) -> QueuedEntry | None:
+        """The tenant's oldest queued continuation call for ``model``, if any, other than
+        those in ``skip`` (taken out of the fairness order already)."""
         waiting = self._continuations.get(tenant)
         if not waiting:
             return None
         for entry in waiting.values():
-            if entry.request.model == model:
+            if entry.request.model == model and not any(entry is s for s in skip):
                 return entry
         return None
 

@@ -246,3 +246,31 @@ def test_runs_off_ignores_run_hints() -> None:
     out = [s.submit(call(clock, "a", branches=1), f) for _ in range(3)]
     assert all(isinstance(o, Ticket) for o in out)
     assert s.run_state("t1", "a") is None and s.run_stats().open_runs == 0
+
+
+def test_a_continuation_set_aside_by_headroom_is_neither_lost_nor_dispatched_twice() -> None:
+    clock = ManualClock()
+    s = scheduler(clock, {
+        "runs": {"enabled": True}, "fairness": {"type": "fifo"},
+        "limit": {"type": "fixed", "parameters": {"max_in_flight": 4}},
+        "headroom": {"reserve_fraction": 0.5},
+    })  # fmt: skip
+    f = fleet(clock)
+    other = s.submit(request(clock, tenant="t2"), f)
+    a1 = s.submit(call(clock, "a", calls=4, tokens=1000), f)
+    plain = s.submit(request(clock), f)  # t1 now holds its share of the 4 slots
+    b1 = s.submit(call(clock, "b", calls=4, tokens=1000), f)
+    a2 = s.submit(call(clock, "a"), f)
+    assert all(isinstance(t, Ticket) for t in (other, a1, plain))
+    assert isinstance(b1, Decision) and isinstance(a2, Decision)
+    for _ in range(3):  # t1 is over its share: its calls stay queued, each once
+        assert s.poll(f) == [] and s.stats().queued == 2
+    assert isinstance(plain, Ticket)
+    s.release(plain, Outcome.COMPLETED, Usage(100, 100))
+    first = s.poll(f)
+    assert [t.request_id for t in first if isinstance(t, Ticket)] == [a2.request_id]
+    assert isinstance(a1, Ticket)
+    s.release(a1, Outcome.COMPLETED, Usage(100, 100))
+    second = s.poll(f)
+    assert [t.request_id for t in second if isinstance(t, Ticket)] == [b1.request_id]
+    assert s.stats().queued == 0 and s.poll(f) == []
