@@ -381,10 +381,20 @@ class Scheduler:
         if old is None:
             return
         names = self._held.remove(old)
-        entry = _alive_copy(old)
+        entry = self._alive_copy(old)
         self._queue.add(entry, names)
         self._policy.fairness.push(self._states.fairness, entry, now)
         self._runs.promoted(request_id, entry)
+
+    def _alive_copy(self, entry: QueuedEntry) -> QueuedEntry:
+        """A live copy of a queued entry that moves from one structure to another; the
+        original is dead, so the items of it left behind are dropped as they surface. A
+        new sequence number: heap items of the two never tie (entries do not compare)."""
+        self._seq += 1
+        return QueuedEntry(
+            entry.request, entry.kind, entry.degradation, entry.shadowed, entry.enqueued_at,
+            entry.expires_at, entry.expiry_reason, self._seq, entry.flow,
+        )  # fmt: skip
 
     def _leave_held(self, entry: QueuedEntry, reason: Reason, now: float) -> Decision:
         names = self._held.remove(entry)
@@ -413,7 +423,7 @@ class Scheduler:
         fairness.discard(fstate, other)
         # ``other`` leaves the fairness structures as if popped: it is marked dead (so no
         # copy of it there can come out again) and a live copy takes its place in the queue.
-        taken = _alive_copy(other)
+        taken = self._alive_copy(other)
         self._queue.add(taken, self._queue.remove(other))
         book.replaced(taken)
         fairness.push_back(fstate, entry)
@@ -553,12 +563,3 @@ class Scheduler:
             charged_tokens=self._charged,
             released_tokens=self._released,
         )
-
-
-def _alive_copy(entry: QueuedEntry) -> QueuedEntry:
-    """A live copy of a queued entry that is leaving one structure for another; the
-    original is dead, so copies of it left behind are dropped as they surface."""
-    return QueuedEntry(
-        entry.request, entry.kind, entry.degradation, entry.shadowed, entry.enqueued_at,
-        entry.expires_at, entry.expiry_reason, entry.seq, entry.flow,
-    )  # fmt: skip

@@ -274,3 +274,25 @@ def test_a_continuation_set_aside_by_headroom_is_neither_lost_nor_dispatched_twi
     second = s.poll(f)
     assert [t.request_id for t in second if isinstance(t, Ticket)] == [b1.request_id]
     assert s.stats().queued == 0 and s.poll(f) == []
+
+
+def test_precedence_over_many_queued_calls_of_the_same_instant() -> None:
+    """Every queued call expires at the same instant (no deadline, one arrival time): the
+    queue's heaps order them by sequence, so a continuation taken ahead must not share
+    its sequence with the item it left behind (entries themselves do not compare)."""
+    clock = ManualClock()
+    s = runs_on(clock)
+    f = fleet(clock, backend(max_num_seqs=1))
+    running = s.submit(call(clock, "a", calls=100, tokens=100_000), f)
+    queued = [s.submit(call(clock, f"new{i}"), f) for i in range(40)]
+    queued += [s.submit(call(clock, "a"), f) for _ in range(40)]
+    assert all(isinstance(d, Decision) for d in queued)
+    served: list[str] = []
+    while isinstance(running, Ticket):
+        s.release(running, Outcome.COMPLETED, Usage(100, 100))
+        s.next_wakeup()  # reads the expiry heap from its front, as the dispatcher does
+        out = [t for t in s.poll(f) if isinstance(t, Ticket)]
+        served += [t.request_id for t in out]
+        running = out[0] if out else None
+    assert served[:40] == [d.request_id for d in queued[40:]]  # run a's calls first
+    assert sorted(served) == sorted(d.request_id for d in queued)
