@@ -296,3 +296,19 @@ def test_precedence_over_many_queued_calls_of_the_same_instant() -> None:
         running = out[0] if out else None
     assert served[:40] == [d.request_id for d in queued[40:]]  # run a's calls first
     assert sorted(served) == sorted(d.request_id for d in queued)
+
+
+def test_calls_queued_for_capacity_count_against_the_branch_limit() -> None:
+    clock = ManualClock()
+    s = runs_on(clock)
+    f = fleet(clock, backend(max_num_seqs=2))
+    fill = [s.submit(request(clock, tenant="t2"), f) for _ in range(2)]
+    out = [s.submit(call(clock, "a", branches=2), f) for _ in range(4)]
+    assert all(isinstance(d, Decision) for d in out)
+    assert s.stats().queued == 2 and s.run_stats().held_calls == 2
+    for ticket in fill:
+        assert isinstance(ticket, Ticket)
+        s.release(ticket, Outcome.COMPLETED, Usage(100, 100))
+    dispatched = [t for t in s.poll(f) if isinstance(t, Ticket)]
+    assert sorted(t.request_id for t in dispatched) == sorted(d.request_id for d in out[:2])
+    assert s.poll(f) == [] and s.run_stats().held_calls == 2
