@@ -101,9 +101,10 @@ class Admission:
         if avoid:
             fleet = _without(fleet, avoid)
         result = self.scheduler.submit(req, fleet)
-        if self._waiters or isinstance(result, Decision):
+        if self._waiters or isinstance(result, Decision) or req.run is not None:
             # A Ticket at once with nobody queued changes nothing the dispatcher could act
-            # on: no wake-up, no extra poll per request.
+            # on: no wake-up, no extra poll per request. A call of an agent run may have
+            # set a run's deadline: the dispatcher's next wake-up is read again.
             self._wake.set()
         return result
 
@@ -145,7 +146,8 @@ class Admission:
         latency_s: float | None = None,
     ) -> None:
         self.scheduler.release(ticket, outcome, usage, ttft_s=ttft_s, latency_s=latency_s)
-        if self._waiters:  # freed capacity matters only to someone queued
+        if self._waiters or ticket.request.run is not None:
+            # freed capacity matters only to someone queued; a run's idle timer restarts
             self._wake.set()
         self._report_run_ends()  # a closing run completes with its last call
 

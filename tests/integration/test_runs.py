@@ -18,6 +18,7 @@ from tests.integration.harness import (
     MODEL,
     Gateway,
     chat_body,
+    decode_seconds,
     gateway_config,
     serve_gateway,
     wait_for,
@@ -146,6 +147,35 @@ async def test_delete_frees_the_engine_slots_and_refuses_the_waiting_call(
         m = await gw.metrics()
         assert m["sluicegate_runs_ended_total{end=cancelled,tenant=alice}"] == 1
         assert m["sluicegate_run_wasted_tokens_total{tenant=alice}"] > 0
+
+
+async def test_a_passing_run_deadline_cuts_its_streams_and_frees_the_engine(
+    start_emulator: StartEmulator,
+) -> None:
+    emu = start_emulator(speed=5.0)
+    seqs = emu.runner.profile.engine.max_num_seqs
+    deadline_s = 1.0
+    tokens = 4000
+    assert decode_seconds(emu, tokens) > 10 * deadline_s  # the streams cannot finish in time
+    raw = gateway_config([emu.url], RUNS, max_num_seqs=seqs, scrape=SCRAPE)
+    async with serve_gateway(raw) as gw:
+        headers = {**_run("late"), "X-Agent-Run-Deadline-Ms": str(int(deadline_s * 1000))}
+        client = gw.client(headers=headers)
+
+        async def stream() -> bytes:
+            body = chat_body(tokens, stream=True)
+            async with client.stream("POST", "/v1/chat/completions", json=body) as r:
+                assert r.status_code == 200
+                return b"".join([chunk async for chunk in r.aiter_raw()])
+
+        bodies = await asyncio.gather(stream(), stream())
+        assert all(b'"type": "run_ended"' in body for body in bodies)
+        await wait_for(lambda: emu.runner.engine.num_running == 0, what="the engine freed")
+        late = await client.post("/v1/chat/completions", json=chat_body(8))
+        assert late.status_code == 409
+        assert late.json()["error"]["code"] == "run_deadline_expired"
+        m = await gw.metrics()
+        assert m["sluicegate_runs_ended_total{end=abandoned,tenant=alice}"] == 1
 
 
 async def test_without_runs_the_headers_change_nothing(start_emulator: StartEmulator) -> None:

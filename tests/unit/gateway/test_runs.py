@@ -93,3 +93,34 @@ async def test_delete_ends_the_run_queued_call_refused_stream_cut(caplog: Any) -
     assert len({r["request_id"] for r in run_records}) == 3
     assert {r["outcome"] for r in run_records} == {"cancelled", "rejected"}
     assert all("run-1" not in json.dumps(r) for r in run_records)
+
+
+async def test_a_run_deadline_cuts_its_stream_with_nothing_else_happening() -> None:
+    """No scrapes, nothing queued: the run's deadline alone must wake the dispatcher."""
+    fleet = FakeFleet(FakeBackend("a"))
+    async with over_loopback(make_config(policy=RUNS_ON), fleet) as h:
+        deadline = {"x-agent-run-deadline-ms": "200"}
+        h.backend("a").gates[1] = asyncio.Event()
+        ctx = h.client.stream("POST", CHAT, headers=_run("soon", **deadline), json=_body(True))
+        stream = await ctx.__aenter__()
+        rest = await asyncio.wait_for(_read_all(stream), 3.0)
+        await ctx.__aexit__(None, None, None)
+        assert b'"type": "run_ended"' in rest
+        await asyncio.wait_for(h.backend("a").closed.wait(), 3.0)
+        state = (await h.client.get("/v1/runs/soon", headers=auth())).json()
+        assert state["reason"] == "run_deadline_expired"
+
+
+async def test_an_idle_run_ends_completed_with_nothing_else_happening() -> None:
+    """No scrapes, nothing queued: the release of the run's last call arms its idle timer."""
+    fleet = FakeFleet(FakeBackend("a"))
+    policy = {"runs": {"enabled": True, "idle_timeout_s": 0.2}}
+    async with over_loopback(make_config(policy=policy), fleet) as h:
+        r = await h.client.post(CHAT, headers=_run("brief"), json=_body())
+        assert r.status_code == 200
+        await wait_until(lambda: h.ctx.scheduler.run_stats().open_runs == 0)
+        state = (await h.client.get("/v1/runs/brief", headers=auth())).json()
+        assert state["reason"] == "run_ended"
+        ended = h.ctx.metrics.exposition().decode()
+        assert 'sluicegate_runs_ended_total{end="completed",tenant="acme"} 1.0' in ended
+        assert 'sluicegate_run_latency_seconds_count{tenant="acme"} 1.0' in ended
