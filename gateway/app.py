@@ -42,8 +42,10 @@ from gateway.front.auth import Authenticator
 from gateway.front.completions import handle_completion
 from gateway.front.errors import error_body
 from gateway.front.inbound import CHAT, COMPLETIONS, request_id_from
+from gateway.front.runs import cancel_run, complete_run, run_state
 from gateway.metrics.exporter import GatewayMetrics, GaugeSample
 from gateway.metrics.records import RecordSink
+from gateway.metrics.runs import RunMetrics
 from gateway.state.exposition import SharedStateCollector
 from gateway.state.fallback import effective
 from policies.engine.scheduler import Scheduler
@@ -153,6 +155,7 @@ def _context(
     )  # fmt: skip
     ctx.stalls = StallBounds(cfg.stall, cfg.server.read_timeout_s)
     metrics.add_scrape_time_gauges(lambda: _scheduler_gauges(ctx))
+    admission.on_run_end = RunMetrics(metrics, lambda: ctx.scheduler.run_stats()).ended
     if scraper is not None:
         register_backend_metrics(metrics.registry, scraper, clock=clock, health=pool.health)
     return ctx
@@ -303,6 +306,18 @@ def _routes(app: FastAPI, ctx: GatewayContext, scraper: MetricsScraper | None) -
     async def admin_fleet(_request: Request) -> Response:
         return JSONResponse(_finite(await ctx.shared.fleet()))
 
+    async def run_get(request: Request) -> Response:
+        return await run_state(ctx, request)
+
+    async def run_delete(request: Request) -> Response:
+        return await cancel_run(ctx, request)
+
+    async def run_complete(request: Request) -> Response:
+        return await complete_run(ctx, request)
+
+    app.add_route("/v1/runs/{run_id}", run_get, methods=["GET"])
+    app.add_route("/v1/runs/{run_id}", run_delete, methods=["DELETE"])
+    app.add_route("/v1/runs/{run_id}/complete", run_complete, methods=["POST"])
     app.add_route("/admin/fleet", admin_fleet, methods=["GET"])
     app.add_route("/admin/backends", admin_backends, methods=["GET"])
     app.add_route("/admin/scheduler", admin_scheduler, methods=["GET"])

@@ -16,6 +16,7 @@ from policies.engine.prefill_backlog_params import PrefillBacklogParams
 from policies.engine.queue_params import QueueParams
 from policies.engine.retry_after_params import RetryAfterParams
 from policies.ladder.ladder_params import LadderParams
+from policies.runs.runs_params import RunsParams
 
 
 @dataclass(frozen=True)
@@ -33,3 +34,4 @@ class PolicySet:
     retry_after: RetryAfterParams = field(default_factory=RetryAfterParams)
     headroom: HeadroomParams = field(default_factory=HeadroomParams)
     prefill_backlog: PrefillBacklogParams = field(default_factory=PrefillBacklogParams)
+    runs: RunsParams = field(default_factory=RunsParams)

@@ -27,6 +27,7 @@ from policies.ladder.ladder_params import LadderParams
 from policies.params import Params
 from policies.plugins import BUILTIN, Role
 from policies.policy_set import PolicySet
+from policies.runs.runs_params import RunsParams
 
 Loc = tuple[str | int, ...]
 _ROLE_BASE: dict[Role, type] = {
@@ -74,7 +75,7 @@ def registered(role: Role) -> Mapping[str, type[Plugin[Any, Any]]]:
 
 
 SECTION_KEYS = {"name", "limit", "fairness", "queue", "gates", "ladder", "retry_after", "headroom",
-             "prefill_backlog"}  # fmt: skip
+             "prefill_backlog", "runs"}  # fmt: skip
 
 
 def build_policy(raw: Mapping[str, Any] | None) -> PolicySet:
@@ -98,14 +99,15 @@ def build_policy(raw: Mapping[str, Any] | None) -> PolicySet:
     retry = _model(RetryAfterParams, raw.get("retry_after"), ("retry_after",), errors)
     headroom = _model(HeadroomParams, raw.get("headroom"), ("headroom",), errors)
     prefill = _model(PrefillBacklogParams, raw.get("prefill_backlog"), ("prefill_backlog",), errors)
+    runs = _model(RunsParams, raw.get("runs"), ("runs",), errors)
     if errors:
         raise PolicyConfigError(errors)
     assert isinstance(limit, Limit) and isinstance(fairness, Fairness)
     assert isinstance(discipline, Discipline) and queue and ladder and retry and headroom
-    assert prefill
+    assert prefill and runs
     return PolicySet(
         str(name), policy_version(raw), limit, fairness, discipline, gates,
-        queue, ladder, retry, headroom, prefill,
+        queue, ladder, retry, headroom, prefill, runs,
     )  # fmt: skip
 
 

@@ -40,6 +40,12 @@ class Reason(str, enum.Enum):  # noqa: UP042
     RETRY_BUDGET_EXHAUSTED = "retry_budget_exhausted"
     CLASS_SHED = "class_shed"
     NO_HEALTHY_BACKEND = "no_healthy_backend"
+    RUN_RESERVATIONS_FULL = "run_reservations_full"
+    """A new agent run: the fleet cannot drain the work already promised to runs in time."""
+    RUN_CANCELLED = "run_cancelled"
+    RUN_DEADLINE_EXPIRED = "run_deadline_expired"
+    RUN_ENDED = "run_ended"
+    """A call of an agent run that has already ended (completed, or abandoned)."""
 
 
 class Outcome(str, enum.Enum):  # noqa: UP042
@@ -108,6 +114,22 @@ class Usage:
 
 @quick_init
 @dataclass(frozen=True, slots=True)
+class RunHints:
+    """The agent run a call belongs to, and what its client says of the run (docs/runs.md).
+
+    ``run_id`` is the client's, scoped by tenant. ``deadline`` is absolute clock seconds,
+    fixed by the run's first call; ``calls``/``tokens`` the run's expected totals and
+    ``branches`` its most parallel calls; None: not said (learned per flow instead)."""
+
+    run_id: str
+    deadline: float | None = None
+    calls: int | None = None
+    tokens: int | None = None
+    branches: int | None = None
+
+
+@quick_init
+@dataclass(frozen=True, slots=True)
 class RequestInfo:
     """Everything the decision core may know about a request. Never the prompt itself.
 
@@ -129,6 +151,8 @@ class RequestInfo:
     prompt_hash: str = ""
     stream: bool = False
     """The response is streamed: the gateway sees its first token come back."""
+    run: RunHints | None = None
+    """The agent run this call belongs to (``X-Agent-Run-Id``), or None."""
 
     @property
     def flow(self) -> FlowKey:

@@ -14,12 +14,14 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from gateway.admission.run_cuts import RunCuts
 from policies.engine.scheduler_types import SchedulerStats, Ticket
 from policies.fleet import FleetSnapshot, Health
 from policies.policy_set import PolicySet
+from policies.runs.run import RunEnded, RunStats
 from policies.types import Clock, Decision, Outcome, RequestInfo, Usage
 
 log = logging.getLogger("sluicegate.admission")
@@ -49,6 +51,12 @@ class SchedulerLike(Protocol):
     def retry_after(self, seconds: float | None) -> float: ...
     def stats(self) -> SchedulerStats: ...
     def swap(self, policy: PolicySet) -> None: ...
+    def end_run(
+        self, tenant: str, run_id: str, *, cancel: bool = True
+    ) -> list[Decision] | None: ...
+    def run_state(self, tenant: str, run_id: str) -> dict[str, object] | None: ...
+    def take_run_ends(self) -> Sequence[RunEnded]: ...
+    def run_stats(self) -> RunStats: ...
 
 
 Result = Ticket | Decision
@@ -75,6 +83,9 @@ class Admission:
         self._waiters: dict[str, asyncio.Future[Result]] = {}
         self._wake = asyncio.Event()
         self._on_poll_result = on_poll_result
+        self.run_cuts = RunCuts()
+        """The calls in flight of each agent run, cut when their run ends (docs/runs.md)."""
+        self.on_run_end: Callable[[RunEnded], None] | None = None
 
     @property
     def waiting(self) -> int:
@@ -90,9 +101,10 @@ class Admission:
         if avoid:
             fleet = _without(fleet, avoid)
         result = self.scheduler.submit(req, fleet)
-        if self._waiters or isinstance(result, Decision):
+        if self._waiters or isinstance(result, Decision) or req.run is not None:
             # A Ticket at once with nobody queued changes nothing the dispatcher could act
-            # on: no wake-up, no extra poll per request.
+            # on: no wake-up, no extra poll per request. A call of an agent run may have
+            # set a run's deadline: the dispatcher's next wake-up is read again.
             self._wake.set()
         return result
 
@@ -134,8 +146,10 @@ class Admission:
         latency_s: float | None = None,
     ) -> None:
         self.scheduler.release(ticket, outcome, usage, ttft_s=ttft_s, latency_s=latency_s)
-        if self._waiters:  # freed capacity matters only to someone queued
+        if self._waiters or ticket.request.run is not None:
+            # freed capacity matters only to someone queued; a run's idle timer restarts
             self._wake.set()
+        self._report_run_ends()  # a closing run completes with its last call
 
     def first_token(self, ticket: Ticket) -> None:
         """A streamed response's first token came back: room may have opened for the
@@ -148,12 +162,35 @@ class Admission:
         for result in self.scheduler.poll(self._snapshot()):
             if self._on_poll_result is not None:
                 self._on_poll_result(result)
-            future = self._waiters.pop(result.request_id, None)
-            if future is not None and not future.done():
-                future.set_result(result)
-            elif isinstance(result, Ticket):
-                log.warning("ticket %s had no waiter; released", result.request_id)
-                self.release(result, Outcome.CANCELLED)
+            self._hand_out(result)
+        self._report_run_ends()
+
+    def _hand_out(self, result: Result) -> None:
+        future = self._waiters.pop(result.request_id, None)
+        if future is not None and not future.done():
+            future.set_result(result)
+        elif isinstance(result, Ticket):
+            log.warning("ticket %s had no waiter; released", result.request_id)
+            self.release(result, Outcome.CANCELLED)
+
+    def end_run(self, tenant: str, run_id: str, *, cancel: bool = True) -> bool:
+        """End ``tenant``'s open run ``run_id``: cancelled (its queued calls refused at once,
+        those in flight cut) or, with ``cancel`` False, completed once its calls are done.
+        False: no such open run of this tenant."""
+        refused = self.scheduler.end_run(tenant, run_id, cancel=cancel)
+        if refused is None:
+            return False
+        for decision in refused:
+            self._hand_out(decision)
+        self._report_run_ends()
+        self._wake.set()
+        return True
+
+    def _report_run_ends(self) -> None:
+        for ended in self.scheduler.take_run_ends():
+            self.run_cuts.cut(ended)
+            if self.on_run_end is not None:
+                self.on_run_end(ended)
 
     async def run(self) -> None:
         """The dispatcher task: never raises except on cancellation."""

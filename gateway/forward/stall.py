@@ -104,18 +104,19 @@ class StallBounds:
 class StallWatch:
     """One upstream attempt's watchdog. ``cut`` is done when the attempt must end:
     ``reason`` says why: ``"gone"`` (the client left, while the handler still listens),
-    ``"down"`` (health marked the backend down) or ``"silent"`` (no event within the
-    bound). ``bound_s`` None watches health only. One timer per bound period, not per
-    event: ``heard`` only notes the time."""
+    ``"down"`` (health marked the backend down), ``"silent"`` (no event within the
+    bound) or ``"ended"`` (the call's agent run ended: ``ended_by`` holds the result of
+    ``ended``, its reason). ``bound_s`` None watches health only. One timer per bound
+    period, not per event: ``heard`` only notes the time."""
 
     __slots__ = (
-        "_bound", "_down", "_gone", "_loop", "_timer", "cut", "last", "paused", "reason",
-        "started",
+        "_bound", "_down", "_ended", "_gone", "_loop", "_timer", "cut", "ended_by", "last",
+        "paused", "reason", "started",
     )  # fmt: skip
 
     def __init__(
         self, bound_s: float | None, *, down: asyncio.Future[Any] | None,
-        gone: asyncio.Future[Any] | None,
+        gone: asyncio.Future[Any] | None, ended: asyncio.Future[Any] | None = None,
     ) -> None:  # fmt: skip
         self._loop = asyncio.get_running_loop()
         self.cut: asyncio.Future[None] = self._loop.create_future()
@@ -125,8 +126,10 @@ class StallWatch:
         self.started = self.last = self._loop.time()
         self._bound = bound_s
         self._timer: asyncio.TimerHandle | None = None
-        self._down, self._gone = down, gone
-        for future, callback in ((down, self._on_down), (gone, self._on_gone)):
+        self._down, self._gone, self._ended = down, gone, ended
+        self.ended_by: Any = None
+        watched = ((down, self._on_down), (gone, self._on_gone), (ended, self._on_ended))
+        for future, callback in watched:
             if future is not None:
                 future.add_done_callback(callback)
         self._arm()
@@ -169,6 +172,11 @@ class StallWatch:
         if not future.cancelled():  # cancelled = the handler stopped listening
             self._fire("gone")
 
+    def _on_ended(self, future: asyncio.Future[Any]) -> None:
+        if not future.cancelled():
+            self.ended_by = future.result()
+            self._fire("ended")
+
     def _fire(self, reason: str) -> None:
         if not self.cut.done():
             self.reason = reason
@@ -180,7 +188,8 @@ class StallWatch:
             self._timer = None
         _unhook(self._down, self._on_down)
         _unhook(self._gone, self._on_gone)
-        self._down = self._gone = None
+        _unhook(self._ended, self._on_ended)
+        self._down = self._gone = self._ended = None
         if not self.cut.done():
             self.cut.cancel()
 

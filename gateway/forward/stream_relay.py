@@ -20,9 +20,10 @@ from gateway.admission.flight import CLIENT_CLOSED_REQUEST, Flight
 from gateway.forward.stall import StallWatch
 from gateway.forward.streaming_response import race
 from gateway.forward.upstream import SseRelay, Upstream, sse_error_event
-from policies.types import Outcome, Usage
+from policies.types import Outcome, Reason, Usage
 
 STALLED = 504  # the record's status for a stream the backend stopped feeding
+RUN_ENDED = 409  # the record's status for a stream cut because its agent run ended
 
 
 class _Stalled(Exception):
@@ -94,9 +95,15 @@ async def relay_stream(
         outcome, status = Outcome.COMPLETED, 200
     except _Stalled:
         assert watch is not None
-        outcome, status, error = Outcome.FAILED, STALLED, f"backend {watch.reason}"
-        flight.ctx.metrics.upstream_errors.labels(flight.record.backend or "", "stall").inc()
-        yield sse_error_event("the backend stopped responding; the response is incomplete")
+        if watch.reason == "ended":  # the call's agent run was cancelled or expired
+            expired = watch.ended_by is Reason.RUN_DEADLINE_EXPIRED
+            outcome = Outcome.EXPIRED if expired else Outcome.CANCELLED
+            status, error = RUN_ENDED, f"run {getattr(watch.ended_by, 'value', 'ended')}"
+            yield sse_error_event("the agent run ended; the response is incomplete", "run_ended")
+        else:
+            outcome, status, error = Outcome.FAILED, STALLED, f"backend {watch.reason}"
+            flight.ctx.metrics.upstream_errors.labels(flight.record.backend or "", "stall").inc()
+            yield sse_error_event("the backend stopped responding; the response is incomplete")
     except httpx.HTTPError as exc:
         if relay.done:  # the answer was whole; the connection broke after it
             outcome, status = Outcome.COMPLETED, 200

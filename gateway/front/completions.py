@@ -34,6 +34,7 @@ from gateway.front.disconnect import DisconnectWatch
 from gateway.front.errors import ApiError
 from gateway.front.inbound import (
     ParsedBody,
+    RunHeaders,
     decode_json_object,
     header_map,
     parse_body,
@@ -47,8 +48,9 @@ from gateway.front.responses import (
     headers,
     refuse,
     rejection,
+    run_ended,
 )
-from gateway.metrics.records import RequestRecord, prompt_sha256
+from gateway.metrics.records import RequestRecord, prompt_sha256, run_digest
 from gateway.state.contract import Refusal
 from gateway.state.fallback import quota_limits
 from policies.engine.scheduler import DuplicateRequestId
@@ -60,6 +62,7 @@ from policies.types import (
     Outcome,
     Reason,
     RequestInfo,
+    RunHints,
     deadline_bucket,
 )
 
@@ -138,8 +141,16 @@ async def _prepare(
         session_id=meta.session_id,
         prompt_hash=prompt_sha256(parsed.prompt),
         stream=parsed.stream,
+        run=_run_hints(meta.run, arrival),
     )
     return Prepared(runtime, path, parsed, info, raw)
+
+
+def _run_hints(run: RunHeaders | None, arrival: float) -> RunHints | None:
+    if run is None:
+        return None
+    deadline = None if run.deadline_s is None else arrival + run.deadline_s
+    return RunHints(run.run_id, deadline, run.calls, run.tokens, run.branches)
 
 
 async def read_body(
@@ -195,6 +206,8 @@ def _record(prepared: Prepared, arrival: float) -> RequestRecord:
         req.request_id, req.tenant, req.workload_class, req.model, prepared.path,
         prepared.parsed.stream, req.prompt_hash, arrival, is_retry=req.is_retry,
     )  # fmt: skip
+    if req.run is not None:
+        record.extra["run_sha256"] = run_digest(req.tenant, req.run.run_id)
     return record
 
 
@@ -289,7 +302,7 @@ async def _open(
                          stream=parsed.stream, raw=prepared.raw,
                          key=parsed.max_tokens_field)  # fmt: skip
     client, pool = ctx.pool.client(ticket.backend), ctx.pool.upstream(ticket.backend)
-    watch = _watch(ctx, ticket.backend, prepared.parsed.stream, gone)
+    watch = _watch(ctx, ticket, prepared.parsed.stream, gone)
     handed_over = False
     try:
         started, upstream = await race(
@@ -299,6 +312,8 @@ async def _open(
         if upstream is not None:
             ctx.pool.note_success(ticket.backend)
         if not started or upstream is None:
+            if watch.reason == "ended":
+                return run_ended(flight, watch.ended_by)
             if watch.reason != "gone":
                 return _stalled(ctx, flight, ticket.backend)
             flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
@@ -325,17 +340,22 @@ async def _open(
 
 
 def _watch(
-    ctx: GatewayContext, backend: str, stream: bool, gone: asyncio.Future[None]
+    ctx: GatewayContext, ticket: Ticket, stream: bool, gone: asyncio.Future[None]
 ) -> StallWatch:
-    """The attempt's watchdog: the client leaving, the backend going down, and for a
-    stream, silence before the first event beyond the backend's measured bound."""
+    """The attempt's watchdog: the client leaving, the backend going down, the call's
+    agent run ending, and for a stream, silence before the first event beyond the
+    backend's measured bound."""
+    backend, run = ticket.backend, ticket.request.run
+    ended = None
+    if run is not None and ctx.scheduler.policy.runs.enabled:
+        ended = ctx.admission.run_cuts.future(ticket.request.tenant, run.run_id)
     stalls = ctx.stalls
     down = ctx.pool.down_signal(backend) if stalls and stalls.config.cut_when_down else None
     bound = None
     if stream and stalls is not None:
         view = next((v for v in ctx.pool.snapshot().backends if v.name == backend), None)
         bound = stalls.first_token_s(backend, view.ttft_p90_s if view else None)
-    return StallWatch(bound, down=down, gone=gone)
+    return StallWatch(bound, down=down, gone=gone, ended=ended)
 
 
 def _stalled(ctx: GatewayContext, flight: Flight, backend: str) -> str:
@@ -361,6 +381,8 @@ async def _respond(
             raise
         if first is None:
             await upstream.aclose()
+            if watch.reason == "ended":
+                return run_ended(flight, watch.ended_by)
             if watch.reason != "gone":
                 return _stalled(ctx, flight, backend)
             flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
@@ -377,6 +399,8 @@ async def _respond(
     finally:
         await upstream.aclose()
     if not done or data is None:
+        if watch.reason == "ended":
+            return run_ended(flight, watch.ended_by)
         if watch.reason != "gone":
             return _stalled(ctx, flight, backend)
         flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)

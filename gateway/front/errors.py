@@ -13,7 +13,12 @@ _BODY_TYPE: dict[Reason, str] = {
     Reason.RETRY_BUDGET_EXHAUSTED: "rate_limit_exceeded",
     Reason.DEADLINE_INFEASIBLE: "deadline_infeasible",
     Reason.DEADLINE_EXPIRED: "deadline_expired",
+    Reason.RUN_CANCELLED: "run_ended",
+    Reason.RUN_DEADLINE_EXPIRED: "run_ended",
+    Reason.RUN_ENDED: "run_ended",
 }
+RUN_ENDED_REASONS = frozenset({Reason.RUN_CANCELLED, Reason.RUN_DEADLINE_EXPIRED, Reason.RUN_ENDED})
+"""A call of an agent run that ended: 409, not to be retried (docs/runs.md)."""
 
 
 class ApiError(Exception):
@@ -48,6 +53,8 @@ def error_body(
 
 
 def rejection_status(reason: Reason) -> int:
+    if reason in RUN_ENDED_REASONS:
+        return 409
     return 503 if reason is Reason.NO_HEALTHY_BACKEND else 429
 
 

@@ -27,6 +27,24 @@ _encode_unicode = json_encoder(ensure_ascii=False)
 
 
 @dataclass(frozen=True)
+class RunHeaders:
+    """The agent run a call belongs to (docs/runs.md). ``deadline_s``: relative seconds
+    (the run's first call fixes the run's deadline); None: not sent."""
+
+    run_id: str
+    deadline_s: float | None = None
+    calls: int | None = None
+    tokens: int | None = None
+    branches: int | None = None
+
+
+RUN_ID = "x-agent-run-id"
+_RUN_HINTS = (("x-agent-run-calls", "calls"), ("x-agent-run-tokens", "tokens"),
+              ("x-agent-run-branches", "branches"))  # fmt: skip
+_RUN_DEADLINE = "x-agent-run-deadline-ms"
+
+
+@dataclass(frozen=True)
 class Metadata:
     """What the request headers say. ``deadline_s`` is relative seconds, or None."""
 
@@ -35,6 +53,7 @@ class Metadata:
     deadline_s: float | None
     session_id: str | None
     is_retry: bool
+    run: RunHeaders | None = None
 
 
 @dataclass(frozen=True)
@@ -104,7 +123,45 @@ def parse_metadata(headers: Mapping[str, str], tenant: Tenant, request_id: str) 
     for name in ("x-stainless-retry-count", "x-retry-attempt"):
         if (value := headers.get(name)) is not None:
             retry = retry or _count(value, name) > 0
-    return Metadata(request_id, cls, deadline_s, session or None, retry)
+    return Metadata(request_id, cls, deadline_s, session or None, retry, run_headers(headers))
+
+
+def run_headers(headers: Mapping[str, str]) -> RunHeaders | None:
+    """``X-Agent-Run-Id`` and its hints; a hint without a run id is an error."""
+    run_id = headers.get(RUN_ID)
+    if run_id is None:
+        for name in (_RUN_DEADLINE, *(n for n, _ in _RUN_HINTS)):
+            if name in headers:
+                raise ApiError(400, f"{_title(name)} needs X-Agent-Run-Id", param=_title(name))
+        return None
+    if not valid_run_id(run_id):
+        raise ApiError(400, "X-Agent-Run-Id must be 1-128 printable ASCII characters",
+                       param="X-Agent-Run-Id")  # fmt: skip
+    raw_deadline = headers.get(_RUN_DEADLINE)
+    deadline_s = None
+    if raw_deadline is not None:
+        deadline_s = _positive_number(raw_deadline, _title(_RUN_DEADLINE)) / 1000.0
+    hints: dict[str, int] = {}
+    for name, field in _RUN_HINTS:
+        if (value := headers.get(name)) is not None:
+            hints[field] = _positive_int(value, _title(name))
+    return RunHeaders(run_id, deadline_s, **hints)
+
+
+def valid_run_id(run_id: str) -> bool:
+    return 0 < len(run_id) <= _MAX_ID_LEN and run_id.isprintable() and run_id.isascii()
+
+
+def _title(name: str) -> str:
+    """``x-agent-run-calls`` -> ``X-Agent-Run-Calls`` (as the client wrote it, usually)."""
+    return "-".join(part.capitalize() for part in name.split("-"))
+
+
+def _positive_int(value: str, name: str) -> int:
+    text = value.strip()
+    if not text.isdigit() or not text.isascii() or int(text) <= 0 or len(text) > 12:
+        raise ApiError(400, f"{name} must be a positive integer", param=name)
+    return int(text)
 
 
 def _positive_number(value: str, name: str) -> float:

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response
 from gateway.admission.flight import Flight
 from gateway.context import GatewayContext, Runtime
 from gateway.front.errors import (
+    RUN_ENDED_REASONS,
     ApiError,
     error_body,
     rejection_body,
@@ -57,12 +58,30 @@ def headers(flight: Flight) -> dict[str, str]:
     return out
 
 
+_OUTCOME_OF = {
+    Reason.DEADLINE_EXPIRED: Outcome.EXPIRED,
+    Reason.RUN_DEADLINE_EXPIRED: Outcome.EXPIRED,
+}
+
+
 def rejection(flight: Flight, decision: Decision) -> Response:
     status = rejection_status(decision.reason)
-    flight.finish(Outcome.EXPIRED if decision.reason is Reason.DEADLINE_EXPIRED
-                  else Outcome.REJECTED, status=status)  # fmt: skip
+    flight.finish(_OUTCOME_OF.get(decision.reason, Outcome.REJECTED), status=status)
+    if decision.reason in RUN_ENDED_REASONS:  # retrying cannot help: the run is over
+        hdrs = {**headers(flight), "x-should-retry": "false"}
+        return JSONResponse(rejection_body(decision), status_code=status, headers=hdrs)
     hdrs = {**headers(flight), **retry_after_headers(decision.retry_after_s)}
     return JSONResponse(rejection_body(decision), status_code=status, headers=hdrs)
+
+
+def run_ended(flight: Flight, reason: object) -> Response:
+    """A call in flight cut because its agent run ended (cancelled, or its deadline)."""
+    code = reason.value if isinstance(reason, Reason) else Reason.RUN_ENDED.value
+    outcome = Outcome.EXPIRED if reason is Reason.RUN_DEADLINE_EXPIRED else Outcome.CANCELLED
+    flight.finish(outcome, status=409, error=f"run {code}")
+    body = error_body(f"the agent run ended: {code}", "run_ended", None, code)
+    hdrs = {**headers(flight), "x-should-retry": "false"}
+    return JSONResponse(body, status_code=409, headers=hdrs)
 
 
 def exhausted(ctx: GatewayContext, runtime: Runtime, flight: Flight, failure: str) -> Response:

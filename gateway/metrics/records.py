@@ -40,6 +40,12 @@ def prompt_sha256(payload: Any) -> str:
     return hashlib.sha256(_canonical(payload).encode("utf-8")).hexdigest()
 
 
+def run_digest(tenant: str, run_id: str) -> str:
+    """The record's reference to an agent run: a hash of tenant and run id (16 hex digits),
+    which joins a run's calls without storing the client's id."""
+    return hashlib.sha256(f"{tenant}\x00{run_id}".encode()).hexdigest()[:16]
+
+
 @dataclass
 class RequestRecord:
     """Mutable while the request runs; emitted once, at its terminal outcome."""

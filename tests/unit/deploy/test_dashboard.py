@@ -106,6 +106,11 @@ def test_the_sre_topics_are_on_the_dashboard(dashboard: dict[str, Any]) -> None:
         "deadlines": "sluicegate_deadlines_total",
         "retries": "sluicegate_retries_total",
         "config reloads": "sluicegate_config_reloads_total",
+        "agent runs started": "sluicegate_runs_started_total",
+        "agent runs ended": "sluicegate_runs_ended_total",
+        "run latency": "sluicegate_run_latency_seconds_bucket",
+        "wasted tokens": "sluicegate_run_wasted_tokens_total",
+        "reservations outstanding": "sluicegate_run_reserved_tokens",
     }
     missing = {topic: name for topic, name in topics.items() if name not in used}
     assert missing == {}

@@ -218,9 +218,13 @@ class Scheduler:
     def cancel(self, request_id: str) -> bool:
         return True
 
+    def take_run_ends(self) -> tuple[()]:
+        return ()
+
 
 class Ticket:
     request_id = "r1"
+    request = RequestInfo("r1", "t", "interactive", "m", WorkEstimate(1, 1), 0.0)
 
 
 def _delay() -> Decision:
@@ -233,7 +237,7 @@ async def test_an_immediate_ticket_does_not_wake_the_dispatcher_a_delay_does() -
     scheduler = Scheduler(Ticket())
     empty = FleetSnapshot(0.0, ())
     admission = Admission(scheduler, lambda: empty, clock=Clock())  # type: ignore[arg-type]
-    request: RequestInfo = None  # type: ignore[assignment]  # the fake never reads it
+    request = Ticket.request
     admission.submit(request)
     assert not admission._wake.is_set()
     admission.release(Ticket(), Outcome.COMPLETED)

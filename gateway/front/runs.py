@@ -1,0 +1,50 @@
+"""The run endpoints (docs/runs.md): ``GET``/``DELETE /v1/runs/{run_id}`` and
+``POST /v1/runs/{run_id}/complete``, authenticated as the run's tenant.
+
+A run is visible to its own tenant only: another tenant's run id answers 404, as an
+unknown one does. ``DELETE`` cancels: the run's queued calls are refused at once (409
+``run_cancelled``), its calls in flight are cut upstream (the engine frees their slots),
+its reservation is released. ``complete`` ends it as completed once its calls are done.
+Both are idempotent: an ended run answers with its state.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gateway.context import GatewayContext
+from gateway.front.errors import error_body
+from gateway.front.inbound import valid_run_id
+
+
+async def run_state(ctx: GatewayContext, request: Request) -> Response:
+    return _answer(ctx, request, None)
+
+
+async def cancel_run(ctx: GatewayContext, request: Request) -> Response:
+    return _answer(ctx, request, True)
+
+
+async def complete_run(ctx: GatewayContext, request: Request) -> Response:
+    return _answer(ctx, request, False)
+
+
+def _answer(ctx: GatewayContext, request: Request, cancel: bool | None) -> Response:
+    tenant = ctx.runtime.auth.authenticate(request.headers.get("authorization"))
+    if tenant is None:
+        body = error_body("missing or unknown API key", "authentication_error", None,
+                          "invalid_api_key")  # fmt: skip
+        return JSONResponse(body, status_code=401)
+    run_id = str(request.path_params["run_id"])
+    if not valid_run_id(run_id):
+        body = error_body("a run id is 1-128 printable ASCII characters", "invalid_request_error",
+                          "run_id")  # fmt: skip
+        return JSONResponse(body, status_code=400)
+    if cancel is not None:
+        ctx.admission.end_run(tenant.name, run_id, cancel=cancel)
+    state = ctx.scheduler.run_state(tenant.name, run_id)
+    if state is None:
+        body = error_body(f"no agent run {run_id!r}", "not_found_error", None, "run_not_found")
+        return JSONResponse(body, status_code=404)
+    return JSONResponse(state)

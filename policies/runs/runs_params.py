@@ -1,0 +1,37 @@
+"""Parameters of the run book (``policy.runs``), apart from it for mypyc (see
+``policies/params.py``). Off by default: without ``enabled: true`` a call's run headers
+change nothing."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from policies.params import Params
+
+
+class RunsParams(Params):
+    enabled: bool = False
+    """Admit agent runs: reservations, precedence of started runs, fan-out ceilings."""
+    idle_timeout_s: float = Field(default=60.0, gt=0)
+    """A run with nothing queued or in flight for this long has ended."""
+    promise_horizon_s: float | None = Field(default=None, gt=0)
+    """A new run is admitted only if the work promised to admitted runs, its own included,
+    drains within this many seconds at the measured drain rate (or before the run's
+    deadline, if sooner); else its first call is refused with Retry-After. None: no such
+    check (runs still get precedence and ceilings)."""
+    default_calls: int = Field(default=4, ge=1)
+    """Calls reserved for a run without hints whose flow has no completed run yet; the
+    reservation is this many times its first call's estimated tokens."""
+    default_branches: int | None = Field(default=None, ge=1)
+    """Fan-out ceiling of a run without ``X-Agent-Run-Branches``; None: no ceiling."""
+    learned_ceiling: bool = False
+    """Without a branches hint, cap a run's parallel calls at its flow's learned fan-out
+    (the quantile below) instead of ``default_branches``."""
+    learned_quantile: float = Field(default=0.9, gt=0, le=1)
+    """Quantile of completed runs' calls, tokens and fan-out that a run of the flow reserves."""
+    learned_runs: int = Field(default=64, ge=1)
+    """Completed runs kept per flow for that quantile (the newest)."""
+    max_runs: int = Field(default=100_000, ge=1)
+    """Open runs at most; a new run beyond them is refused (run_reservations_full)."""
+    ended_kept: int = Field(default=10_000, ge=1)
+    """Ended run ids remembered (newest first), so a late call of one is refused."""
