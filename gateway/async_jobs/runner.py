@@ -130,7 +130,8 @@ class AsyncJobs:
             wait = 1.0 if due is None else min(1.0, max(0.0, due - self.ctx.clock()))
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), wait)
+                async with asyncio.timeout(wait):
+                    await self._changed.wait()
 
     def sweep(self) -> None:
         self.store.limits = limits_of(self.config)

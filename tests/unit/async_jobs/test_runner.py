@@ -1,0 +1,111 @@
+"""Async jobs in the gateway, in process with fake backends and a clock the test moves:
+a job holding a ticket is cancelled by DELETE and by shutdown with its ticket released; a
+result over the byte bound ends its job as an error; a stream is run whole."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gateway.config.schema import GatewayConfig
+from tests.unit.gateway.conftest import Harness, auth, in_process, wait_until
+from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config
+
+CHAT = "/v1/chat/completions"
+ASYNC = {**auth(), "prefer": "respond-async"}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _config(**handoff: Any) -> GatewayConfig:
+    quota = {"type": "tenant_quota", "parameters": {"default": {"tokens_per_minute": 60}}}
+    return make_config(
+        policy={"gates": [quota], "ladder": {"steps": []}},
+        async_jobs={"enabled": True, "retry_interval_s": 0.005, "max_pending_s": 86400, **handoff},
+    )
+
+
+def _body(**extra: Any) -> dict[str, Any]:
+    return {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 40,
+            **extra}  # fmt: skip
+
+
+async def _hand_off(h: Harness, clock: Clock, body: dict[str, Any]) -> str:
+    """Spend the tenant's bucket, hand the next call off, then refill the bucket."""
+    assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
+    r = await h.client.post(CHAT, headers=ASYNC, json=body)
+    assert r.status_code == 202, r.text
+    clock.now += 3600.0
+    return r.headers["location"]
+
+
+def _outcomes(h: Harness, outcome: str) -> float:
+    text = h.ctx.metrics.exposition().decode()
+    prefix = f'sluicegate_outcomes_total{{class="interactive",outcome="{outcome}"'
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(prefix))  # fmt: skip
+
+
+@pytest.mark.parametrize("end", ["delete", "shutdown"])
+async def test_a_running_job_is_cancelled_and_its_ticket_released(end: str) -> None:
+    backend = FakeBackend("a")
+    clock = Clock()
+    async with in_process(_config(), FakeFleet(backend), clock=clock) as h:
+        backend.mode = "ok"
+        assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
+        backend.mode = "hold"  # the job's answer never comes
+        r = await h.client.post(CHAT, headers=ASYNC, json=_body())
+        assert r.status_code == 202
+        clock.now += 3600.0
+        await wait_until(lambda: len(backend.requests) == 2)
+        assert h.ctx.scheduler.stats().in_flight == 1
+        if end == "delete":
+            assert (await h.client.delete(r.headers["location"], headers=auth())).status_code == 204
+            assert (await h.client.get(r.headers["location"], headers=auth())).status_code == 404
+    assert h.ctx.scheduler.stats().in_flight == 0
+    assert h.ctx.scheduler.stats().queued == 0
+    assert _outcomes(h, "cancelled") == 1 and _outcomes(h, "completed") == 1
+    assert h.ctx.async_jobs is not None and h.ctx.async_jobs.store.pending() == 0
+
+
+async def test_a_result_over_the_byte_bound_ends_the_job_as_an_error() -> None:
+    clock = Clock()
+    config = _config(max_result_bytes=64, max_total_result_bytes=64)
+    async with in_process(config, FakeFleet(FakeBackend("a")), clock=clock) as h:
+        location = await _hand_off(h, clock, _body())
+        await wait_until(lambda: _outcomes(h, "failed") == 1)
+        r = await h.client.get(location, headers=auth())
+        assert r.status_code == 507
+        assert r.json()["error"]["code"] == "async_result_too_large"
+        assert h.ctx.scheduler.stats().in_flight == 0
+
+
+async def test_a_stream_is_run_whole_and_answered_as_one_body() -> None:
+    clock = Clock()
+    backend = FakeBackend("a")
+    async with in_process(_config(), FakeFleet(backend), clock=clock) as h:
+        body = _body(stream=True, stream_options={"include_usage": True})
+        location = await _hand_off(h, clock, body)
+        await wait_until(lambda: _outcomes(h, "completed") == 2)
+        sent = backend.requests[-1]
+        assert "stream" not in sent and "stream_options" not in sent
+        r = await h.client.get(location, headers=auth())
+        assert r.status_code == 200 and r.headers["x-sluicegate-async-status"] == "done"
+        assert json.loads(r.content)["usage"]["completion_tokens"] == backend.tokens
+
+
+async def test_without_the_handoff_enabled_the_header_changes_nothing() -> None:
+    clock = Clock()
+    config = _config(enabled=False)
+    async with in_process(config, FakeFleet(FakeBackend("a")), clock=clock) as h:
+        assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
+        r = await h.client.post(CHAT, headers=ASYNC, json=_body())
+        assert r.status_code == 429 and "preference-applied" not in r.headers
