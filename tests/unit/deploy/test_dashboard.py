@@ -106,6 +106,9 @@ def test_the_sre_topics_are_on_the_dashboard(dashboard: dict[str, Any]) -> None:
         "deadlines": "sluicegate_deadlines_total",
         "retries": "sluicegate_retries_total",
         "config reloads": "sluicegate_config_reloads_total",
+        "async jobs handed off": "sluicegate_async_jobs_queued_total",
+        "async jobs ended (done, expired, ...)": "sluicegate_async_jobs_ended_total",
+        "async jobs pending": "sluicegate_async_jobs_pending",
     }
     missing = {topic: name for topic, name in topics.items() if name not in used}
     assert missing == {}
