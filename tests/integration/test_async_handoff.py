@@ -111,7 +111,13 @@ async def test_pending_jobs_are_cancelled_bounded_and_expire(emulator: EmbeddedE
         assert (await bob.delete(pending)).status_code == 204
         assert (await bob.get(pending)).status_code == 404
 
-        never = await _handed_off(carol, body)
+        sdk = gw.openai("carol")  # as the README shows it
+        raw = await sdk.chat.completions.with_raw_response.create(
+            model=body["model"], messages=body["messages"], max_tokens=OUTPUT,
+            extra_headers={"Prefer": "respond-async"},
+        )  # fmt: skip
+        assert raw.http_response.status_code == 202
+        never = raw.headers["location"]
         expired = await _settled_job(carol, never)
         assert expired.status_code == 503
         assert expired.json()["error"]["code"] == "async_job_expired"
