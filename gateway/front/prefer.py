@@ -42,8 +42,10 @@ def preferences(values: Iterable[str]) -> dict[str, Preference]:
 
 def prefers_async(raw_headers: Iterable[tuple[bytes, bytes]]) -> bool:
     """The request's headers (ASGI's raw list) ask for ``respond-async``."""
-    lines = (v.decode("latin-1") for k, v in raw_headers if k.lower() == b"prefer")
-    return RESPOND_ASYNC in preferences(lines)
+    lines = [v for k, v in raw_headers if k.lower() == b"prefer"]
+    if not any(b"respond-async" in v.lower() for v in lines):
+        return False  # not named at all: nothing to parse
+    return RESPOND_ASYNC in preferences(v.decode("latin-1") for v in lines)
 
 
 def _preference(element: str) -> Preference | None:
@@ -104,6 +106,10 @@ def _quoted(text: str) -> str | None:
 def _split(text: str, sep: str) -> Iterator[str]:
     """``text`` split at ``sep`` outside quoted strings; empty list elements dropped
     (``#rule`` allows them)."""
+    if '"' not in text:  # nothing quoted: a plain split says the same
+        for part in text.split(sep):
+            yield from _non_empty(part, sep)
+        return
     start, quoted, escaped = 0, False, False
     for i, c in enumerate(text):
         if escaped:

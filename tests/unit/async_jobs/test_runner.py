@@ -1,17 +1,20 @@
 """Async jobs in the gateway, in process with fake backends and a clock the test moves:
 a job holding a ticket is cancelled by DELETE and by shutdown with its ticket released; a
-result over the byte bound ends its job as an error; a stream is run whole."""
+result over the byte bound ends its job as an error; a stream is run whole; a job never
+overtakes a call already waiting."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import pytest
 
 from gateway.config.schema import GatewayConfig
-from tests.unit.gateway.conftest import Harness, auth, in_process, wait_until
-from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config
+from gateway.front.auth import key_digest
+from tests.unit.gateway.conftest import Harness, auth, in_process, over_loopback, wait_until
+from tests.unit.gateway.fakes import API_KEY, OTHER_KEY, FakeBackend, FakeFleet, make_config
 
 CHAT = "/v1/chat/completions"
 ASYNC = {**auth(), "prefer": "respond-async"}
@@ -109,3 +112,48 @@ async def test_without_the_handoff_enabled_the_header_changes_nothing() -> None:
         assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
         r = await h.client.post(CHAT, headers=ASYNC, json=_body())
         assert r.status_code == 429 and "preference-applied" not in r.headers
+
+
+async def test_a_job_never_overtakes_a_call_already_waiting() -> None:
+    """Even from a tenant in a higher priority band (the job's band is still above the
+    waiting call's), a job waits until nobody is queued."""
+    clock = Clock()
+    backend = FakeBackend("a")
+    tenants = [
+        {"name": "acme", "api_key_sha256": [key_digest(API_KEY)], "priority": 5},
+        {"name": "beta", "api_key_sha256": [key_digest(OTHER_KEY)]},
+    ]
+    quota = {"type": "tenant_quota",
+             "parameters": {"tenants": {"acme": {"tokens_per_minute": 60}}}}  # fmt: skip
+    fairness = {"type": "priority", "parameters": {"starvation_after_s": 1000}}
+    policy = {"fairness": fairness, "gates": [quota], "queue": {"max_wait_s": 600},
+              "ladder": {"steps": []}}  # fmt: skip
+    config = make_config(
+        tenants=tenants, policy=policy,
+        async_jobs={"enabled": True, "retry_interval_s": 0.005, "max_pending_s": 86400},
+    )  # fmt: skip
+    beta = auth(OTHER_KEY)
+    async with over_loopback(config, FakeFleet(backend), clock=clock) as h:
+        assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
+        gate = backend.gates[1] = asyncio.Event()
+        holder = h.client.stream("POST", CHAT, headers=beta, json=_body(stream=True))
+        await holder.__aenter__()
+        await wait_until(lambda: backend.sent == [0])
+        waiting = asyncio.ensure_future(
+            h.client.post(CHAT, headers=beta, json=_body(messages=_say("waiting")))
+        )
+        await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
+        r = await h.client.post(CHAT, headers=ASYNC, json=_body(messages=_say("job")))
+        assert r.status_code == 202
+        clock.now += 120.0  # acme's bucket is full again; the waiting call is still queued
+        await asyncio.sleep(0.05)  # a runner that ignored the queue would submit by now
+        gate.set()
+        await holder.__aexit__(None, None, None)
+        assert (await waiting).status_code == 200
+        await wait_until(lambda: _outcomes(h, "completed") == 4)
+    said = [req["messages"][0]["content"] for req in backend.requests]
+    assert said[2:] == ["waiting", "job"]
+
+
+def _say(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
