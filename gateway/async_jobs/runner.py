@@ -87,7 +87,6 @@ class AsyncJobs:
         self.store = JobStore(limits_of(self.config), clock=ctx.clock)
         self.metrics = AsyncMetrics(ctx.metrics, self.store)
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._flights: dict[str, Flight] = {}
         self._changed = asyncio.Event()
 
     @property
@@ -109,7 +108,6 @@ class AsyncJobs:
             flight.grant = None
         self.metrics.queued(job.tenant)
         flight.record.extra["async_job"] = job.id
-        self._flights[job.id] = flight
         self._tasks[job.id] = asyncio.get_running_loop().create_task(self._run(job, flight))
         self._changed.set()
         return job
@@ -162,7 +160,6 @@ class AsyncJobs:
             ending = Ending(JobState.FAILED, _GATEWAY_ERROR)
         finally:
             self._tasks.pop(job.id, None)
-            self._flights.pop(job.id, None)
         self._end(job, flight, ending)
 
     def _end(self, job: Job, flight: Flight, ending: Ending) -> None:
@@ -194,6 +191,7 @@ class AsyncJobs:
             if failures >= flight.ctx.runtime.loaded.config.server.max_attempts:
                 return Ending(JobState.FAILED, _NO_BACKEND)
             self.store.requeue(job)
+            await asyncio.sleep(self.config.retry_interval_s)  # not at once into the same
 
     def _background(self, req: RequestInfo, job_id: str) -> RequestInfo:
         """The call as background work: the job's id, class and band; no deadline (its
@@ -216,7 +214,7 @@ class AsyncJobs:
     async def _admit(self, flight: Flight, req: RequestInfo) -> Ticket | Decision:
         """A Ticket, or the refusal (shared limits first in fleet mode) to wait out."""
         ctx = self.ctx
-        if ctx.shared.mode != "local":
+        if ctx.shared.mode != "local" and flight.grant is None:  # kept after a failed try
             held = await ctx.shared.admit(req, quota_limits(ctx.scheduler.policy, req.tenant))
             if isinstance(held, Refusal):
                 return _refusal(ctx, req, held)

@@ -9,10 +9,14 @@ import asyncio
 import json
 from typing import Any
 
+import httpx
 import pytest
 
 from gateway.config.schema import GatewayConfig
 from gateway.front.auth import key_digest
+from gateway.state.contract import Grant, Refusal
+from policies.gates.quota_params import TenantLimits
+from policies.types import Reason, RequestInfo, Usage
 from tests.unit.gateway.conftest import Harness, auth, in_process, over_loopback, wait_until
 from tests.unit.gateway.fakes import API_KEY, OTHER_KEY, FakeBackend, FakeFleet, make_config
 
@@ -157,3 +161,59 @@ async def test_a_job_never_overtakes_a_call_already_waiting() -> None:
 
 def _say(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
+
+
+class _SharedLimits:
+    """Fleet mode's shared state, refusing the first ``refusals`` admissions."""
+
+    mode = "shared"
+    replicas = 2
+    failures = 0
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+        self.granted = 0
+        self.released = 0
+
+    async def admit(self, req: RequestInfo, limits: TenantLimits | None) -> Grant | Refusal | None:
+        if self.refusals:
+            self.refusals -= 1
+            return Refusal(Reason.TENANT_QUOTA, 0.001)
+        self.granted += 1
+        return Grant(f"m{self.granted}", req.tenant, TenantLimits(), 1)
+
+    def release(self, grant: Grant, usage: Usage | None, served: bool) -> None:
+        self.released += 1
+
+    async def run(self) -> None:
+        await asyncio.Event().wait()
+
+    async def fleet(self) -> dict[str, Any]:
+        return {}
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _BusyOnce(FakeBackend):
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        response = await super().handle(request)
+        if request.url.path.startswith("/v1/"):
+            self.mode = "ok"
+        return response
+
+
+async def test_in_fleet_mode_a_job_holds_one_shared_grant_and_gives_it_back() -> None:
+    """Refused by the shared limits, handed off, refused again, granted, refused by a busy
+    engine, sent again: one grant taken, one given back."""
+    backend = _BusyOnce("a", mode="busy")
+    config = make_config(policy={"ladder": {"steps": []}},
+                         async_jobs={"enabled": True, "retry_interval_s": 0.005})  # fmt: skip
+    async with in_process(config, FakeFleet(backend)) as h:
+        shared = _SharedLimits(refusals=2)
+        h.ctx.shared = shared
+        r = await h.client.post(CHAT, headers=ASYNC, json=_body())
+        assert r.status_code == 202 and r.headers["x-sluicegate-reason"] == "tenant_quota_exceeded"
+        await wait_until(lambda: _outcomes(h, "completed") == 1)
+        assert len(backend.requests) == 2
+        assert shared.granted == shared.released == 1
