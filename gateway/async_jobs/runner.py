@@ -191,7 +191,7 @@ class AsyncJobs:
             if failures >= flight.ctx.runtime.loaded.config.server.max_attempts:
                 return Ending(JobState.FAILED, _NO_BACKEND)
             self.store.requeue(job)
-            await asyncio.sleep(self.config.retry_interval_s)  # not at once into the same
+            await asyncio.sleep(self.config.retry_interval_s)  # not straight back at a busy engine
 
     def _background(self, req: RequestInfo, job_id: str) -> RequestInfo:
         """The call as background work: the job's id, class and band; no deadline (its
