@@ -104,6 +104,7 @@ async def test_a_stream_is_run_whole_and_answered_as_one_body() -> None:
         await wait_until(lambda: _outcomes(h, "completed") == 2)
         sent = backend.requests[-1]
         assert "stream" not in sent and "stream_options" not in sent
+        assert (await h.client.get(location)).status_code == 401
         r = await h.client.get(location, headers=auth())
         assert r.status_code == 200 and r.headers["x-sluicegate-async-status"] == "done"
         assert json.loads(r.content)["usage"]["completion_tokens"] == backend.tokens
