@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
-from gateway.config.schema import GatewayConfig
+from gateway.config.schema import GatewayConfig, load_config
 from gateway.front.auth import key_digest
 from gateway.state.contract import Grant, Refusal
 from policies.gates.quota_params import TenantLimits
@@ -218,3 +220,23 @@ async def test_in_fleet_mode_a_job_holds_one_shared_grant_and_gives_it_back() ->
         await wait_until(lambda: _outcomes(h, "completed") == 1)
         assert len(backend.requests) == 2
         assert shared.granted == shared.released == 1
+
+
+async def test_a_reload_turns_the_handoff_on(tmp_path: Path) -> None:
+    raw: dict[str, Any] = {
+        "tenants": [{"name": "acme", "api_key_sha256": [key_digest(API_KEY)]}],
+        "backends": [{"name": "a", "url": "http://a.test", "models": ["tiny"]}],
+        "scrape": {"enabled": False},
+        "policy": {"gates": [{"type": "tenant_quota",
+                              "parameters": {"default": {"tokens_per_minute": 60}}}]},
+    }  # fmt: skip
+    path = tmp_path / "gw.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    async with in_process(load_config(path), FakeFleet(FakeBackend("a")), config_path=path) as h:
+        assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
+        assert (await h.client.post(CHAT, headers=ASYNC, json=_body())).status_code == 429
+        path.write_text(yaml.safe_dump({**raw, "async_jobs": {"enabled": True}}))
+        assert h.ctx.reloader is not None and h.ctx.reloader.reload() is True
+        r = await h.client.post(CHAT, headers=ASYNC, json=_body())
+        assert r.status_code == 202, r.text
+        assert (await h.client.delete(r.headers["location"], headers=auth())).status_code == 204
