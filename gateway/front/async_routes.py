@@ -27,15 +27,16 @@ from policies.types import Decision
 ASYNC_PATH = "/v1/async/{job_id}"
 
 
-def refused(
-    ctx: GatewayContext, flight: Flight, decision: Decision, prefer_async: bool,
-    work: tuple[str, ParsedBody, bytes],
-) -> Response:  # fmt: skip
-    """The answer to a refused call: its 429 (503), or a 202 when it preferred an async
-    answer, the handoff covers the refusal's reason and the tenant's async queue has room."""
+def hand_off(
+    ctx: GatewayContext, flight: Flight, decision: Decision, work: tuple[str, ParsedBody, bytes]
+) -> Response | None:
+    """For a refused call that prefers an async answer: the 202 when the handoff covers the
+    refusal's reason and the tenant's async queue has room, the 429 marked
+    ``x-sluicegate-async: tenant_queue_full`` when it has none; None when the handoff is off
+    or does not cover the reason (the caller answers the refusal as usual)."""
     jobs = ctx.async_jobs
-    if not prefer_async or jobs is None or not jobs.accepts(decision):
-        return rejection(flight, decision)
+    if jobs is None or not jobs.accepts(decision):
+        return None
     try:
         job = jobs.hand_off(flight, AsyncWork(*work))
     except TenantFull:

@@ -30,7 +30,7 @@ from gateway.forward.upstream import (
     upstream_body,
     usage_from_body,
 )
-from gateway.front.async_routes import refused
+from gateway.front.async_routes import hand_off
 from gateway.front.disconnect import DisconnectWatch
 from gateway.front.errors import ApiError
 from gateway.front.inbound import (
@@ -48,6 +48,7 @@ from gateway.front.responses import (
     exhausted,
     headers,
     refuse,
+    rejection,
 )
 from gateway.metrics.records import RequestRecord, prompt_sha256
 from gateway.state.contract import Refusal
@@ -239,8 +240,14 @@ async def _dispatch(
 def _refused(
     ctx: GatewayContext, flight: Flight, prepared: Prepared, decision: Decision
 ) -> Response:
-    work = (prepared.path, prepared.parsed, prepared.raw)
-    return refused(ctx, flight, decision, prepared.prefer_async, work)
+    """A REJECT's answer: the 429 (503), or the async handoff's 202 when the client asked
+    for it (``Prefer: respond-async``, docs/async.md)."""
+    if prepared.prefer_async:
+        work = (prepared.path, prepared.parsed, prepared.raw)
+        handed = hand_off(ctx, flight, decision, work)
+        if handed is not None:
+            return handed
+    return rejection(flight, decision)
 
 
 async def _admit_shared(ctx: GatewayContext, flight: Flight, req: RequestInfo) -> Decision | None:
