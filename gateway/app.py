@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.admission.dispatcher import Admission, SchedulerLike
+from gateway.async_jobs.runner import AsyncJobs
 from gateway.backends.pool import BackendPool
 from gateway.backends.scrape.exposition import backends_admin, register_backend_metrics
 from gateway.backends.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget
@@ -38,6 +39,8 @@ from gateway.config.schema import GatewayConfig, LoadedConfig, config_version
 from gateway.config.yaml_lines import LineIndex
 from gateway.context import Estimator, GatewayContext, Runtime
 from gateway.forward.stall import StallBounds
+from gateway.front import async_routes
+from gateway.front.async_routes import ASYNC_PATH
 from gateway.front.auth import Authenticator
 from gateway.front.completions import handle_completion
 from gateway.front.errors import error_body
@@ -83,6 +86,7 @@ def create_app(
         loaded, scheduler, estimator or TokenEstimator(), clock, transport, closers, batch_records
     )
     ctx.full_policy = scheduler.policy
+    ctx.async_jobs = AsyncJobs(ctx)
     if loaded.config.state.backend == "redis":
         ctx.shared = _redis_state(ctx)
     ctx.metrics.registry.register(SharedStateCollector(lambda: ctx.shared))
@@ -233,6 +237,8 @@ def _lifespan(
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         jobs = [ctx.admission.run(), ctx.shared.run()]
+        if ctx.async_jobs is not None:
+            jobs.append(ctx.async_jobs.run())
         if background:
             await ctx.pool.probe_all()
             jobs.append(ctx.pool.run_probes())
@@ -250,6 +256,8 @@ def _lifespan(
         try:
             yield
         finally:
+            if ctx.async_jobs is not None:  # pending jobs end cancelled, tickets released
+                await ctx.async_jobs.aclose()
             if scraper is not None:
                 scraper.stop()
             for task in tasks:
@@ -319,10 +327,22 @@ def _routes(app: FastAPI, ctx: GatewayContext, scraper: MetricsScraper | None) -
     app.add_route("/v1/runs/{run_id}", run_delete, methods=["DELETE"])
     app.add_route("/v1/runs/{run_id}/complete", run_complete, methods=["POST"])
     app.add_route("/admin/fleet", admin_fleet, methods=["GET"])
+    _async_routes(app, ctx)
     app.add_route("/admin/backends", admin_backends, methods=["GET"])
     app.add_route("/admin/scheduler", admin_scheduler, methods=["GET"])
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
+
+
+def _async_routes(app: FastAPI, ctx: GatewayContext) -> None:
+    async def poll(request: Request) -> Response:
+        return await async_routes.poll(ctx, request)
+
+    async def cancel(request: Request) -> Response:
+        return await async_routes.cancel(ctx, request)
+
+    app.add_route(ASYNC_PATH, poll, methods=["GET"])
+    app.add_route(ASYNC_PATH, cancel, methods=["DELETE"])
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -15,7 +15,9 @@ from typing import Any
 
 from gateway.config.schema import GatewayConfig
 
-HOT = frozenset({"auth", "tenants", "workload_classes", "default_workload_class", "policy"})
+HOT = frozenset(
+    {"auth", "tenants", "workload_classes", "default_workload_class", "policy", "async_jobs"}
+)
 """Top-level settings a reload applies at once (and ``HOT_SERVER`` of ``server``)."""
 HOT_SERVER = frozenset({
     "max_body_bytes", "body_timeout_s", "max_sequences_per_request", "max_attempts",

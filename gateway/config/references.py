@@ -3,8 +3,9 @@ dump), so they run and are located also when other fields are invalid.
 
 Each problem is ``(path, message)``: an anonymous tenant that is not configured (at
 ``auth.anonymous_tenant``), a default class that is not listed, a tenant's unknown class, a
-duplicate tenant or backend name or key digest (at the second one), and a tenant named in
-the policy's parameters (a per-tenant quota) that is not configured.
+duplicate tenant or backend name or key digest (at the second one), a tenant named in
+the policy's parameters (a per-tenant quota) that is not configured, and an async job class
+(``async_jobs.workload_class``) that is not listed.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ def _class_problems(
         cls = tenant.get("default_class")
         if isinstance(cls, str) and cls not in listed:
             yield ("tenants", i, "default_class"), _not_listed(cls, listed)
+    handoff = data.get("async_jobs")
+    cls = handoff.get("workload_class", "background") if isinstance(handoff, Mapping) else None
+    if isinstance(cls, str) and cls not in listed:
+        yield ("async_jobs", "workload_class"), _not_listed(cls, listed)
 
 
 def _not_listed(cls: str, listed: list[str]) -> str:

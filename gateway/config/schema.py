@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from gateway.async_jobs.config import AsyncJobsConfig
 from gateway.config.references import reference_problems
 from gateway.config.yaml_lines import LineIndex, load_yaml_with_lines
 from policies.registry import error_message
@@ -162,6 +163,7 @@ class GatewayConfig(_Strict):
     stall: StallConfig = Field(default_factory=StallConfig)
     reload: ReloadConfig = Field(default_factory=ReloadConfig)
     state: StateConfig = Field(default_factory=StateConfig)
+    async_jobs: AsyncJobsConfig = Field(default_factory=AsyncJobsConfig)
     policy: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

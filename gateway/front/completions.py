@@ -30,6 +30,7 @@ from gateway.forward.upstream import (
     upstream_body,
     usage_from_body,
 )
+from gateway.front.async_routes import hand_off
 from gateway.front.disconnect import DisconnectWatch
 from gateway.front.errors import ApiError
 from gateway.front.inbound import (
@@ -41,6 +42,7 @@ from gateway.front.inbound import (
     parse_metadata,
     request_id_from,
 )
+from gateway.front.prefer import prefers_async
 from gateway.front.responses import (
     UpstreamAnswer,
     error_response,
@@ -77,6 +79,8 @@ class Prepared:
     request: RequestInfo
     raw: bytes
     """The body as the client sent it (``parsed.body`` is its decoding)."""
+    prefer_async: bool = False
+    """``Prefer: respond-async``: a refusal may become a 202 (``async_routes.refused``)."""
 
 
 async def handle_completion(ctx: GatewayContext, request: Request, path: str) -> Response:
@@ -143,7 +147,8 @@ async def _prepare(
         stream=parsed.stream,
         run=_run_hints(meta.run, arrival),
     )
-    return Prepared(runtime, path, parsed, info, raw)
+    prefer = "prefer" in hdrs and prefers_async(request.scope["headers"])
+    return Prepared(runtime, path, parsed, info, raw, prefer)
 
 
 def _run_hints(run: RunHeaders | None, arrival: float) -> RunHints | None:
@@ -219,9 +224,9 @@ async def _dispatch(
         cls = prepared.request.workload_class
         ctx.metrics.retries.labels(ctx.metrics.tenant_label(prepared.request.tenant), cls).inc()
     if ctx.shared.mode != "local":
-        refused = await _admit_shared(ctx, flight, prepared.request)
-        if refused is not None:
-            return refused
+        refusal = await _admit_shared(ctx, flight, prepared.request)
+        if refusal is not None:
+            return _refused(ctx, flight, prepared, refusal)
     attempts = prepared.runtime.loaded.config.server.max_attempts
     avoid: set[str] = set()
     last_failure = "busy"
@@ -236,7 +241,7 @@ async def _dispatch(
         if isinstance(admitted, Decision):
             if avoid and admitted.reason is Reason.NO_HEALTHY_BACKEND:
                 break  # only backends that just failed this request were left
-            return rejection(flight, admitted)
+            return _refused(ctx, flight, prepared, admitted)
         outcome = await _open(ctx, flight, prepared, admitted, gone)
         if not isinstance(outcome, str):
             return outcome
@@ -245,9 +250,22 @@ async def _dispatch(
     return exhausted(ctx, prepared.runtime, flight, last_failure)
 
 
-async def _admit_shared(ctx: GatewayContext, flight: Flight, req: RequestInfo) -> Response | None:
+def _refused(
+    ctx: GatewayContext, flight: Flight, prepared: Prepared, decision: Decision
+) -> Response:
+    """A REJECT's answer: the 429 (503), or the async handoff's 202 when the client asked
+    for it (``Prefer: respond-async``, docs/async.md)."""
+    if prepared.prefer_async:
+        work = (prepared.path, prepared.parsed, prepared.raw)
+        handed = hand_off(ctx, flight, decision, work)
+        if handed is not None:
+            return handed
+    return rejection(flight, decision)
+
+
+async def _admit_shared(ctx: GatewayContext, flight: Flight, req: RequestInfo) -> Decision | None:
     """The tenant's global lease and token reservation (fleet mode), before the core decides;
-    a refusal is answered here, a grant is released by ``Flight.finish``."""
+    a refusal is returned to answer, a grant is released by ``Flight.finish``."""
     policy = ctx.scheduler.policy
     held = await ctx.shared.admit(req, quota_limits(policy, req.tenant))
     if isinstance(held, Refusal):
@@ -255,7 +273,7 @@ async def _admit_shared(ctx: GatewayContext, flight: Flight, req: RequestInfo) -
         decision = make_decision(policy, req, DecisionKind.REJECT, held.reason,
                                  retry_after_s=after)  # fmt: skip
         flight.decided(decision)
-        return rejection(flight, decision)
+        return decision
     flight.grant = held
     return None
 

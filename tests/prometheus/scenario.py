@@ -2,7 +2,9 @@
 
 1. quiet: a few requests, every backend up; the rules are evaluated on that data;
 2. load: admits, queueing (delays), a degrade (a batch tenant's output capped), 429s (a
-   tenant over its concurrency), expiries, deadlines, client retries, refused requests;
+   tenant over its concurrency), async handoffs (202) of some of those and a handoff
+   refused (its tenant's async queue full), expiries, deadlines, client retries, refused
+   requests;
    then ``SluicegateShedRateHigh`` is awaited firing;
 3. a bad config file: ``SluicegateConfigReloadFailing`` awaited firing; then a good one;
 4. one backend killed (SIGKILL) with requests on it, then the other:
@@ -91,6 +93,15 @@ def gateway_config(port: int, backends: list[str], policy_name: str) -> dict[str
         "health": {"interval_s": 0.5, "timeout_s": 1.0, "failures_to_down": 2},
         "scrape": {"enabled": True, "interval_s": 0.2},
         "reload": {"watch": True, "interval_s": 0.3},
+        # bursty's calls refused for its concurrency may be handed off (one job at a time);
+        # nobody polls, so each result is let go unread after its TTL
+        "async_jobs": {
+            "enabled": True,
+            "workload_class": "batch",
+            "max_pending_per_tenant": 1,
+            "result_ttl_s": 4.0,
+            "retry_interval_s": 0.2,
+        },
         "policy": {
             "name": policy_name,
             "queue": {"max_wait_s": 2.0},
@@ -188,6 +199,7 @@ def load_phase(run: Run, base: str) -> None:
             ("alice", 1, 24, {"x-stainless-retry-count": "1"}),
             ("alice", 2, 24, {"x-request-deadline-ms": "1"}),
             ("bursty", 6, 48),
+            ("bursty", 2, 48, {"prefer": "respond-async"}),
             ("batchy", 1, 64),
         )
         refused_requests(run, base)

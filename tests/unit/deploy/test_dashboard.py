@@ -111,6 +111,9 @@ def test_the_sre_topics_are_on_the_dashboard(dashboard: dict[str, Any]) -> None:
         "run latency": "sluicegate_run_latency_seconds_bucket",
         "wasted tokens": "sluicegate_run_wasted_tokens_total",
         "reservations outstanding": "sluicegate_run_reserved_tokens",
+        "async jobs handed off": "sluicegate_async_jobs_queued_total",
+        "async jobs ended (done, expired, ...)": "sluicegate_async_jobs_ended_total",
+        "async jobs pending": "sluicegate_async_jobs_pending",
     }
     missing = {topic: name for topic, name in topics.items() if name not in used}
     assert missing == {}

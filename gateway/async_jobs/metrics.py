@@ -1,0 +1,68 @@
+"""The async handoff's metrics, registered in the gateway's registry.
+
+``sluicegate_async_jobs_queued_total``: calls handed off (202). ``..._ended_total{state}``:
+each job's one ending (done, failed, expired, cancelled). ``..._refused_total``: handoffs
+refused because the tenant's async queue was full (the client got the 429).
+``sluicegate_async_results_dropped_total{fetched}``: results let go at their TTL, by whether
+anybody fetched them. Gauges at scrape time: jobs not ended, bytes of results kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import Counter
+
+from gateway.async_jobs.store import TERMINAL, JobState, JobStore
+from gateway.metrics.exporter import GatewayMetrics, GaugeSample
+
+
+class AsyncMetrics:
+    def __init__(self, metrics: GatewayMetrics, store: JobStore) -> None:
+        self._metrics = metrics
+        self._store = store
+        r = metrics.registry
+        self._queued = Counter(
+            "sluicegate_async_jobs_queued", "Calls handed off as async jobs (202)", ["tenant"],
+            registry=r,
+        )  # fmt: skip
+        self._ended = Counter(
+            "sluicegate_async_jobs_ended", "Async jobs by their one ending", ["tenant", "state"],
+            registry=r,
+        )  # fmt: skip
+        self._refused = Counter(
+            "sluicegate_async_jobs_refused",
+            "Handoffs refused: the tenant's async queue was full", ["tenant"], registry=r,
+        )  # fmt: skip
+        self._dropped = Counter(
+            "sluicegate_async_results_dropped", "Async results let go at their TTL", ["fetched"],
+            registry=r,
+        )  # fmt: skip
+        for fetched in ("true", "false"):
+            self._dropped.labels(fetched)
+        metrics.add_scrape_time_gauges(self._gauges)
+
+    def _tenant(self, tenant: str) -> str:
+        return self._metrics.tenant_label(tenant)
+
+    def queued(self, tenant: str) -> None:
+        label = self._tenant(tenant)
+        self._queued.labels(label).inc()
+        for state in TERMINAL:  # exported at 0 from the first job on, for rate()
+            self._ended.labels(label, state.value)
+
+    def ended(self, tenant: str, state: JobState) -> None:
+        self._ended.labels(self._tenant(tenant), state.value).inc()
+
+    def refused(self, tenant: str) -> None:
+        self._refused.labels(self._tenant(tenant)).inc()
+
+    def dropped(self, fetched: bool) -> None:
+        self._dropped.labels("true" if fetched else "false").inc()
+
+    def _gauges(self) -> Iterable[GaugeSample]:
+        none: dict[str, str] = {}
+        yield ("sluicegate_async_jobs_pending", "Async jobs not ended (waiting or running)",
+               none, self._store.pending())  # fmt: skip
+        yield ("sluicegate_async_result_bytes", "Bytes of async results kept in memory", none,
+               self._store.result_bytes)  # fmt: skip
