@@ -60,6 +60,8 @@ class InferencePoolWatcher:
         self.synced = asyncio.Event()
         self.failures = 0
         """API failures in a row (0 once a list succeeds)."""
+        self.errors = 0
+        """API failures in all (an expired watch is not one: it is relisted at once)."""
         self.lists = 0
         self._relists = 0
         """Relists in a row with no watch event between: the second and later back off."""
@@ -73,18 +75,20 @@ class InferencePoolWatcher:
                 except _Relist as why:
                     log.info("discovery: listing afresh (%s)", why)
                     self._relists += 1
-                    if self._relists > 1:
-                        await self._back_off(why)
+                    if self._relists > 1:  # relisting did not help: do not spin
+                        await self._back_off(why, self._relists - 1)
                 except Exception as exc:  # every API or decode failure: back off, keep all
+                    self.failures += 1
+                    self.errors += 1
                     await self._back_off(exc)
         finally:
             with contextlib.suppress(Exception):
                 await client.close()
 
-    async def _back_off(self, exc: Exception) -> None:
-        self.failures += 1
+    async def _back_off(self, exc: Exception, attempt: int | None = None) -> None:
         s = self._settings
-        delay = min(s.max_backoff_s, s.min_backoff_s * 2 ** (self.failures - 1))
+        n = self.failures if attempt is None else attempt
+        delay = min(s.max_backoff_s, s.min_backoff_s * 2 ** (n - 1))
         delay *= self._rng.uniform(0.5, 1.0)
         kept = len(self._published or [])
         log.warning("discovery: %s; keeping the %d backend(s) known, next try in %.1f s",

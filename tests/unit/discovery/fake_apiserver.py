@@ -172,6 +172,9 @@ class FakeApiServer:
         self._record("inferencepools", "MODIFIED" if name in self.pools else "ADDED", obj)
         self.pools[name] = obj
 
+    def delete_pool(self, name: str) -> None:
+        self._record("inferencepools", "DELETED", self.pools.pop(name))
+
     def put_pod(self, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
         self._record("pods", "MODIFIED" if name in self.pods else "ADDED", obj)
