@@ -127,6 +127,15 @@ class BackendPool:
     def names(self) -> list[str]:
         return list(self._states)
 
+    def configs(self) -> list[BackendConfig]:
+        """The backends now (listed, or discovered: ``set_backends`` changes them), e.g. to
+        map backend names to their ``ip:port`` endpoints."""
+        return [s.config for s in self._states.values()]
+
+    def config(self, backend: str) -> BackendConfig:
+        """One backend's config, also of one that left with requests still on it."""
+        return self._state(backend).config
+
     def client(self, backend: str) -> httpx.AsyncClient:
         return self._state(backend).client
 

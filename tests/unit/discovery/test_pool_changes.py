@@ -51,6 +51,8 @@ async def test_a_backend_that_left_stays_reachable_until_nothing_is_on_it() -> N
     pool.set_backends([_backend("b")])
     assert [v.name for v in pool.snapshot().backends] == ["b"]
     assert pool.upstream("a") is upstream  # the request on it still finds its connections
+    assert [c.name for c in pool.configs()] == ["b"]
+    assert pool.config("a").url == "http://a.test"  # its endpoint, for a late response
     pool.note_success("a")
     busy.clear()
     pool.set_backends([_backend("b"), _backend("c")])
