@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from commands.check_config import check_file
-from tests.unit.deploy.conftest import DEPLOY, REPO
+from tests.unit.deploy.conftest import DEPLOY, REPO, app_paths
 from tests.unit.deploy.test_kubernetes_fleet import SCHEMA_VERSIONS, kustomize
 
 EPP = DEPLOY / "kubernetes" / "epp"
@@ -119,8 +119,17 @@ def test_the_pool_points_at_the_pickers_service_and_port(epp: Objects) -> None:
     assert args[args.index("--host") + 1] == "0.0.0.0"
     labels = epp["Deployment/sluicegate-epp"]["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
-    probes = [container[k]["grpc"] for k in ("readinessProbe", "livenessProbe")]
-    assert [(p["port"], p["service"]) for p in probes] == [(9002, "readiness"), (9002, "liveness")]
+    probes = [container[k]["httpGet"] for k in ("readinessProbe", "livenessProbe")]
+    assert [(p["port"], p["path"]) for p in probes] == [("http", "/readyz"), ("http", "/healthz")]
+    assert service["spec"]["clusterIP"] == "None"  # DNS names every replica to the gateway
+
+
+def test_the_probe_paths_are_served(epp: Objects, tmp_path: Path) -> None:
+    loaded, _ = check_file(_config(epp, tmp_path))
+    assert loaded is not None
+    container = _container(epp)
+    paths = {container[k]["httpGet"]["path"] for k in ("readinessProbe", "livenessProbe")}
+    assert paths <= app_paths(loaded.config)
 
 
 def test_the_pool_selects_the_vllm_pods_on_their_port(epp: Objects) -> None:
