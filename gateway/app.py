@@ -31,6 +31,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.admission.dispatcher import Admission, SchedulerLike
 from gateway.backends.discovery.apply import first_sync, kubernetes_discovery, scrape_targets
+from gateway.backends.discovery.exposition import DiscoveryCollector
 from gateway.backends.pool import BackendPool
 from gateway.backends.scrape.exposition import backends_admin, register_backend_metrics
 from gateway.backends.scrape.scraper import MetricsScraper, ScrapeSettings
@@ -97,6 +98,8 @@ def create_app(
     watcher = (
         None if found is None else kubernetes_discovery(found.kubernetes, ctx.pool, ctx.scraper)
     )
+    if watcher is not None:
+        ctx.metrics.registry.register(DiscoveryCollector(watcher))
     app = GatewayApp(
         lifespan=_lifespan(ctx, ctx.scraper, background, closers, watcher), docs_url=None,
         redoc_url=None, openapi_url=None, **_without_otel(),

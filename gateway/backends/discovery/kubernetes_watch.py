@@ -90,7 +90,7 @@ class InferencePoolWatcher:
         n = self.failures if attempt is None else attempt
         delay = min(s.max_backoff_s, s.min_backoff_s * 2 ** (n - 1))
         delay *= self._rng.uniform(0.5, 1.0)
-        kept = len(self._published or [])
+        kept = self.found
         log.warning("discovery: %s; keeping the %d backend(s) known, next try in %.1f s",
                     _describe(exc), kept, delay)  # fmt: skip
         await asyncio.sleep(delay)
@@ -154,6 +154,11 @@ class InferencePoolWatcher:
                 raise LookupError(f"InferencePool {self._settings.inference_pool} was deleted")
             if kind in ("ADDED", "MODIFIED") and pool_spec(_as_dict(pool)) != spec:
                 raise _Relist("the pool's selector or ports changed")
+
+    @property
+    def found(self) -> int:
+        """Backends published last (0 before the first list)."""
+        return len(self._published or [])
 
     def _publish(self, spec: PoolSpec) -> None:
         found = backends(spec, self._pods.values(), self._settings)

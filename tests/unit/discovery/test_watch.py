@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 
 import pytest
 from lightkube import AsyncClient, KubeConfig
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.backends.discovery.exposition import DiscoveryCollector
 from gateway.backends.discovery.kubernetes_watch import InferencePoolWatcher
 from gateway.config.schema import BackendConfig, KubernetesDiscoveryConfig
 from tests.unit.discovery.fake_apiserver import FakeApiServer, pod_object, pool_object
@@ -119,6 +122,11 @@ async def test_an_api_server_that_fails_keeps_the_last_known_backends() -> None:
         r.api.end_watches()
         await r.until(lambda: r.watcher.failures >= 3)  # retried, backing off
         assert r.published == before  # nothing published while it failed: none dropped
+        assert _samples(r.watcher) == {
+            "sluicegate_discovery_backends": 2.0, "sluicegate_discovery_failing": 1.0,
+            "sluicegate_discovery_errors_total": float(r.watcher.errors),
+            "sluicegate_discovery_lists_total": 1.0,
+        }  # fmt: skip
         await r.api.stop()  # now unreachable altogether
         failures = r.watcher.failures
         await r.until(lambda: r.watcher.failures >= failures + 2)
@@ -163,3 +171,12 @@ async def test_a_deleted_pool_keeps_the_backends_known() -> None:
         r.api.delete_pool("pool")
         await r.until(lambda: r.watcher.failures >= 2)
         assert r.names == ["vllm-0@http://10.1.0.7:8000"]
+
+
+def _samples(watcher: InferencePoolWatcher) -> dict[str, float]:
+    """What /metrics shows of the watcher, through the collector the gateway registers."""
+    registry = CollectorRegistry()
+    registry.register(DiscoveryCollector(watcher))
+    text = generate_latest(registry).decode()
+    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
+            if not s.name.endswith("_created")}  # fmt: skip
