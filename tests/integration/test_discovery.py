@@ -1,7 +1,8 @@
 """A gateway whose backends come from Kubernetes discovery: the fake API server announces
 emulators as the ready pods of an InferencePool (each on its own loopback address, all on
 the pool's one target port, as pods are); the gateway routes to the ready ones, and stops
-routing to one marked unready while it keeps running."""
+routing to one marked unready while it keeps running, whose stream in flight still ends
+whole."""
 
 from __future__ import annotations
 
@@ -31,14 +32,20 @@ SERVED = "vllm:request_success_total"
 ADDRESSES = ("127.0.0.2", "127.0.0.3")
 
 
+STREAM_TOKENS = 300
+"""At the first pod's real-time speed (about 39 tokens/s a slot) a stream of this many
+tokens lasts several seconds: longer than the second pod takes to join and the first to
+leave."""
+
+
 @pytest.fixture
 def pods() -> Iterator[list[EmbeddedEmulator]]:
-    """Two emulators on one port, at two loopback addresses."""
-    spec = EmulatorSpec("rx9070xt", MODEL, speed=20.0)
-    first = start_emulator(spec, host=ADDRESSES[0])
+    """Two emulators on one port, at two loopback addresses; the first at real-time speed."""
+    first = start_emulator(EmulatorSpec("rx9070xt", MODEL, speed=1.0), host=ADDRESSES[0])
     port = int(first.url.rsplit(":", 1)[1])
     started = [first]
     try:
+        spec = EmulatorSpec("rx9070xt", MODEL, speed=20.0)
         started.append(start_emulator(spec, host=ADDRESSES[1], port=port))
         yield started
     finally:
@@ -81,15 +88,29 @@ async def test_requests_follow_the_ready_pods(pods: list[EmbeddedEmulator], tmp_
             assert gw.ctx.pool.names == ["emu-0"]  # the first list came before serving
             await _send(gw, 4)
             assert await _served(pods) == [4, 0]
+            async with (
+                gw.client() as client,
+                client.stream(
+                    "POST", "/v1/chat/completions", json=chat_body(STREAM_TOKENS, stream=True)
+                ) as stream,
+            ):
+                lines = stream.aiter_lines()
+                assert (await anext(lines)).startswith("data: ")  # emu-0 is streaming
 
-            _announce(api, 1, ready=True)
-            await wait_for(lambda: gw.ctx.pool.names == ["emu-0", "emu-1"], what="emu-1 joins")
-            await wait_for(lambda: _both_fresh(gw), what="emu-1 probed and scraped")
+                _announce(api, 1, ready=True)
+                await wait_for(lambda: gw.ctx.pool.names == ["emu-0", "emu-1"], what="joined")
+                await wait_for(lambda: _both_fresh(gw), what="emu-1 probed and scraped")
 
-            _announce(api, 0, ready=False)  # its readiness probe fails; it keeps running
-            await wait_for(lambda: gw.ctx.pool.names == ["emu-1"], what="emu-0 leaves")
-            await _send(gw, 4)
-            assert await _served(pods) == [4, 4]  # all to the pod that joined later
+                _announce(api, 0, ready=False)  # its readiness probe fails; it keeps running
+                await wait_for(lambda: gw.ctx.pool.names == ["emu-1"], what="emu-0 leaves")
+                in_flight = gw.ctx.scheduler.stats().in_flight_by_backend
+                assert in_flight.get("emu-0") == 1  # the stream outlived its pod's membership
+                await _send(gw, 4)
+                assert await _served(pods) == [4, 4]  # all to the pod that joined later
+
+                events = [line async for line in lines if line.startswith("data: ")]
+            assert events[-1] == "data: [DONE]"
+            assert await _served(pods) == [5, 4]  # and it ended on emu-0, whole
     finally:
         await api.stop()
 
