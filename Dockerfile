@@ -13,7 +13,11 @@ COPY gateway ./gateway
 COPY policies ./policies
 COPY emulator ./emulator
 COPY simulation ./simulation
-RUN SLUICEGATE_COMPILE=1 pip wheel --no-cache-dir --wheel-dir /wheels .
+# EXTRAS: optional features to build in, e.g. --build-arg EXTRAS=epp,kubernetes for the
+# Endpoint Picker with InferencePool discovery (deploy/kubernetes/epp/); every wheel built
+# here is installed below.
+ARG EXTRAS=""
+RUN SLUICEGATE_COMPILE=1 pip wheel --no-cache-dir --wheel-dir /wheels ".${EXTRAS:+[$EXTRAS]}"
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1

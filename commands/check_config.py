@@ -87,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.file}: {len(issues)} error(s)", file=sys.stderr)
         return 1
     cfg = loaded.config
-    print(f"{args.file}: ok (version {loaded.version}, {len(cfg.backends)} backend(s), "
+    found = cfg.discovery.kubernetes if cfg.discovery is not None else None
+    backends = (f"{len(cfg.backends)} backend(s)" if found is None else
+                f"backends: the ready pods of InferencePool {found.inference_pool}")  # fmt: skip
+    print(f"{args.file}: ok (version {loaded.version}, {backends}, "
           f"{len(cfg.tenants)} tenant(s))")  # fmt: skip
     return 0

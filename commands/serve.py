@@ -125,5 +125,8 @@ def _logging(level: str, *, records: bool) -> None:
     logging.logProcesses = logging.logThreads = logging.logMultiprocessing = False
     logging.basicConfig(level=level.upper(), format="%(message)s", stream=sys.stdout)
     logging.getLogger("sluicegate.records").setLevel(logging.INFO if records else logging.ERROR)
-    # httpx logs one INFO line per request (every probe and scrape): noise, and CPU
-    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
+    # httpx logs one INFO line per request (every probe and scrape): noise, and CPU; so does
+    # httpx2, the Kubernetes client's (every list and watch of discovery)
+    quiet = max(logging.WARNING, logging.getLevelName(level.upper()))
+    logging.getLogger("httpx").setLevel(quiet)
+    logging.getLogger("httpx2").setLevel(quiet)

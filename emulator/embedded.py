@@ -82,12 +82,15 @@ def build_runner(spec: EmulatorSpec) -> EngineRunner:
 
 
 def start_emulator(
-    spec: EmulatorSpec, host: str = "127.0.0.1", timeout_s: float = DEFAULT_START_TIMEOUT_S
-) -> EmbeddedEmulator:
-    """Start one emulator and return once it accepts connections (raises on timeout)."""
+    spec: EmulatorSpec, host: str = "127.0.0.1", timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    port: int = 0,
+) -> EmbeddedEmulator:  # fmt: skip
+    """Start one emulator and return once it accepts connections (raises on timeout).
+    ``port`` 0 takes a free one; a given port lets emulators on different loopback addresses
+    share it, as the pods of a Kubernetes pool share their target port."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock.bind((host, port))
     port = sock.getsockname()[1]
     runner = build_runner(spec)
     app = create_app(runner, spec.model_name, seed=spec.seed)

@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from fastapi import FastAPI
@@ -31,9 +31,11 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.admission.dispatcher import Admission, SchedulerLike
 from gateway.async_jobs.runner import AsyncJobs
+from gateway.backends.discovery.apply import first_sync, kubernetes_discovery, scrape_targets
+from gateway.backends.discovery.exposition import DiscoveryCollector
 from gateway.backends.pool import BackendPool
 from gateway.backends.scrape.exposition import backends_admin, register_backend_metrics
-from gateway.backends.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget
+from gateway.backends.scrape.scraper import MetricsScraper, ScrapeSettings
 from gateway.config.reload import Reloader, build_loaded_policy
 from gateway.config.schema import GatewayConfig, LoadedConfig, config_version
 from gateway.config.yaml_lines import LineIndex
@@ -55,6 +57,9 @@ from policies.engine.scheduler import Scheduler
 from policies.estimate import TokenEstimator
 from policies.policy_set import PolicySet
 from policies.types import Clock
+
+if TYPE_CHECKING:
+    from gateway.backends.discovery.kubernetes_watch import InferencePoolWatcher
 
 log = logging.getLogger("sluicegate.app")
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -95,8 +100,14 @@ def create_app(
             config_path, lambda new, pol: _apply(ctx, new, pol), in_force=loaded,
             on_result=lambda ok: ctx.metrics.reloads.labels("ok" if ok else "error").inc(),
         )  # fmt: skip
+    found = loaded.config.discovery
+    watcher = (
+        None if found is None else kubernetes_discovery(found.kubernetes, ctx.pool, ctx.scraper)
+    )
+    if watcher is not None:
+        ctx.metrics.registry.register(DiscoveryCollector(watcher))
     app = GatewayApp(
-        lifespan=_lifespan(ctx, ctx.scraper, background, closers), docs_url=None,
+        lifespan=_lifespan(ctx, ctx.scraper, background, closers, watcher), docs_url=None,
         redoc_url=None, openapi_url=None, **_without_otel(),
     )  # fmt: skip
     app.state.ctx = ctx
@@ -148,6 +159,7 @@ def _context(
         connect_timeout_s=cfg.server.connect_timeout_s, read_timeout_s=cfg.server.read_timeout_s,
     )  # fmt: skip
     wakers.append(pool.invalidate)  # a scrape landed: the next snapshot rebuilds its views
+    pool.in_flight = lambda: scheduler.stats().in_flight_by_backend
     admission = Admission(scheduler, pool.snapshot, clock=clock)
     pool.on_change.append(admission.wake)
     wakers.append(admission.wake)
@@ -207,8 +219,7 @@ def _scraper(
     cfg: GatewayConfig, clock: Clock, transport: Any, wakers: list[Any], closers: list[Any]
 ) -> MetricsScraper:
     """The scraper, whose every fresh scrape wakes the dispatcher (a new snapshot)."""
-    targets = [ScrapeTarget(b.name, b.url.rstrip("/") + "/metrics", b.max_num_seqs)
-               for b in cfg.backends]  # fmt: skip
+    targets = scrape_targets(cfg.backends)
     settings = ScrapeSettings(interval_s=cfg.scrape.interval_s, max_age_s=cfg.scrape.max_age_s)
     client = httpx.AsyncClient(transport=transport, timeout=settings.timeout_s)
     closers.append(client.aclose)
@@ -232,13 +243,20 @@ def _apply(ctx: GatewayContext, loaded: LoadedConfig, policy: PolicySet) -> None
 
 
 def _lifespan(
-    ctx: GatewayContext, scraper: MetricsScraper | None, background: bool, closers: list[Any]
-) -> Any:
+    ctx: GatewayContext, scraper: MetricsScraper | None, background: bool, closers: list[Any],
+    watcher: InferencePoolWatcher | None = None,
+) -> Any:  # fmt: skip
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         jobs = [ctx.admission.run(), ctx.shared.run()]
         if ctx.async_jobs is not None:
             jobs.append(ctx.async_jobs.run())
+        if watcher is not None:  # the backends come from it: runs without background jobs too
+            jobs.append(watcher.run())
+        tasks = [asyncio.ensure_future(job) for job in jobs]
+        jobs = []
+        if watcher is not None:  # the pods, before the first probes and scrapes
+            await first_sync(watcher, watcher.settings.initial_sync_s)
         if background:
             await ctx.pool.probe_all()
             jobs.append(ctx.pool.run_probes())
@@ -252,7 +270,7 @@ def _lifespan(
                 reload_cfg = ctx.runtime.loaded.config.reload
                 if reload_cfg.watch:
                     jobs.append(ctx.reloader.watch(reload_cfg.interval_s))
-        tasks = [asyncio.ensure_future(job) for job in jobs]
+        tasks += [asyncio.ensure_future(job) for job in jobs]
         try:
             yield
         finally:

@@ -53,6 +53,11 @@ class _BackendState:
     max_model_len: int | None = None
     went_down: asyncio.Future[None] | None = None
     """Done when the backend is marked down (a new one after it is healthy again)."""
+    closed: bool = False
+    """Its clients are closed (it was retired and nothing was left on it)."""
+
+
+_CLIENT_LIMITS = httpx.Limits(max_connections=1024, max_keepalive_connections=256)
 
 
 def _lean_pool(
@@ -84,37 +89,116 @@ class BackendPool:
         self._health = health
         self._signals = signals
         self._peer_in_flight: dict[str, int] = {}
-        timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
-        limits = httpx.Limits(max_connections=1024, max_keepalive_connections=256)
-        self._states = {
-            b.name: _BackendState(
-                b,
-                httpx.AsyncClient(
-                    base_url=b.url.rstrip("/"), timeout=timeout, limits=limits, transport=transport
-                ),
-                _lean_pool(b, transport, connect_timeout_s, read_timeout_s),
-                max_model_len=b.max_model_len,
-            )
-            for b in backends
-        }
+        self._transport = transport
+        self._timeouts = (connect_timeout_s, read_timeout_s)
+        self._states = {b.name: self._new_state(b) for b in backends}
+        self._retired: dict[str, _BackendState] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+        """Backends taken out by ``set_backends`` while requests may still be on them."""
+        self.in_flight: Callable[[], Mapping[str, int]] = dict
+        """Requests in flight per backend (the scheduler's count): a retired backend is
+        forgotten once none is left on it."""
         self.on_change: list[Callable[[], None]] = []
-        """Called when any backend's health changes (the dispatcher re-polls)."""
-        self._models = frozenset(m for s in self._states.values() for m in s.config.models)
+        """Called when any backend's health changes, or the set of backends (the dispatcher
+        re-polls)."""
+        self._declared: frozenset[str] = frozenset()
+        self._models = self._served_models()
         self._views: tuple[BackendView, ...] | None = None
         self._views_until = float("-inf")
+
+    def _new_state(self, b: BackendConfig) -> _BackendState:
+        connect_s, read_s = self._timeouts
+        client = httpx.AsyncClient(
+            base_url=b.url.rstrip("/"), timeout=httpx.Timeout(read_s, connect=connect_s),
+            limits=_CLIENT_LIMITS, transport=self._transport,
+        )  # fmt: skip
+        upstream = _lean_pool(b, self._transport, connect_s, read_s)
+        return _BackendState(b, client, upstream, max_model_len=b.max_model_len)
+
+    def _served_models(self) -> frozenset[str]:
+        return self._declared.union(*(s.config.models for s in self._states.values()))
+
+    def _state(self, backend: str) -> _BackendState:
+        """A backend in the pool, or one retired while requests may still be on it."""
+        s = self._states.get(backend)
+        return s if s is not None else self._retired[backend]
 
     @property
     def names(self) -> list[str]:
         return list(self._states)
 
+    def configs(self) -> list[BackendConfig]:
+        """The backends now (listed, or discovered: ``set_backends`` changes them), e.g. to
+        map backend names to their ``ip:port`` endpoints."""
+        return [s.config for s in self._states.values()]
+
+    def config(self, backend: str) -> BackendConfig:
+        """One backend's config, also of one that left with requests still on it."""
+        return self._state(backend).config
+
     def client(self, backend: str) -> httpx.AsyncClient:
-        return self._states[backend].client
+        return self._state(backend).client
 
     def upstream(self, backend: str) -> UpstreamPool | None:
-        return self._states[backend].upstream
+        return self._state(backend).upstream
 
     def health(self, backend: str) -> Health:
-        return self._states[backend].health
+        return self._state(backend).health
+
+    def set_backends(
+        self, backends: Sequence[BackendConfig], *, models: frozenset[str] = frozenset()
+    ) -> None:
+        """Make ``backends`` the pool (discovery); ``models`` stay known even while no
+        backend serves them (a request for one is then refused as having no healthy
+        backend, not as naming an unknown model). A backend that stays keeps its client,
+        health and learned limits; a new one starts healthy, as at startup; one that left is
+        out of every snapshot from now on, so nothing new is dispatched to it, while the
+        requests already on it run to their end through its connections (each connection
+        closes when its response ends)."""
+        wanted = {b.name: b for b in backends}
+        self._declared = models
+        if wanted == {n: s.config for n, s in self._states.items()}:
+            self._models = self._served_models()
+            return
+        for name in [n for n, s in self._states.items() if wanted.get(n) != s.config]:
+            self._retire(self._states.pop(name))
+        for name, b in wanted.items():
+            if name not in self._states:
+                self._states[name] = self._new_state(b)
+        self._forget_idle_retired()
+        self._models = self._served_models()
+        log.warning("backends now: %s", ", ".join(sorted(self._states)) or "none")
+        self.invalidate()
+        for callback in self.on_change:
+            callback()
+
+    def _retire(self, s: _BackendState) -> None:
+        """Out of the pool: idle connections close now, busy ones when their response ends."""
+        old = self._retired.pop(s.config.name, None)
+        if old is not None:
+            self._close_soon(old)
+        self._retired[s.config.name] = s
+        if s.upstream is not None:
+            self._close_soon(s, client=False)
+
+    def _forget_idle_retired(self) -> None:
+        busy = self.in_flight()
+        for name in [n for n in self._retired if not busy.get(n)]:
+            self._close_soon(self._retired.pop(name))
+
+    def _close_soon(self, s: _BackendState, *, client: bool = True) -> None:
+        """Close a retired backend's connections without waiting: its idle keep-alive ones
+        at once, one still serving a response when that response ends (the lean pool takes
+        no connection back once closed). The httpx client serves probes and https
+        completions: closed only once nothing is left on the backend (``client``)."""
+        coros = [s.upstream.aclose()] if s.upstream is not None else []
+        if client:
+            coros.append(s.client.aclose())
+            s.closed = True
+        for coro in coros:
+            task = asyncio.get_running_loop().create_task(coro)
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     def known_models(self) -> frozenset[str]:
         return self._models
@@ -188,7 +272,7 @@ class BackendPool:
 
     def down_signal(self, backend: str) -> asyncio.Future[None]:
         """A future done once ``backend`` is marked down (already done if it is)."""
-        s = self._states[backend]
+        s = self._state(backend)
         if s.went_down is None or (s.went_down.done() and s.health is not Health.DOWN):
             s.went_down = asyncio.get_running_loop().create_future()
             if s.health is Health.DOWN:
@@ -199,14 +283,14 @@ class BackendPool:
         """A request could not connect: counts like a failed probe (down after
         ``failures_to_down`` in a row), so one refused connection in a burst does not
         take a whole backend out."""
-        s = self._states[backend]
+        s = self._state(backend)
         s.failures += 1
         if s.failures >= self._health.failures_to_down:
             self._set_health(s, Health.DOWN)
 
     def note_success(self, backend: str) -> None:
         """A response arrived: the connect-error streak is over."""
-        self._states[backend].failures = 0
+        self._state(backend).failures = 0
 
     async def probe_all(self) -> None:
         await asyncio.gather(*(self._probe(s) for s in self._states.values()))
@@ -222,6 +306,10 @@ class BackendPool:
             ok = resp.status_code == 200
         except httpx.HTTPError:
             ok = False
+        except RuntimeError:
+            if s.closed:  # retired and closed while this probe ran: nothing to learn
+                return
+            raise
         if ok:
             s.failures = 0
             if s.max_model_len is None:
@@ -256,8 +344,10 @@ class BackendPool:
                 callback()
 
     async def aclose(self) -> None:
-        await asyncio.gather(*(s.client.aclose() for s in self._states.values()))
-        await asyncio.gather(*(s.upstream.aclose() for s in self._states.values() if s.upstream))
+        states = [*self._states.values(), *self._retired.values()]
+        await asyncio.gather(*(s.client.aclose() for s in states))
+        await asyncio.gather(*(s.upstream.aclose() for s in states if s.upstream))
+        await asyncio.gather(*self._closing)
 
 
 def _min_known(a: int | None, b: int | None) -> int | None:

@@ -4,8 +4,9 @@ dump), so they run and are located also when other fields are invalid.
 Each problem is ``(path, message)``: an anonymous tenant that is not configured (at
 ``auth.anonymous_tenant``), a default class that is not listed, a tenant's unknown class, a
 duplicate tenant or backend name or key digest (at the second one), a tenant named in
-the policy's parameters (a per-tenant quota) that is not configured, and an async job class
-(``async_jobs.workload_class``) that is not listed.
+the policy's parameters (a per-tenant quota) that is not configured, an async job class
+(``async_jobs.workload_class``) that is not listed, and backends both listed and discovered,
+or neither.
 """
 
 from __future__ import annotations
@@ -34,7 +35,16 @@ def reference_problems(data: Mapping[str, Any]) -> list[Problem]:
         *_duplicates("api key digest", list(_digests(tenants))),
         *_anonymous_problem(data.get("auth"), known),
         *_policy_tenant_problems(data.get("policy"), known),
+        *_backend_source_problems(data),
     ]
+
+
+def _backend_source_problems(data: Mapping[str, Any]) -> Iterator[Problem]:
+    listed, discovered = data.get("backends"), data.get("discovery") is not None
+    if discovered and listed:
+        yield ("discovery",), "the backends are either listed or discovered: drop one of the two"
+    elif not discovered and not listed and isinstance(listed, list | None):
+        yield ("backends",), "at least one backend is needed (or a discovery: section)"
 
 
 def _names(key: str, items: list[tuple[int, Mapping[str, Any]]]) -> list[tuple[Loc, Any]]:

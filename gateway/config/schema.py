@@ -84,6 +84,43 @@ class BackendConfig(_Strict):
     max_model_len: int | None = Field(default=None, gt=0)
 
 
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+class KubernetesDiscoveryConfig(_Strict):
+    """The backends are the ready pods of a Gateway API Inference Extension ``InferencePool``
+    (``inference.networking.k8s.io/v1``): one backend per pod and target port, named after
+    the pod (``pod:port`` when the pool has several ports), ``http://podIP:port``
+    (``gateway/backends/discovery/``, docs/deployment-modes.md)."""
+
+    inference_pool: str = Field(min_length=1, max_length=253, pattern=_DNS_SUBDOMAIN)
+    namespace: str | None = Field(
+        default=None, max_length=63, pattern=_DNS_LABEL,
+        description="default: the namespace of the service account or kubeconfig context",
+    )  # fmt: skip
+    kubeconfig: str | None = Field(
+        default=None, description="default: in-cluster, then $KUBECONFIG, then ~/.kube/config"
+    )
+    models: list[str] = Field(min_length=1, description="the models the pool's pods serve")
+    max_num_seqs: int | None = Field(default=None, gt=0)
+    max_model_len: int | None = Field(default=None, gt=0)
+    initial_sync_s: float = Field(
+        default=10.0, ge=0, description="how long startup waits for the first list of pods"
+    )
+    resync_s: float = Field(
+        default=300.0, gt=0, description="list afresh this often, even if every watch holds"
+    )
+    min_backoff_s: float = Field(default=0.5, gt=0, le=60)
+    max_backoff_s: float = Field(default=30.0, gt=0, le=600)
+
+
+class DiscoveryConfig(_Strict):
+    """Where the backends come from when they are not listed under ``backends``."""
+
+    kubernetes: KubernetesDiscoveryConfig
+
+
 class HealthConfig(_Strict):
     interval_s: float = Field(default=2.0, gt=0)
     timeout_s: float = Field(default=1.0, gt=0)
@@ -157,7 +194,8 @@ class GatewayConfig(_Strict):
     workload_classes: list[str] = ["interactive", "batch", "background", "shadow"]
     default_workload_class: str = "interactive"
     tenants: list[TenantConfig] = Field(default_factory=list)
-    backends: list[BackendConfig] = Field(min_length=1)
+    backends: list[BackendConfig] = Field(default_factory=list)
+    discovery: DiscoveryConfig | None = None
     health: HealthConfig = Field(default_factory=HealthConfig)
     scrape: ScrapeConfig = Field(default_factory=ScrapeConfig)
     stall: StallConfig = Field(default_factory=StallConfig)

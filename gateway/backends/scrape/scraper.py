@@ -95,6 +95,8 @@ class MetricsScraper:
         self._states = {t.name: self._new_state(t) for t in targets}
         self._wanted = {name: wanted_names(s.engine) for name, s in self._states.items()}
         self._stop = asyncio.Event()
+        self._loops: dict[str, asyncio.Task[None]] = {}
+        self._running = False
 
     def _new_state(self, target: ScrapeTarget) -> ScrapeState:
         engine = ENGINES.get(target.engine)
@@ -127,13 +129,45 @@ class MetricsScraper:
             return None
         return math.nextafter(state.derived.at + self.settings.stale_after_s, math.inf)
 
+    def set_targets(self, targets: Sequence[ScrapeTarget]) -> None:
+        """Scrape ``targets`` from now on (discovery): a new one is scraped at once (while
+        ``run`` runs), one that left is no longer scraped and its signals are forgotten; one
+        whose URL or engine changed starts afresh."""
+        wanted = {t.name: t for t in targets}
+        for name, state in list(self._states.items()):
+            if wanted.get(name) != state.target:
+                loop = self._loops.pop(name, None)
+                if loop is not None:
+                    loop.cancel()
+                del self._states[name], self._wanted[name]
+        for name, target in wanted.items():
+            if name not in self._states:
+                self._states[name] = self._new_state(target)
+                self._wanted[name] = wanted_names(self._states[name].engine)
+                if self._running:
+                    self._start(name, 0.0)
+
+    def _start(self, name: str, delay_s: float) -> None:
+        self._loops[name] = asyncio.get_running_loop().create_task(self._loop(name, delay_s))
+
     async def run(self, *, scraped: bool = False) -> None:
         """Scrape every backend until ``stop()``; backends are staggered over one interval.
         ``scraped``: every backend was just scraped, so none is scraped again at once."""
         delays = first_delays(len(self._states), self.settings.interval_s, scraped=scraped)
-        async with asyncio.TaskGroup() as group:
-            for name, delay in zip(self._states, delays, strict=True):
-                group.create_task(self._loop(name, delay))
+        for name, delay in zip(self._states, delays, strict=True):
+            self._start(name, delay)
+        self._running = True
+        try:
+            await self._stop.wait()
+            # each ends after its scrape; one cancelled by set_targets meanwhile is no error
+            await asyncio.gather(*self._loops.values(), return_exceptions=True)
+        finally:
+            self._running = False
+            loops = list(self._loops.values())
+            self._loops.clear()
+            for loop in loops:
+                loop.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
 
     def stop(self) -> None:
         self._stop.set()
@@ -163,7 +197,7 @@ class MetricsScraper:
             text = await self._fetch(state.target.metrics_url)
             # in a worker thread: a big body must not hold the event loop (the GIL is
             # handed back every few ms, so requests keep flowing)
-            sample = await asyncio.to_thread(self._parse, name, text)
+            sample = await asyncio.to_thread(self._parse, state, text)
         except (ScrapeError, httpx.HTTPError, TimeoutError, UnicodeError) as exc:
             self._record_failure(state, f"{type(exc).__name__}: {exc}"[:200])
         except Exception as exc:  # a bug on one backend's body must not stop the others
@@ -180,9 +214,9 @@ class MetricsScraper:
             self._on_scrape(name)
         return state.consecutive_failures == 0
 
-    def _parse(self, name: str, text: str) -> MetricsSample:
-        state = self._states[name]
-        raw = parse_narrow(text, self._wanted[name])
+    def _parse(self, state: ScrapeState, text: str) -> MetricsSample:
+        wanted = self._wanted.get(state.target.name) or wanted_names(state.engine)
+        raw = parse_narrow(text, wanted)
         if raw.truncated:
             raise ScrapeError(f"more than {raw.count} samples of known families")
         sample = extract(raw, state.engine)
