@@ -139,7 +139,11 @@ async def test_redis_down_gives_the_local_share_then_rejoins(redis_server: Redis
         assert isinstance(grant, Grant)  # not refused: the core enforces the local share
         assert modes == [("fallback", 2)]
         redis_server.resume()
-        await state.beat()
+        # the first beats after SIGCONT may still time out on a loaded machine (100 ms)
+        for _ in range(50):
+            await state.beat()
+            if modes[-1][0] == "shared":
+                break
         assert modes[-1] == ("shared", 2)
         # the lease taken while Redis was away was written back by the heartbeat
         assert (await state.fleet())["tenant_leases"] == {"acme": 1}
