@@ -164,7 +164,7 @@ class EppConfig(_Strict):
         default="FULL_DUPLEX_STREAMED",
         description="what Envoy's processing_mode says, for an Envoy that does not send it",
     )
-    response_body_mode: Literal["FULL_DUPLEX_STREAMED", "STREAMED", "BUFFERED", "NONE"] = Field(
+    response_body_mode: Literal["FULL_DUPLEX_STREAMED", "STREAMED", "BUFFERED"] = Field(
         default="STREAMED",
         description="what Envoy's processing_mode says, for an Envoy that does not send it",
     )

@@ -10,15 +10,17 @@ says it for an Envoy that does not):
 * ``BUFFERED``: the headers are answered at once; the whole body comes in one message,
   answered with the routing headers, the metadata and, when it changed, the new body.
 
-The decision (``decision.decide``) may hold the stream while the request is queued; a
-reader task keeps reading, so Envoy closing the stream takes the request out of the queue
-at once. Whatever ends the call (the response's end, Envoy's reset, a gRPC error, a bug),
-``run``'s ``finally`` ends the flight, once.
+The decision (``decision.decide``) may hold the stream while the request is queued;
+Envoy ending the call (a reset cancels this handler; a completed call fires its done
+callback) takes the request out of the queue at once. Whatever ends the call (the
+response's end, Envoy's reset, a gRPC error, a bug), ``run``'s ``finally`` ends the flight,
+once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -61,7 +63,6 @@ class ProcessStream:
         self.ctx = ctx
         self.settings: EppConfig = ctx.runtime.loaded.config.epp
         self.context = context
-        self.messages: asyncio.Queue[Any] = asyncio.Queue()
         self.gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.request_mode = self.settings.request_body_mode
         self.response_mode: str = self.settings.response_body_mode
@@ -69,7 +70,7 @@ class ProcessStream:
         self.request_trailers = False
 
     async def run(self) -> None:
-        reader = asyncio.ensure_future(self._read())
+        self.context.add_done_callback(self._call_done)
         try:
             await self._serve()
         except (asyncio.CancelledError, grpc.aio.AioRpcError):
@@ -80,8 +81,12 @@ class ProcessStream:
                 self.watch.flight.finish(Outcome.FAILED, status=500, error="picker error")
             raise
         finally:
-            reader.cancel()
             self._end()
+
+    def _call_done(self, _context: Any) -> None:
+        """The call ended (Envoy reset it, or it completed): a queued request leaves."""
+        if not self.gone.done():
+            self.gone.set_result(None)
 
     def _end(self) -> None:
         watch = self.watch
@@ -92,22 +97,16 @@ class ProcessStream:
         else:
             watch.abandoned("the ext_proc stream ended before the response")
 
-    async def _read(self) -> None:
-        try:
-            while True:
-                message = await self.context.read()
-                if message is grpc.aio.EOF:
-                    return
-                self.messages.put_nowait(message)
-        except Exception as exc:  # the call failed or was cancelled: same as its end
-            log.debug("ext_proc read ended: %r", exc)
-        finally:
-            self.messages.put_nowait(None)
-            if not self.gone.done():
-                self.gone.set_result(None)
-
     async def _next(self) -> Any:
-        return await self.messages.get()
+        """Envoy's next message; None when it ended the call (or the call failed)."""
+        try:
+            message = await self.context.read()
+        except grpc.aio.AioRpcError:
+            message = grpc.aio.EOF
+        if message is grpc.aio.EOF:
+            self._call_done(self.context)
+            return None
+        return message
 
     async def _send(self, message: Any) -> None:
         await self.context.write(message)
@@ -120,6 +119,8 @@ class ProcessStream:
             config = first.protocol_config
             self.request_mode = _MODE_NAME(config.request_body_mode)  # type: ignore[assignment]
             self.response_mode = _MODE_NAME(config.response_body_mode)
+            if self.response_mode == "NONE":
+                _warn_no_response_body()
         hdrs = header_dict(first.request_headers.headers)
         path = hdrs.get(":path", "").split("?", 1)[0]
         subset = subset_hint(filter_metadata(first))
@@ -232,6 +233,7 @@ class ProcessStream:
 
     def _note_served(self, flight: Flight, served: str | None) -> None:
         """Where the gateway really sent it (a fallback, or a retry elsewhere)."""
+        log.debug("request %s served by %s", flight.record.request_id, served)
         if served is None:
             return
         backends = Endpoints.of(self.ctx.runtime.loaded.config.backends).by_endpoint
@@ -277,6 +279,14 @@ class ProcessStream:
         if not views:
             return None
         return endpoints.by_name[min(views, key=lambda v: v.running or 0.0).name]
+
+
+@functools.cache
+def _warn_no_response_body() -> None:
+    log.warning(
+        "Envoy's response_body_mode is NONE: Envoy ends the ext_proc call at the response "
+        "headers, so tickets are released then and usage is never learned (docs/epp.md)"
+    )
 
 
 def _no_endpoint() -> Response:
