@@ -27,6 +27,13 @@ def test_the_rendered_configs_validate(tmp_path: Path, mode: str) -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
+def test_envoy_alone_as_the_benchmark_renders_it_validates(tmp_path: Path) -> None:
+    path = tmp_path / "envoy.yaml"
+    path.write_text(yaml.safe_dump(render_envoy(18081, 19000, None, backend=18001)))
+    done = validate_envoy(path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
 def test_the_original_dst_cluster_reads_the_pickers_header() -> None:
     config = yaml.safe_load(ENVOY_CONFIG.read_text())
     clusters = {c["name"]: c for c in config["static_resources"]["clusters"]}
