@@ -256,3 +256,30 @@ async def test_health_names_the_protocol_lists() -> None:
                     assert reply.status == health_pb2.HealthCheckResponse.SERVING, name
         finally:
             await server.stop(grace=None)
+
+
+async def test_readiness_follows_the_backends_liveness_does_not() -> None:
+    backend = FakeBackend("a")
+    fleet = FakeFleet(backend)
+    app = create_app(make_config(), transport=fleet.transport, background=False)
+    async with app.router.lifespan_context(app):
+        ctx = app.state.ctx
+        server, port, health_state = await start_picker(ctx, "127.0.0.1", 0)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                health = health_pb2_grpc.HealthStub(channel)
+                backend.healthy = False
+                for _ in range(ctx.runtime.loaded.config.health.failures_to_down):
+                    await ctx.pool.probe_all()
+                await health_state.update()
+                status = {}
+                for name in ("liveness", "readiness", EXT_PROC):
+                    reply = await health.Check(health_pb2.HealthCheckRequest(service=name))
+                    status[name] = reply.status
+                assert status == {
+                    "liveness": health_pb2.HealthCheckResponse.SERVING,
+                    "readiness": health_pb2.HealthCheckResponse.NOT_SERVING,
+                    EXT_PROC: health_pb2.HealthCheckResponse.NOT_SERVING,
+                }
+        finally:
+            await server.stop(grace=None)
