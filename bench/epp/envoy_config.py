@@ -39,6 +39,8 @@ def render_envoy(
     mode["request_body_mode"] = request_body_mode
     if response_body_mode is not None:
         mode["response_body_mode"] = response_body_mode
+        if response_body_mode == "FULL_DUPLEX_STREAMED":  # Envoy requires it
+            mode["response_trailer_mode"] = "SEND"
     picker = next(c for c in resources["clusters"] if c["name"] == "sluicegate_epp")
     endpoint = picker["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
     endpoint["address"]["socket_address"]["port_value"] = epp

@@ -19,9 +19,11 @@ def test_the_shipped_config_validates() -> None:
 
 
 @pytest.mark.parametrize("mode", ["FULL_DUPLEX_STREAMED", "BUFFERED"])
-def test_the_rendered_configs_validate(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize("response", [None, "FULL_DUPLEX_STREAMED", "BUFFERED"])
+def test_the_rendered_configs_validate(tmp_path: Path, mode: str, response: str | None) -> None:
     path = tmp_path / "envoy.yaml"
-    config = render_envoy(18081, 19000, 19002, failure_mode_allow=True, request_body_mode=mode)
+    config = render_envoy(18081, 19000, 19002, failure_mode_allow=True, request_body_mode=mode,
+                          response_body_mode=response)  # fmt: skip
     path.write_text(yaml.safe_dump(config))
     done = validate_envoy(path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
