@@ -212,9 +212,9 @@ class ProcessStream:
             elif kind == "response_body":
                 await self._response_body(message.response_body)
             elif kind == "response_trailers":
-                await self._send(trailers_response(request=False))
                 if self.watch is not None:
                     self.watch.complete()
+                await self._send(trailers_response(request=False))
             elif kind == "request_body":
                 await self._echo(message.request_body, request=True)
             elif kind == "request_trailers":
@@ -227,9 +227,9 @@ class ProcessStream:
             watch.headers(header_dict(message.response_headers.headers))
             self._note_served(watch.flight, served_endpoint(message))
             extra = disclosure_headers(watch.flight)
-        await self._send(response_headers_response(extra))
         if watch is not None and message.response_headers.end_of_stream:
             watch.complete()
+        await self._send(response_headers_response(extra))
 
     def _note_served(self, flight: Flight, served: str | None) -> None:
         """Where the gateway really sent it (a fallback, or a retry elsewhere)."""
@@ -248,9 +248,11 @@ class ProcessStream:
         end = bool(body.end_of_stream)
         log.debug("response body of %d bytes, end %s", len(body.body), end)
         replacement = watch.body(body.body, end) if watch is not None else None
-        await self._echo(body, request=False, replacement=replacement)
         if end and watch is not None:
+            # Before the answer: once Envoy has it, it ends the response and may reset
+            # this call at once (the flight would end as cancelled).
             watch.complete()
+        await self._echo(body, request=False, replacement=replacement)
 
     async def _echo(self, body: Any, *, request: bool, replacement: bytes | None = None) -> None:
         mode = self.request_mode if request else self.response_mode
