@@ -41,8 +41,9 @@ def engine_running(url: str) -> float:
     return metric_sums(httpx.get(f"{url}/metrics").text).get("vllm:num_requests_running", 0.0)
 
 
-def test_chat_and_completions_streamed_and_not(stack: StackFactory) -> None:
-    s = stack()
+@pytest.mark.parametrize("request_body_mode", ["FULL_DUPLEX_STREAMED", "BUFFERED"])
+def test_chat_and_completions_streamed_and_not(stack: StackFactory, request_body_mode: str) -> None:
+    s = stack(envoy={"request_body_mode": request_body_mode})
     sdk = s.sdk()
     raw = sdk.chat.completions.with_raw_response.create(
         model=MODEL, messages=MESSAGES, max_tokens=7, extra_body=PIN

@@ -283,3 +283,17 @@ async def test_readiness_follows_the_backends_liveness_does_not() -> None:
                 }
         finally:
             await server.stop(grace=None)
+
+
+async def test_fallbacks_follow_the_chosen_endpoint_in_header_and_metadata() -> None:
+    fleet = FakeFleet(FakeBackend("a"), FakeBackend("b"))
+    backends = [{"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
+                for n in ("a", "b")]  # fmt: skip
+    async with picker(make_config(backends=backends, epp={"fallbacks": 1}), fleet) as p:
+        call = p.call()
+        routed = await call.route(chat())
+        chosen, fallback = routed.headers[DESTINATION].split(",")
+        assert {chosen, fallback} == {"a.test:80", "b.test:80"}
+        assert routed.metadata["envoy.lb"][DESTINATION].string_value == f"{chosen},{fallback}"
+        call.call.cancel()
+        await wait_until(lambda: _settled(p))
