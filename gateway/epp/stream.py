@@ -54,6 +54,7 @@ from gateway.front.responses import refuse
 from policies.types import Outcome
 
 log = logging.getLogger("sluicegate.epp")
+MODELS = "/v1/models"
 _MODE_NAME = processing_mode_pb2.ProcessingMode.BodySendMode.Name
 _DECIDED_PATHS = (CHAT, COMPLETIONS)
 
@@ -124,9 +125,15 @@ class ProcessStream:
         hdrs = header_dict(first.request_headers.headers)
         path = hdrs.get(":path", "").split("?", 1)[0]
         subset = subset_hint(filter_metadata(first))
-        if (first.request_headers.end_of_stream or hdrs.get(":method") != "POST"
-                or path not in _DECIDED_PATHS):  # fmt: skip
+        method = hdrs.get(":method")
+        if method == "GET" and path == MODELS:
             await self._pass_through(subset)
+            return
+        if method != "POST" or path not in _DECIDED_PATHS:
+            await self._send(immediate(_not_served(path in _DECIDED_PATHS, hdrs)))
+            return
+        if first.request_headers.end_of_stream:  # no body: refused by the parser
+            await self._decide(hdrs, path, subset, raw=b"")
             return
         if self.request_mode not in ("FULL_DUPLEX_STREAMED", "BUFFERED"):
             await self._send(immediate(_unsupported_mode(self.request_mode)))
@@ -136,9 +143,11 @@ class ProcessStream:
         await self._decide(hdrs, path, subset)
 
     async def _decide(
-        self, hdrs: Mapping[str, str], path: str, subset: frozenset[str] | None
-    ) -> None:
-        raw = await self._body(hdrs, path)
+        self, hdrs: Mapping[str, str], path: str, subset: frozenset[str] | None,
+        raw: bytes | Response | None = None,
+    ) -> None:  # fmt: skip
+        if raw is None:
+            raw = await self._body(hdrs, path)
         if raw is None:
             return
         if isinstance(raw, Response):
@@ -264,8 +273,8 @@ class ProcessStream:
             await self._send(body_response(replacement, request=request))
 
     async def _pass_through(self, subset: frozenset[str] | None) -> None:
-        """A request the picker does not decide on (``GET /v1/models``, another path):
-        routed to an available endpoint, its bytes passed on untouched."""
+        """``GET /v1/models``, not decided on: routed to an available endpoint (the
+        backend's own list), its bytes passed on untouched."""
         endpoint = self._any_endpoint(subset)
         if endpoint is None:
             await self._send(immediate(_no_endpoint()))
@@ -289,6 +298,16 @@ def _warn_no_response_body() -> None:
         "Envoy's response_body_mode is NONE: Envoy ends the ext_proc call at the response "
         "headers, so tickets are released then and usage is never learned (docs/epp.md)"
     )
+
+
+def _not_served(known_path: bool, hdrs: Mapping[str, str]) -> Response:
+    """What ``serve`` answers for a path it does not serve (404) or a method a completion
+    path does not take (405): nothing else reaches a backend past the picker."""
+    status, kind, reason = ((405, "invalid_request_error", "method_not_allowed") if known_path
+                            else (404, "not_found_error", "not_found"))  # fmt: skip
+    headers = {"x-request-id": request_id_from(hdrs), "x-sluicegate-decision": "reject",
+               "x-sluicegate-reason": reason}  # fmt: skip
+    return JSONResponse(error_body(reason, kind), status_code=status, headers=headers)
 
 
 def _no_endpoint() -> Response:

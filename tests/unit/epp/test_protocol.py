@@ -297,3 +297,33 @@ async def test_fallbacks_follow_the_chosen_endpoint_in_header_and_metadata() -> 
         assert routed.metadata["envoy.lb"][DESTINATION].string_value == f"{chosen},{fallback}"
         call.call.cancel()
         await wait_until(lambda: _settled(p))
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [("POST", "/v1/embeddings", 404), ("GET", "/tokenize", 404), ("GET", CHAT, 405)],
+)
+async def test_what_serve_does_not_serve_never_reaches_a_backend(
+    method: str, path: str, status: int
+) -> None:
+    fleet = FakeFleet(FakeBackend("a"))
+    async with picker(make_config(), fleet) as p:
+        call = p.call()
+        await call.send(request_headers(path, method=method, eos=method == "GET"))
+        answer = (await call.recv()).immediate_response
+        transport = httpx.ASGITransport(app=p.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
+            front = await http.request(method, path, headers={"x-request-id": "r1"})
+        assert answer.status.code == front.status_code == status
+        assert json.loads(answer.body) == front.json()
+
+
+async def test_a_completion_without_a_body_gets_the_parsers_400() -> None:
+    fleet = FakeFleet(FakeBackend("a"))
+    async with picker(make_config(), fleet) as p:
+        call = p.call()
+        await call.send(request_headers(eos=True))
+        answer = (await call.recv()).immediate_response
+        assert answer.status.code == 400
+        assert json.loads(answer.body)["error"]["type"] == "invalid_request_error"
+        assert fleet.backends["a"].requests == []
