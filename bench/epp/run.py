@@ -70,10 +70,16 @@ def start_all(args: argparse.Namespace, workdir: Path) -> tuple[Proc, list[Setup
     backend.start()
     wait_http(backend, "127.0.0.1", port)
     setups: list[Setup] = [Direct(port, workdir)]
-    for name in args.setups:
-        setup = SETUPS[name](name, port, free_port(), workdir, "1")
-        setups.append(setup)
-        setup.start()
+    try:
+        for name in args.setups:
+            setup = SETUPS[name](name, port, free_port(), workdir, "1")
+            setups.append(setup)
+            setup.start()
+    except BaseException:  # what started is stopped: no proxy outlives a failed start
+        for setup in setups:
+            setup.stop()
+        backend.stop()
+        raise
     return backend, setups
 
 
