@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 import grpc
@@ -327,3 +328,21 @@ async def test_a_completion_without_a_body_gets_the_parsers_400() -> None:
         assert answer.status.code == 400
         assert json.loads(answer.body)["error"]["type"] == "invalid_request_error"
         assert fleet.backends["a"].requests == []
+
+
+async def test_the_served_endpoint_corrects_the_record(caplog: pytest.LogCaptureFixture) -> None:
+    fleet = FakeFleet(FakeBackend("a"), FakeBackend("b"))
+    backends = [{"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
+                for n in ("a", "b")]  # fmt: skip
+    async with picker(make_config(backends=backends), fleet) as p:
+        call = p.call()
+        routed = await call.route(chat())
+        picked = routed.headers[DESTINATION]
+        other = "b.test:80" if picked == "a.test:80" else "a.test:80"
+        status, kind, chunks = await backend_answer(fleet, other, CHAT, routed.body)
+        with caplog.at_level(logging.INFO, logger="sluicegate.records"):
+            await call.respond(status, kind, chunks, served=other)
+            await call.end()
+        records = [json.loads(r.getMessage()) for r in caplog.records
+                   if r.name == "sluicegate.records"]  # fmt: skip
+        assert [r["backend"] for r in records] == [other.split(".")[0]]
