@@ -107,6 +107,11 @@ class BackendPool:
     def names(self) -> list[str]:
         return list(self._states)
 
+    def backend_configs(self) -> list[BackendConfig]:
+        """The backends the pool serves now (their URLs name the Endpoint Picker's
+        ``ip:port`` endpoints)."""
+        return [s.config for s in self._states.values()]
+
     def client(self, backend: str) -> httpx.AsyncClient:
         return self._states[backend].client
 

@@ -119,7 +119,7 @@ async def _admit(
     ctx: GatewayContext, settings: EppConfig, flight: Flight, prepared: Prepared,
     inbound: Inbound, gone: asyncio.Future[None],
 ) -> Routed | Response | None:  # fmt: skip
-    endpoints = Endpoints.of(prepared.runtime.loaded.config.backends)
+    endpoints = Endpoints.of(ctx.pool.backend_configs())
     avoid = frozenset() if inbound.subset is None else endpoints.outside(inbound.subset)
     if avoid and avoid >= frozenset(endpoints.by_name):
         return _no_endpoint(ctx, flight, prepared)

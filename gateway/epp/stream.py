@@ -245,7 +245,7 @@ class ProcessStream:
         log.debug("request %s served by %s", flight.record.request_id, served)
         if served is None:
             return
-        backends = Endpoints.of(self.ctx.runtime.loaded.config.backends).by_endpoint
+        backends = Endpoints.of(self.ctx.pool.backend_configs()).by_endpoint
         name = backends.get(served)
         if name is not None and name != flight.record.backend:
             log.info("request %s served by %s, picked %s", flight.record.request_id, name,
@@ -283,7 +283,7 @@ class ProcessStream:
         await self._relay()
 
     def _any_endpoint(self, subset: frozenset[str] | None) -> str | None:
-        endpoints = Endpoints.of(self.ctx.runtime.loaded.config.backends)
+        endpoints = Endpoints.of(self.ctx.pool.backend_configs())
         views = [v for v in self.ctx.pool.snapshot().backends
                  if v.available and v.name in endpoints.by_name
                  and (subset is None or endpoints.by_name[v.name] in subset)]  # fmt: skip
