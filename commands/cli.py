@@ -9,6 +9,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("commands.serve", "run the gateway (no --config: in front of an embedded emulator)"),
     "demo": ("commands.demo", "gateway + embedded emulators + a live view, no GPU needed"),
+    "epp": ("commands.epp", "the same decisions as an Endpoint Picker behind Envoy (ext_proc)"),
     "check-config": ("commands.check_config", "validate a config file, print every error"),
     "emulate": ("emulator.cli", "run a vLLM 0.32 emulator (one model on one card)"),
     "diagnose": ("commands.diagnose", "latency breakdown and capacity from vLLM /metrics"),

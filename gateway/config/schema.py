@@ -188,6 +188,33 @@ class StateConfig(_Strict):
         return self
 
 
+class EppConfig(_Strict):
+    """``sluicegate epp``: the Endpoint Picker served to Envoy over ext_proc (docs/epp.md)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=9002, ge=0, le=65535, description="the ext_proc gRPC port")
+    fairness_id: Literal["ignore", "tenant"] = Field(
+        default="ignore",
+        description="x-gateway-inference-fairness-id names the tenant (a gateway in front "
+        "authenticated the caller) or is ignored (the API key names it)",
+    )
+    request_body_mode: Literal["FULL_DUPLEX_STREAMED", "BUFFERED"] = Field(
+        default="FULL_DUPLEX_STREAMED",
+        description="what Envoy's processing_mode says, for an Envoy that does not send it",
+    )
+    response_body_mode: Literal["FULL_DUPLEX_STREAMED", "STREAMED", "BUFFERED"] = Field(
+        default="STREAMED",
+        description="what Envoy's processing_mode says, for an Envoy that does not send it",
+    )
+    fallbacks: int = Field(
+        default=0,
+        ge=0,
+        le=8,
+        description="healthy endpoints listed after the chosen one (only for gateways that "
+        "try them in order; Envoy's ORIGINAL_DST cluster reads one address)",
+    )
+
+
 class GatewayConfig(_Strict):
     server: ServerConfig = Field(default_factory=ServerConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
@@ -202,6 +229,7 @@ class GatewayConfig(_Strict):
     reload: ReloadConfig = Field(default_factory=ReloadConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     async_jobs: AsyncJobsConfig = Field(default_factory=AsyncJobsConfig)
+    epp: EppConfig = Field(default_factory=EppConfig)
     policy: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

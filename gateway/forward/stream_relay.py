@@ -118,7 +118,7 @@ async def relay_stream(
         if watch is not None:
             watch.close()
         await upstream.aclose()
-        flight.finish(outcome, status=status, usage=_usage(flight, relay), error=error)
+        flight.finish(outcome, status=status, usage=stream_usage(flight, relay), error=error)
 
 
 def _heard(flight: Flight, watch: StallWatch | None) -> None:
@@ -140,7 +140,7 @@ def _resume(watch: StallWatch | None) -> None:
         watch.heard()
 
 
-def _usage(flight: Flight, relay: SseRelay) -> Usage | None:
+def stream_usage(flight: Flight, relay: SseRelay) -> Usage | None:
     """The backend's own numbers; for a cut stream, a lower bound from the events seen."""
     if relay.usage is not None:
         return relay.usage

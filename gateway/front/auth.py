@@ -41,6 +41,12 @@ class Authenticator:
                 self._by_digest.append((bytes.fromhex(digest), tenants[cfg.name]))
         anon = config.auth.anonymous_tenant
         self._anonymous = tenants[anon] if anon is not None else None
+        self._by_name = tenants
+
+    def named(self, name: str) -> Tenant | None:
+        """The tenant called ``name``, for a front that trusts an identity established
+        before it (the Endpoint Picker behind an authenticating gateway)."""
+        return self._by_name.get(name)
 
     def authenticate(self, authorization: str | None) -> Tenant | None:
         if authorization is None:

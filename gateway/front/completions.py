@@ -11,6 +11,7 @@ import asyncio
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import httpx
 from starlette.requests import Request
@@ -31,6 +32,7 @@ from gateway.forward.upstream import (
     usage_from_body,
 )
 from gateway.front.async_routes import hand_off
+from gateway.front.auth import Tenant
 from gateway.front.disconnect import DisconnectWatch
 from gateway.front.errors import ApiError
 from gateway.front.inbound import (
@@ -91,7 +93,7 @@ async def handle_completion(ctx: GatewayContext, request: Request, path: str) ->
         prepared = await _prepare(ctx, request, hdrs, path, request_id, arrival)
     except ApiError as err:
         return refuse(ctx, err, request_id, path, arrival)
-    flight = Flight(ctx, _record(prepared, arrival), prepared.request)
+    flight = Flight(ctx, request_record(prepared, arrival), prepared.request)
     flight.prompt_chars = prepared.parsed.prompt_chars
     flight.fan_out = prepared.parsed.fan_out
     watch = DisconnectWatch(request.receive)
@@ -112,13 +114,33 @@ async def _prepare(
     arrival: float,
 ) -> Prepared:  # fmt: skip
     runtime = ctx.runtime  # the one read of the config for this request
+    tenant = authenticate(runtime, hdrs)
+    server = runtime.loaded.config.server
+    raw = await read_body(request, server.max_body_bytes, hdrs, server.body_timeout_s)
+    prefer = "prefer" in hdrs and prefers_async(request.scope["headers"])
+    return prepare(ctx, runtime, tenant, hdrs, path, request_id, arrival, raw,
+                   prefer_async=prefer)  # fmt: skip
+
+
+def authenticate(runtime: Runtime, hdrs: Mapping[str, str]) -> Tenant:
+    """The caller's tenant from its API key; 401 without a valid one."""
     tenant = runtime.auth.authenticate(hdrs.get("authorization"))
     if tenant is None:
         raise ApiError(401, "missing or unknown API key", type_="authentication_error",
                        code="invalid_api_key", reason="unauthenticated")  # fmt: skip
-    server = runtime.loaded.config.server
-    raw = await read_body(request, server.max_body_bytes, hdrs, server.body_timeout_s)
-    body = decode_json_object(raw)
+    return tenant
+
+
+def prepare(
+    ctx: GatewayContext, runtime: Runtime, tenant: Tenant, hdrs: Mapping[str, str], path: str,
+    request_id: str, arrival: float, raw: bytes, body: dict[str, Any] | None = None,
+    *, prefer_async: bool = False,
+) -> Prepared:  # fmt: skip
+    """The whole body ``raw`` (``body``: its decoding, when the caller has it) validated,
+    estimated and described for the scheduler: what every front submits. ``prefer_async``:
+    the client asked for the asynchronous handoff (only the HTTP front offers it)."""
+    if body is None:
+        body = decode_json_object(raw)
     meta = parse_metadata(hdrs, tenant, request_id)
     server = runtime.loaded.config.server
     parsed = parse_body(path, body, ctx.pool.known_models(), ctx.pool.model_limit,
@@ -147,8 +169,7 @@ async def _prepare(
         stream=parsed.stream,
         run=_run_hints(meta.run, arrival),
     )
-    prefer = "prefer" in hdrs and prefers_async(request.scope["headers"])
-    return Prepared(runtime, path, parsed, info, raw, prefer)
+    return Prepared(runtime, path, parsed, info, raw, prefer_async)
 
 
 def _run_hints(run: RunHeaders | None, arrival: float) -> RunHints | None:
@@ -169,7 +190,7 @@ async def read_body(
     error of the gateway."""
     declared = (request.headers if hdrs is None else hdrs).get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
+        raise too_large(limit)
     try:
         async with asyncio.timeout(timeout_s):
             return await _receive_body(request.receive, limit)
@@ -191,7 +212,7 @@ async def _receive_body(receive: Receive, limit: int) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise _too_large(limit)
+            raise too_large(limit)
         if not message.get("more_body", False):
             if not chunks:
                 return bytes(chunk)
@@ -200,12 +221,12 @@ async def _receive_body(receive: Receive, limit: int) -> bytes:
         chunks.append(chunk)
 
 
-def _too_large(limit: int) -> ApiError:
+def too_large(limit: int) -> ApiError:
     return ApiError(413, f"request body exceeds {limit} bytes", code="request_too_large",
                     reason="body_too_large")  # fmt: skip
 
 
-def _record(prepared: Prepared, arrival: float) -> RequestRecord:
+def request_record(prepared: Prepared, arrival: float) -> RequestRecord:
     req = prepared.request
     record = RequestRecord(
         req.request_id, req.tenant, req.workload_class, req.model, prepared.path,
@@ -224,7 +245,7 @@ async def _dispatch(
         cls = prepared.request.workload_class
         ctx.metrics.retries.labels(ctx.metrics.tenant_label(prepared.request.tenant), cls).inc()
     if ctx.shared.mode != "local":
-        refusal = await _admit_shared(ctx, flight, prepared.request)
+        refusal = await admit_shared(ctx, flight, prepared.request)
         if refusal is not None:
             return _refused(ctx, flight, prepared, refusal)
     attempts = prepared.runtime.loaded.config.server.max_attempts
@@ -234,7 +255,7 @@ async def _dispatch(
         req = prepared.request
         if attempt > 1:
             req = replace(req, request_id=f"{req.request_id}~{attempt}")
-        admitted = await _admit(ctx, flight, req, gone, frozenset(avoid))
+        admitted = await admit(ctx, flight, req, gone, frozenset(avoid))
         if admitted is None:
             flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
             return Response(status_code=CLIENT_CLOSED_REQUEST)
@@ -263,7 +284,7 @@ def _refused(
     return rejection(flight, decision)
 
 
-async def _admit_shared(ctx: GatewayContext, flight: Flight, req: RequestInfo) -> Decision | None:
+async def admit_shared(ctx: GatewayContext, flight: Flight, req: RequestInfo) -> Decision | None:
     """The tenant's global lease and token reservation (fleet mode), before the core decides;
     a refusal is returned to answer, a grant is released by ``Flight.finish``."""
     policy = ctx.scheduler.policy
@@ -278,7 +299,7 @@ async def _admit_shared(ctx: GatewayContext, flight: Flight, req: RequestInfo) -
     return None
 
 
-async def _admit(
+async def admit(
     ctx: GatewayContext,
     flight: Flight,
     req: RequestInfo,

