@@ -186,15 +186,17 @@ def _answers(url: str) -> bool:
 
 @pytest.mark.parametrize(
     ("request_body_mode", "failure_mode_allow", "status"),
-    [("FULL_DUPLEX_STREAMED", False, 500), ("FULL_DUPLEX_STREAMED", True, 503),
-     ("BUFFERED", False, 500), ("BUFFERED", True, 503)],
+    [("FULL_DUPLEX_STREAMED", False, {500}), ("FULL_DUPLEX_STREAMED", True, {500, 503}),
+     ("BUFFERED", False, {500}), ("BUFFERED", True, {503})],
 )  # fmt: skip
 def test_the_picker_killed_fails_as_envoy_is_configured(
-    stack: StackFactory, request_body_mode: str, failure_mode_allow: bool, status: int
+    stack: StackFactory, request_body_mode: str, failure_mode_allow: bool, status: set[int]
 ) -> None:
     """Fail closed: Envoy answers 500 itself. Fail open: the request goes on without a
     destination, and the ORIGINAL_DST cluster has no host for it (Envoy's 503 "no healthy
-    upstream"). Neither reaches a backend without a decision."""
+    upstream"); with a full-duplex request body Envoy may already have streamed body data to
+    the dead call and then fails closed (500), so either answer is Envoy's. Neither reaches
+    a backend without a decision."""
     envoy = {"request_body_mode": request_body_mode, "failure_mode_allow": failure_mode_allow}
     s = stack(envoy=envoy)
     eventually(lambda: picker_healthy(s.envoy), "Envoy sees the picker healthy")
@@ -206,7 +208,7 @@ def test_the_picker_killed_fails_as_envoy_is_configured(
     stop(s.epp.process)
     body = {"model": MODEL, "messages": MESSAGES, "max_tokens": 2}
     answer = httpx.post(f"{s.envoy.url}/v1/chat/completions", json=body, timeout=30.0)
-    assert answer.status_code == status, answer.text
+    assert answer.status_code in status, answer.text
     assert "x-sluicegate-decision" not in answer.headers
     prompts_after = metric_sums(httpx.get(f"{url}/metrics").text)["vllm:prompt_tokens_total"]
     assert prompts_after == prompts_before  # nothing reached the backend undecided
