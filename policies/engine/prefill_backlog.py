@@ -190,11 +190,10 @@ class PrefillBacklog:
         if b is None or b.pending_tokens <= 0:
             return True
         bound = self.bound(name)
-        if bound is None:
+        if bound is None or b.pending_tokens + tokens <= bound:
             return True
-        head = b.head_tokens()
-        sunk = head if head > bound else 0  # an oversized head delays all behind it anyway
-        return b.pending_tokens - sunk + tokens <= bound
+        head = b.head_tokens()  # an oversized head delays everything behind it anyway
+        return head > bound and b.pending_tokens - head + tokens <= bound
 
     def advance(self, now: float) -> float | None:
         """Apply the rate estimates up to ``now``; the earliest next estimated change."""
