@@ -28,7 +28,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--speed",
         type=float,
         default=1.0,
-        help="run K times faster than the wall clock; reported durations are engine time",
+        help="a card K times faster: runs K times faster than the profile, reports wall durations",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the output-length draws")
     parser.add_argument(

@@ -2,9 +2,12 @@
 
 The families (names, types, help, labels, buckets, pre-created children) come from
 ``vllm_metrics_0.32.json`` (see ``emulator.metric_table``); this module only says which engine
-event feeds which family. Durations are engine seconds, so under ``--speed K`` they are the
-scaled times, as the emulated card would report them. Families the engine does not model
-(multi-modal cache, KV transfer, FLOPs estimates, sleep) are exposed with vLLM's idle values.
+event feeds which family. Durations are wall seconds: under ``--speed K`` the emulator is a
+card K times faster, and it reports its durations as that card would (engine seconds / K),
+the same clock as every other observation of it (TTFT seen by a client, the gateway's
+meters); rates learnt from them, such as the prefill rate, then hold in wall time.
+Families the engine does not model (multi-modal cache, KV transfer, FLOPs estimates,
+sleep) are exposed with vLLM's idle values.
 """
 
 from __future__ import annotations
@@ -54,8 +57,12 @@ def one_two_five_buckets(limit: int) -> list[float]:
 class EmulatorMetrics:
     """All vLLM families of one engine, in their own registry."""
 
-    def __init__(self, model_name: str, config: EngineConfig, *, engine_index: str = "0") -> None:
+    def __init__(
+        self, model_name: str, config: EngineConfig, *, engine_index: str = "0", speed: float = 1.0
+    ) -> None:
         self.registry = CollectorRegistry()
+        self._wall = 1.0 / speed
+        """Wall seconds per engine second."""
         self._identity = {"engine": engine_index, "model_name": model_name}
         self._config = config
         self._families: dict[str, Any] = {}
@@ -134,23 +141,25 @@ class EmulatorMetrics:
             self._child("vllm:generation_tokens").inc(generated)
         if step.preempted:
             self._child("vllm:num_preemptions").inc(len(step.preempted))
+        wall = self._wall
         for ttft in step.ttft_s.values():
-            self._child("vllm:time_to_first_token_seconds").observe(ttft)
+            self._child("vllm:time_to_first_token_seconds").observe(ttft * wall)
         for itl in step.inter_token_latencies_s:
-            self._child("vllm:inter_token_latency_seconds").observe(itl)
+            self._child("vllm:inter_token_latency_seconds").observe(itl * wall)
         for finished in step.finished:
             self._on_finished(finished)
 
     def _on_finished(self, fin: FinishedRequest) -> None:
         self._child("vllm:request_success", finished_reason=fin.finish_reason).inc()
         max_tokens = self._max_tokens.pop(fin.req_id, fin.output_tokens)
+        wall = self._wall
         observations = {
-            "vllm:e2e_request_latency_seconds": fin.e2e_s,
-            "vllm:request_queue_time_seconds": fin.queue_time_s,
-            "vllm:request_prefill_time_seconds": fin.prefill_time_s,
-            "vllm:request_decode_time_seconds": fin.decode_time_s,
-            "vllm:request_inference_time_seconds": fin.inference_time_s,
-            "vllm:request_time_per_output_token_seconds": fin.time_per_output_token_s,
+            "vllm:e2e_request_latency_seconds": fin.e2e_s * wall,
+            "vllm:request_queue_time_seconds": fin.queue_time_s * wall,
+            "vllm:request_prefill_time_seconds": fin.prefill_time_s * wall,
+            "vllm:request_decode_time_seconds": fin.decode_time_s * wall,
+            "vllm:request_inference_time_seconds": fin.inference_time_s * wall,
+            "vllm:request_time_per_output_token_seconds": fin.time_per_output_token_s * wall,
             "vllm:request_prompt_tokens": fin.prompt_tokens,
             "vllm:request_generation_tokens": fin.output_tokens,
             "vllm:request_prefill_kv_computed_tokens": fin.prompt_tokens,

@@ -3,11 +3,12 @@
 Engine time is virtual and exact: each step starts where the previous one ended (or, after an
 idle spell, at the arrival that woke the engine) and lasts what the profile says. The wall
 clock only paces it: after scheduling a step the loop sleeps until the wall clock, scaled by
-``speed``, reaches the step's end, then delivers its tokens. So every duration the engine
-reports (metrics, timestamps) is engine time, the same at any ``--speed``; if the event loop
-cannot keep up, the emulator runs slower than ``speed`` times the wall clock, never with
-distorted durations. Arrivals are stamped ``min(wall engine time, end of the step in flight)``,
-so no request is stamped after the step that will first see it.
+``speed``, reaches the step's end, then delivers its tokens. Step timestamps are engine
+time; the metrics report durations in wall seconds (engine seconds / ``speed``: a card
+``speed`` times faster, see ``emulator/metrics.py``); if the event loop cannot keep up, the
+emulator runs slower than ``speed`` times the wall clock, never with distorted durations.
+Arrivals are stamped ``min(wall engine time, end of the step in flight)``, so no request is
+stamped after the step that will first see it.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class EngineRunner:
             raise ValueError("speed must be > 0")
         self.profile = profile
         self.engine = Engine(profile.engine)
-        self.metrics = EmulatorMetrics(model_name, profile.engine)
+        self.metrics = EmulatorMetrics(model_name, profile.engine, speed=speed)
         self.speed = speed
         self._clock = clock
         self._origin = clock()

@@ -46,6 +46,7 @@ def victim_phase(samples: list[Sample], window: Window, cutoff: float) -> dict[s
     censored = [cutoff - s.started for s in mine if s.status in (0, 200) and s.ttft_s is None]
     ttft = [s.ttft_s for s in mine if s.status == 200 and s.ttft_s is not None] + censored
     e2e = [s.e2e_s for s in ok if s.e2e_s is not None]
+    decode = [s.e2e_s - s.ttft_s for s in ok if s.e2e_s is not None and s.ttft_s is not None]
     return {
         "requests": len(ok),
         "req_s": len(ok) / window.seconds,
@@ -53,6 +54,8 @@ def victim_phase(samples: list[Sample], window: Window, cutoff: float) -> dict[s
         "ttft_p99_ms": _ms(pct(ttft, 0.99)),
         "e2e_p50_ms": _ms(pct(e2e, 0.5)),
         "e2e_p99_ms": _ms(pct(e2e, 0.99)),
+        "decode_p50_ms": _ms(pct(decode, 0.5)),  # first token to last: the engine's steps
+        "decode_p99_ms": _ms(pct(decode, 0.99)),
         "censored": len(censored),
         "rejected": sum(1 for s in mine if s.status == 429),
         "errors": sum(1 for s in mine if s.status not in (0, 200, 429)),

@@ -19,6 +19,8 @@ VARIANTS = (
     "prefill-bound",
     "fair-share+prefill-bound",
     "fair-share-quarter+prefill-bound",
+    "fair-share-preset",
+    "fair-share-preset-unbounded",
 )
 
 
@@ -48,6 +50,11 @@ POLICIES: dict[str, Any] = {
     "fair-share+prefill-bound": lambda: _fair_share(0.125, bound=True),
     "fair-share-quarter+prefill-bound": lambda: _fair_share(0.25, bound=True),
     "fair-share-preset": lambda: _preset("fair-share"),
+    # the preset as it ships with the prefill backlog bound switched off (the mutation)
+    "fair-share-preset-unbounded": lambda: {
+        **_preset("fair-share"),
+        "prefill_backlog": {"enabled": False},
+    },
 }
 
 

@@ -7,7 +7,11 @@ order was. So the gateway lets a backend take a request only while the prompt to
 has dispatched there without a first token back (``pending``), plus the request's own,
 stay within ``rate x ttft_target_s``; the rest waits in the gateway queue, where fairness
 orders it. A backend with nothing pending always takes one (a prompt larger than the bound
-still goes, alone).
+still goes, alone). Such an oversized prompt at the head of a backend's backlog delays
+whatever is dispatched after it by its whole prefill, whether that waits here or in the
+engine; holding short prompts here meanwhile only adds the gateway's wait and its estimate's
+lag to theirs. So the bound counts the backlog behind an oversized head: short prompts line
+up in the engine right behind it, up to the bound, while another oversized one waits.
 
 What is measured, never typed in:
 
@@ -135,6 +139,12 @@ class BackendPrefill:
         self.pending_tokens -= tokens
         return tokens, start
 
+    def head_tokens(self) -> int:
+        """Prompt tokens of the oldest request still pending (the one prefilling now)."""
+        for tokens, _ in self._pending.values():
+            return tokens
+        return 0
+
     def estimate(self, now: float) -> float | None:
         """Drop the unstreamed entries at the head whose prefill the measured rate says has
         ended by ``now``; returns when the next one will (None: nothing to estimate)."""
@@ -180,7 +190,10 @@ class PrefillBacklog:
         if b is None or b.pending_tokens <= 0:
             return True
         bound = self.bound(name)
-        return bound is None or b.pending_tokens + tokens <= bound
+        if bound is None or b.pending_tokens + tokens <= bound:
+            return True
+        head = b.head_tokens()  # an oversized head delays everything behind it anyway
+        return head > bound and b.pending_tokens - head + tokens <= bound
 
     def advance(self, now: float) -> float | None:
         """Apply the rate estimates up to ``now``; the earliest next estimated change."""

@@ -29,8 +29,7 @@ NOISY_PROMPT = 500
 lets one in at a time; without it the engine holds eight (two 2,048-token steps)."""
 ALONE_S, FLOOD_S = 2.0, 8.0
 SPEED = 1.0
-"""cpu-medium paced in real time: a 1,500-token prefill takes 1.4 s. (The emulator reports
-engine time, so at another speed its prefill rate would not be the gateway's.)"""
+"""cpu-medium paced in real time: a 1,500-token prefill takes 1.4 s."""
 
 
 def _body(tokens: int, max_tokens: int, stream: bool) -> dict[str, Any]:
