@@ -99,7 +99,7 @@ class FleetSimulation:
         self.schedulers = [Scheduler(build_policy(POLICY), clock=self.clock,
                                      rng=random.Random(spec.seed + i))
                            for i in range(spec.replicas)]  # fmt: skip
-        self.ledger = FleetLedger(ttl_s=3 * (spec.fair_share_s or 1.0) + 0.1)
+        self.ledger = FleetLedger(ttl_s=max(3 * (spec.fair_share_s or 1.0), 1.0) + 0.1)
         self._rng = random.Random(spec.seed)
         self._lengths = AgentWorkload(spec.profile.output_lengths)
         self._heap: list[_Event] = []

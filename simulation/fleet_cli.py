@@ -10,6 +10,7 @@ Example (the table in docs/fleet.md)::
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 from collections.abc import Callable
 
@@ -37,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--redis-latency-ms", type=_floats, default=[0.5], help="fleet mode: Redis round trip in ms"
     )
+    p.add_argument("--peer-sync-ms", type=_floats, default=[100.0],
+                   help="fleet mode: in-flight exchange intervals in ms")  # fmt: skip
     p.add_argument("--allowance", type=float, default=1000.0,
                    help="fleet mode: fair_share_allowance_tokens")  # fmt: skip
 
@@ -48,16 +51,17 @@ def main_fleet(args: argparse.Namespace, out: Callable[[str], None] = print) -> 
         f"{args.replicas} replicas, {profile.name}: solo through replica 0, spread through "
         f"all; {args.duration:.0f} s simulated ({warmup:.0f} s warm-up), seeds {args.seeds}"
     )
-    out("sync s | Redis ms | solo share (min..max) | fairness error | max gap tokens | "
-        "tokens/s | rate x interval | held over max_num_seqs")  # fmt: skip
-    for latency in args.redis_latency_ms:
-        for interval in args.sync_intervals:
-            runs = [simulate_fleet(FleetSpec(
-                profile, replicas=args.replicas, fair_share_s=interval,
-                redis_latency_s=(latency or 0.0) / 1000, allowance=args.allowance,
-                duration_s=args.duration, warmup_s=warmup, seed=seed,
-            )) for seed in args.seeds]  # fmt: skip
-            out(_row(interval, latency, runs))
+    out("peer ms | sync s | Redis ms | solo share (min..max) | fairness error | max gap "
+        "tokens | tokens/s | rate x interval | held over max_num_seqs")  # fmt: skip
+    grid = itertools.product(args.peer_sync_ms, args.redis_latency_ms, args.sync_intervals)
+    for peer, latency, interval in grid:
+        runs = [simulate_fleet(FleetSpec(
+            profile, replicas=args.replicas, fair_share_s=interval,
+            redis_latency_s=(latency or 0.0) / 1000, allowance=args.allowance,
+            peer_sync_s=(peer or 100.0) / 1000, duration_s=args.duration, warmup_s=warmup,
+            seed=seed,
+        )) for seed in args.seeds]  # fmt: skip
+        out(f"{peer or 100:g} | " + _row(interval, latency, runs))
     return 0
 
 

@@ -215,7 +215,7 @@ class RedisState:
         report = self._fair.report()
         if report is None:
             return
-        backlog_ttl_ms = 3 * self._cfg.fair_share_interval_ms + self._cfg.command_timeout_ms
+        backlog_ttl_ms = _backlog_ttl_ms(self._cfg)
         args: list[str | int | float] = [self.replica_id, backlog_ttl_ms, FAIR_COUNTERS_KEEP_MS,
                                          len(report.served)]  # fmt: skip
         for tenant, served in report.served.items():
@@ -351,7 +351,21 @@ class RedisState:
         async for key in client.scan_iter(match=f"{prefix}*", count=200):
             tenant = key.decode()[len(prefix) + 1 :]
             leases[tenant] = await client.zcount(key, now_ms, "+inf")
-        return {"members": replicas, "tenant_leases": leases}
+        return {"members": replicas, "tenant_leases": leases, **await self._read_fair(now_ms)}
+
+    async def _read_fair(self, now_ms: int) -> dict[str, Any]:
+        """The fleet's fairness counters and, per tenant, the replicas it is queued on."""
+        if self._fair is None:
+            return {}
+        client: Any = self._client
+        counters = await client.hgetall(self._key("fair-counters"))
+        entries = await client.zrangebyscore(self._key("fair-backlog"), now_ms, "+inf")
+        queued: dict[str, list[str]] = {}
+        for entry in entries:
+            replica, tenant = entry.decode().split("|", 1)
+            queued.setdefault(tenant, []).append(replica)
+        fair = {k.decode(): float(v) for k, v in counters.items()}
+        return {"fair_share": {"counters": fair, "queued_on": queued}}
 
     async def aclose(self) -> None:
         for task in list(self._tasks):
@@ -364,6 +378,13 @@ class RedisState:
         except Exception as exc:
             log.warning("shared state: could not leave the fleet cleanly (%s)", type(exc).__name__)
         await self._client.aclose()
+
+
+def _backlog_ttl_ms(cfg: StateConfig) -> int:
+    """How long a replica's backlog entries outlive its last sync: three intervals, and at
+    least a second so a replica whose event loop stalls briefly does not drop out (its
+    tenants would be lifted as newly queued); a dead replica holds others back no longer."""
+    return max(3 * cfg.fair_share_interval_ms, 1000) + cfg.command_timeout_ms
 
 
 def _limit_args(limits: TenantLimits) -> tuple[int, int, int]:

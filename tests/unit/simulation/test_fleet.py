@@ -29,5 +29,5 @@ def test_the_cli_sweeps_the_sync_interval() -> None:
     lines: list[str] = []
     argv = ["--replicas", "2", "--sync-intervals", "off,0.5", "--duration", "30", "--seeds", "1"]
     assert main_fleet(parser().parse_args(argv), lines.append) == 0
-    rows = [line.split(" | ")[0] for line in lines[2:]]
+    rows = [line.split(" | ")[1] for line in lines[2:]]
     assert rows == ["off", "0.5"]

@@ -64,6 +64,10 @@ async def test_redis_keeps_the_same_ledger_as_the_model(
         assert share.allowance == 25.0
     # w starts at the last served counter (y: 120), above the floor (x: 112.75)
     assert expected.elsewhere == {"x": 112.75, "w": 120.0 + 1.0 / 3.0}
+    view = (await fleet["A"][0].fleet())["fair_share"]
+    assert view["counters"] == model.counters
+    assert {t: sorted(r) for t, r in view["queued_on"].items()} == {
+        "x": ["A"], "w": ["A"], "y": ["C"], "z": ["C"]}  # fmt: skip
 
 
 async def test_a_failed_sync_gives_fairness_back_to_the_replica_with_its_report(
