@@ -380,7 +380,8 @@ async def test_fair_share_holds_for_a_tenant_entering_through_one_replica(
     """Two backlogged tenants of equal weight on one engine: ``solo`` through replica 0
     only, ``spread`` through the balancer (all three). Served token shares, counted by the
     engine, within 10 % of 50/50. Without the shared fairness, replicas 1 and 2 (only
-    ``spread`` queued) keep their part of the engine for it: ``solo`` gets about 1/6."""
+    ``spread`` queued) keep their part of the engine for it: ``solo`` gets about 1/6; with
+    the fleet's counters but no holding back, about 1/3."""
     emulator = start_emulator(profile="rx9070xt", model_name=MODEL, speed=5.0)
     tokens = {"solo": 100, "spread": 101}  # each tenant's max_tokens: the engine's tag
     counts = TenantTokens([emulator], {n: t for t, n in tokens.items()})
@@ -404,9 +405,11 @@ async def test_fair_share_holds_for_a_tenant_entering_through_one_replica(
                         pass
                 assert r.status_code == 200, r.status_code
 
-        # both backlogged: three times the engine's slots each
+        # both backlogged, on every replica they enter through: twice the engine's slots for
+        # each replica (more clients must not mean a larger share)
         seqs = emulator.runner.profile.engine.max_num_seqs
-        tasks = [asyncio.ensure_future(ask(t)) for t in tokens for _ in range(3 * seqs)]
+        clients_of = {"solo": 2 * seqs, "spread": 2 * seqs * len(f.replicas)}
+        tasks = [asyncio.ensure_future(ask(t)) for t in tokens for _ in range(clients_of[t])]
         await wait_for(lambda: sum(counts.served.values()) > 0, 60.0, "first tokens served")
         await asyncio.sleep(5.0)  # the counters settle; the window starts from here
         start = dict(counts.served)
