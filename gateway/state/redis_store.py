@@ -103,6 +103,7 @@ class RedisState:
         self._in_flight = in_flight
         self._on_peers = on_peers
         self._fair = fair if cfg.fair_share else None
+        self._fair_failing = False
         self._timeout_s = cfg.command_timeout_ms / 1000
         self._ttl_ms = int(cfg.lease_ttl_s * 1000)
         self._admit = client.register_script(scripts.ADMIT)
@@ -225,13 +226,27 @@ class RedisState:
         try:
             flat = await self._call(self._fair_sync(keys=keys, args=args))
         except Exception as exc:
-            self._fair.merge(None, report)
-            self._failed("fairness sync", exc)
+            self._fair_failed(report, exc)
             return
+        if self._fair_failing:
+            self._fair_failing = False
+            log.warning("shared state: the fairness sync answers again; fair share across "
+                        "replicas")  # fmt: skip
         elsewhere_count = int(flat[0]) * 2 + 1
         pairs = {flat[i].decode(): float(flat[i + 1]) for i in range(1, len(flat), 2)}
         elsewhere = {flat[i].decode(): float(flat[i + 1]) for i in range(1, elsewhere_count, 2)}
         self._fair.merge(share_of(pairs, elsewhere, self._cfg.fair_share_allowance_tokens), None)
+
+    def _fair_failed(self, report: ShareReport, exc: BaseException) -> None:
+        """Fairness alone degrades to this replica's own (its report is kept for the next
+        sync); the limits stay shared: a call that fails for them puts them in fallback."""
+        assert self._fair is not None
+        self.failures += 1
+        self._fair.merge(None, report)
+        if not self._fair_failing:
+            self._fair_failing = True
+            log.warning("shared state: Redis fairness sync failed (%s); fair share within "
+                        "this replica only until it answers", type(exc).__name__)  # fmt: skip
 
     async def _peer_syncs(self) -> None:
         while True:

@@ -73,9 +73,13 @@ async def test_redis_keeps_the_same_ledger_as_the_model(
 async def test_a_failed_sync_gives_fairness_back_to_the_replica_with_its_report(
     fleet: dict[str, tuple[RedisState, Replica]], redis_server: RedisServer
 ) -> None:
+    """Only fairness degrades: the limits stay shared until a call of theirs fails."""
     state, replica = fleet["A"]
     replica.next = ShareReport({"x": 5.0}, frozenset({"x"}))
     redis_server.stop()
     await state.sync_fair_share()
-    assert replica.merged[0] == (None, replica.next)  # per replica; the 5 sent next time
+    assert replica.merged == [(None, replica.next)]  # per replica; the 5 sent next time
+    assert (state.mode, state.failures) == ("shared", 1)
+    await state.beat()  # the heartbeat fails: the limits fall back, fairness stays local
     assert state.mode == "fallback"
+    assert replica.merged[-1] == (None, None)
