@@ -55,6 +55,7 @@ from gateway.state.exposition import SharedStateCollector
 from gateway.state.fallback import effective
 from policies.engine.scheduler import Scheduler
 from policies.estimate import TokenEstimator
+from policies.fairness.fleet_share import FleetShare, ShareReport
 from policies.policy_set import PolicySet
 from policies.types import Clock
 
@@ -119,7 +120,7 @@ def create_app(
 def _redis_state(ctx: GatewayContext) -> Any:
     """Fleet mode: the Redis state, swapping the scheduler to its local share on failure.
     Imported here: one replica never loads the Redis client."""
-    from gateway.state.redis_store import RedisState, connect
+    from gateway.state.redis_store import FairShareHooks, RedisState, connect
 
     cfg = ctx.runtime.loaded.config.state
     replica = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -135,9 +136,14 @@ def _redis_state(ctx: GatewayContext) -> Any:
     def in_flight() -> dict[str, int]:
         return dict(ctx.scheduler.stats().in_flight_by_backend)
 
+    def merge_fair_share(share: FleetShare | None, failed: ShareReport | None) -> None:
+        ctx.scheduler.share_merge(share, failed)
+        ctx.admission.wake()  # a tenant held back may go now, or one may be held
+
+    fair = FairShareHooks(lambda: ctx.scheduler.share_report(), merge_fair_share)
     return RedisState(
         cfg, connect(cfg), replica_id=replica, info=info, on_mode=on_mode,
-        in_flight=in_flight, on_peers=ctx.pool.set_peer_in_flight,
+        in_flight=in_flight, on_peers=ctx.pool.set_peer_in_flight, fair=fair,
     )  # fmt: skip
 
 

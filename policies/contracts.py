@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Final, Generic, TypeVar
 
 from mypy_extensions import mypyc_attr
 
+from policies.fairness.fleet_share import FleetShare, ShareReport
 from policies.fleet import BackendView
 from policies.native.quick_init import quick_init
 from policies.native.read_only import read_only
@@ -210,6 +211,17 @@ class Fairness(Plugin[S, P]):
 
     def deficits(self, state: S) -> Mapping[str, float]:
         return {}
+
+    def share_report(self, state: S) -> ShareReport | None:
+        """Fleet mode: the service since the last report and the tenants queued here (None:
+        this type keeps no state to share across replicas)."""
+        return None
+
+    def share_merge(
+        self, state: S, share: FleetShare | None, failed: ShareReport | None = None
+    ) -> None:
+        """Fleet mode: the fleet's view after a sync (None: fairness within this replica
+        only); ``failed``: a report the fleet may not have counted, to send again."""
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

@@ -17,6 +17,7 @@ from emulator.profile import Profile, load_profile
 from simulation.catalog import FRONTIER, resolve
 from simulation.chart import ChartUnavailable, draw, draw_frontier
 from simulation.engine_adapter import knee_agents
+from simulation.fleet_cli import add_arguments, main_fleet
 from simulation.lengths import resolve_lengths
 from simulation.results import Row, format_table, write_csv
 from simulation.run import Candidate, RunSpec, sweep
@@ -55,11 +56,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--frontier", action="store_true",
                    help="run the beyond-the-seed candidates (each with its agent behaviour); "
                    "--policies then filters them by name, --agents defaults to 24")  # fmt: skip
+    add_arguments(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.replicas > 0:
+        return main_fleet(args)
     profile = load_profile(args.profile)
     backoff = BackoffPolicy(
         base_s=args.backoff_base,

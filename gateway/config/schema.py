@@ -176,6 +176,14 @@ class StateConfig(_Strict):
     initial_replicas: int = Field(
         default=1, ge=1, description="N for the local share before Redis has ever answered"
     )
+    fair_share: bool = Field(
+        default=True, description="share the fairness counters (vtc) across replicas"
+    )
+    fair_share_interval_ms: int = Field(default=100, ge=10, le=10_000)
+    fair_share_allowance_tokens: float = Field(
+        default=1000.0, ge=0.0,
+        description="virtual tokens a tenant may lead a tenant queued on another replica",
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _coherent(self) -> StateConfig:

@@ -28,6 +28,7 @@ from redis.retry import Retry
 from gateway.config.schema import StateConfig
 from gateway.state import scripts
 from gateway.state.contract import Grant, Refusal
+from policies.fairness.fleet_share import FleetShare, ShareReport, share_of
 from policies.gates.quota_params import TenantLimits
 from policies.types import Reason, RequestInfo, Usage
 
@@ -35,6 +36,19 @@ log = logging.getLogger("sluicegate.state")
 
 ModeListener = Callable[[str, int], None]
 """Called with the new mode and the last known replica count when the mode changes."""
+
+FAIR_COUNTERS_KEEP_MS = 600_000
+"""The fleet's fairness counters outlive the last sync by this long (then start again)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FairShareHooks:
+    """Fleet fairness: ``report`` takes what this replica served and has queued (None: the
+    fairness type shares nothing); ``merge`` hands the fleet's view back (None: fairness
+    within this replica; with a report the fleet may not have counted, to send again)."""
+
+    report: Callable[[], ShareReport | None]
+    merge: Callable[[FleetShare | None, ShareReport | None], None]
 
 
 @dataclass(slots=True)
@@ -76,9 +90,11 @@ class RedisState:
         on_mode: ModeListener | None = None,
         in_flight: Callable[[], Mapping[str, int]] | None = None,
         on_peers: Callable[[dict[str, int]], None] | None = None,
+        fair: FairShareHooks | None = None,
     ) -> None:
         """``in_flight``: this replica's requests in flight per backend, shared every
-        ``peer_sync_interval_ms``; ``on_peers`` gets the other replicas' sums."""
+        ``peer_sync_interval_ms``; ``on_peers`` gets the other replicas' sums. ``fair``: the
+        scheduler's fairness, synced every ``fair_share_interval_ms`` (``fair_share``)."""
         self._cfg = cfg
         self._client = client
         self.replica_id = replica_id
@@ -86,6 +102,8 @@ class RedisState:
         self._on_mode = on_mode
         self._in_flight = in_flight
         self._on_peers = on_peers
+        self._fair = fair if cfg.fair_share else None
+        self._fair_failing = False
         self._timeout_s = cfg.command_timeout_ms / 1000
         self._ttl_ms = int(cfg.lease_ttl_s * 1000)
         self._admit = client.register_script(scripts.ADMIT)
@@ -93,6 +111,7 @@ class RedisState:
         self._heartbeat = client.register_script(scripts.HEARTBEAT)
         self._leave = client.register_script(scripts.LEAVE)
         self._peers = client.register_script(scripts.PEERS)
+        self._fair_sync = client.register_script(scripts.FAIR_SYNC)
         self._held: dict[str, _Held] = {}
         self._unsent: list[_Settlement] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -176,11 +195,58 @@ class RedisState:
     # -- background ----------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Heartbeats and the in-flight exchange until cancelled."""
-        if self._in_flight is None:
-            await self._beats()
-        else:
-            await asyncio.gather(self._beats(), self._peer_syncs())
+        """Heartbeats, the in-flight exchange and the fairness sync until cancelled."""
+        jobs = [self._beats()]
+        if self._in_flight is not None:
+            jobs.append(self._peer_syncs())
+        if self._fair is not None:
+            jobs.append(self._fair_syncs())
+        await asyncio.gather(*jobs)
+
+    async def _fair_syncs(self) -> None:
+        while True:
+            if self._mode == "shared":
+                await self.sync_fair_share()
+            await asyncio.sleep(self._cfg.fair_share_interval_ms / 1000)
+
+    async def sync_fair_share(self) -> None:
+        """One fairness sync (``FAIR_SYNC``): sends what this replica served and has queued,
+        hands the fleet's counters and backlog to the scheduler."""
+        assert self._fair is not None
+        report = self._fair.report()
+        if report is None:
+            return
+        backlog_ttl_ms = _backlog_ttl_ms(self._cfg)
+        args: list[str | int | float] = [self.replica_id, backlog_ttl_ms, FAIR_COUNTERS_KEEP_MS,
+                                         len(report.served)]  # fmt: skip
+        for tenant, served in report.served.items():
+            args += [tenant, repr(served)]
+        args += sorted(report.backlogged)
+        keys = [self._key("fair-counters"), self._key("fair-backlog"), self._key("fair-last")]
+        try:
+            flat = await self._call(self._fair_sync(keys=keys, args=args))
+        except Exception as exc:
+            self._fair_failed(report, exc)
+            return
+        if self._fair_failing:
+            self._fair_failing = False
+            log.warning("shared state: the fairness sync answers again; fair share across "
+                        "replicas")  # fmt: skip
+        elsewhere_count = int(flat[0]) * 2 + 1
+        pairs = {flat[i].decode(): float(flat[i + 1]) for i in range(1, len(flat), 2)}
+        elsewhere = {flat[i].decode(): float(flat[i + 1]) for i in range(1, elsewhere_count, 2)}
+        self._fair.merge(share_of(pairs, elsewhere, self._cfg.fair_share_allowance_tokens), None)
+
+    def _fair_failed(self, report: ShareReport, exc: BaseException) -> None:
+        """Fairness alone degrades to this replica's own (its report is kept for the next
+        sync); the limits stay shared: a call that fails for them puts them in fallback."""
+        assert self._fair is not None
+        self.failures += 1
+        self._fair.merge(None, report)
+        if not self._fair_failing:
+            self._fair_failing = True
+            log.warning("shared state: Redis fairness sync failed (%s); fair share within "
+                        "this replica only until it answers", type(exc).__name__)  # fmt: skip
 
     async def _peer_syncs(self) -> None:
         while True:
@@ -255,9 +321,11 @@ class RedisState:
     def _failed(self, op: str, exc: BaseException) -> None:
         self.failures += 1
         if self._mode == "shared":
-            log.warning("shared state: Redis %s failed (%s); %s", op, type(exc).__name__,
+            log.warning("shared state: Redis %s failed (%s); %s%s", op, type(exc).__name__,
                         "refusing quota-gated work" if self._cfg.on_failure == "closed"
-                        else f"enforcing the local share of 1/{self.replicas}")  # fmt: skip
+                        else f"enforcing the local share of 1/{self.replicas}",
+                        "; fair share within this replica only" if self._fair else "",
+                        )  # fmt: skip
             self._set_mode("closed" if self._cfg.on_failure == "closed" else "fallback")
 
     def _set_mode(self, mode: str) -> None:
@@ -266,6 +334,8 @@ class RedisState:
         if mode == "shared":
             log.warning("shared state: Redis answers again; %d replicas", self.replicas)
         self._mode = mode
+        if mode != "shared" and self._fair is not None:
+            self._fair.merge(None, None)
         if self._on_mode is not None:
             self._on_mode(mode, self.replicas)
 
@@ -296,7 +366,21 @@ class RedisState:
         async for key in client.scan_iter(match=f"{prefix}*", count=200):
             tenant = key.decode()[len(prefix) + 1 :]
             leases[tenant] = await client.zcount(key, now_ms, "+inf")
-        return {"members": replicas, "tenant_leases": leases}
+        return {"members": replicas, "tenant_leases": leases, **await self._read_fair(now_ms)}
+
+    async def _read_fair(self, now_ms: int) -> dict[str, Any]:
+        """The fleet's fairness counters and, per tenant, the replicas it is queued on."""
+        if self._fair is None:
+            return {}
+        client: Any = self._client
+        counters = await client.hgetall(self._key("fair-counters"))
+        entries = await client.zrangebyscore(self._key("fair-backlog"), now_ms, "+inf")
+        queued: dict[str, list[str]] = {}
+        for entry in entries:
+            replica, tenant = entry.decode().split("|", 1)
+            queued.setdefault(tenant, []).append(replica)
+        fair = {k.decode(): float(v) for k, v in counters.items()}
+        return {"fair_share": {"counters": fair, "queued_on": queued}}
 
     async def aclose(self) -> None:
         for task in list(self._tasks):
@@ -309,6 +393,13 @@ class RedisState:
         except Exception as exc:
             log.warning("shared state: could not leave the fleet cleanly (%s)", type(exc).__name__)
         await self._client.aclose()
+
+
+def _backlog_ttl_ms(cfg: StateConfig) -> int:
+    """How long a replica's backlog entries outlive its last sync: three intervals, and at
+    least a second so a replica whose event loop stalls briefly does not drop out (its
+    tenants would be lifted as newly queued); a dead replica holds others back no longer."""
+    return max(3 * cfg.fair_share_interval_ms, 1000) + cfg.command_timeout_ms
 
 
 def _limit_args(limits: TenantLimits) -> tuple[int, int, int]:

@@ -156,3 +156,76 @@ redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 return 1
 """
+
+FAIR_SYNC = (
+    NOW_MS
+    + """
+-- KEYS: counters hash (tenant -> virtual time), backlog sorted set (member 'replica|tenant',
+-- score = expiry ms), 'last' key. ARGV: replica id, backlog ttl ms, counters ttl ms, n, then
+-- n (tenant, virtual time served since the last sync) pairs, then the tenants queued here.
+-- The rule of policies/fairness/fleet_ledger.py: add what was served, lift a tenant that
+-- becomes queued in the fleet to the least-served queued tenant, replace this replica's
+-- backlog entries. Returns {k, k (tenant, counter) pairs of the tenants queued on other
+-- replicas, then (tenant, counter) pairs of the tenants this replica named}.
+local me, ttl, keep, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local function fmt(x) return string.format('%.17g', x) end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local last = tonumber(redis.call('GET', KEYS[3])) or 0
+local function counter(t) return tonumber(redis.call('HGET', KEYS[1], t)) or last end
+local mine = {}
+for i = 5, 4 + 2 * n, 2 do
+  local t, served = ARGV[i], tonumber(ARGV[i + 1])
+  local before = counter(t)
+  redis.call('HSET', KEYS[1], t, fmt(before + served))
+  if served > 0 and before > last then last = before end
+  mine[#mine + 1] = t
+end
+redis.call('SET', KEYS[3], fmt(last), 'PX', keep)
+local entries = redis.call('ZRANGE', KEYS[2], 0, -1)
+local queued, floor = {}, nil
+local owners, tenants = {}, {}
+for j, m in ipairs(entries) do
+  local sep = string.find(m, '|', 1, true)
+  owners[j], tenants[j] = string.sub(m, 1, sep - 1), string.sub(m, sep + 1)
+  if not queued[tenants[j]] then
+    queued[tenants[j]] = true
+    local c = counter(tenants[j])
+    if floor == nil or c < floor then floor = c end
+  end
+end
+if floor == nil then floor = last end
+for i = 5 + 2 * n, #ARGV do
+  local t = ARGV[i]
+  if not queued[t] then
+    local c = tonumber(redis.call('HGET', KEYS[1], t))
+    if c == nil or c < floor then redis.call('HSET', KEYS[1], t, fmt(floor)) end
+  end
+  mine[#mine + 1] = t
+end
+for j, m in ipairs(entries) do
+  if owners[j] == me then redis.call('ZREM', KEYS[2], m) end
+end
+for i = 5 + 2 * n, #ARGV do redis.call('ZADD', KEYS[2], now + ttl, me .. '|' .. ARGV[i]) end
+redis.call('PEXPIRE', KEYS[2], ttl * 2)
+redis.call('PEXPIRE', KEYS[1], keep)
+local function value(t) return redis.call('HGET', KEYS[1], t) or fmt(last) end
+local out, seen = {0}, {}
+for j = 1, #entries do
+  local t = tenants[j]
+  if owners[j] ~= me and not seen[t] then
+    seen[t] = true
+    out[1] = out[1] + 1
+    out[#out + 1] = t
+    out[#out + 1] = value(t)
+  end
+end
+for _, t in ipairs(mine) do
+  if not seen[t] then
+    seen[t] = true
+    out[#out + 1] = t
+    out[#out + 1] = value(t)
+  end
+end
+return out
+"""
+)

@@ -20,6 +20,7 @@ from policies.engine.queue_book import QueueBook
 from policies.engine.retry_after import JitterSequence, drain_seconds, retry_after
 from policies.engine.scheduler_types import SchedulerStats, Ticket, make_decision
 from policies.engine.swap import PolicyStates
+from policies.fairness.fleet_share import FleetShare, ShareReport
 from policies.fleet import BackendView, FleetSnapshot
 from policies.ladder.ladder import apply_ladder, update_active
 from policies.policy_set import PolicySet
@@ -318,6 +319,15 @@ class Scheduler:
                 outcome is Outcome.FAILED,
             )  # fmt: skip
         self._drain.tick(now, bool(self._in_flight))
+
+    def share_report(self) -> ShareReport | None:
+        """Fleet mode: what this replica served since its last report, and who is queued
+        here (None: the fairness type shares nothing)."""
+        return self._policy.fairness.share_report(self._states.fairness)
+
+    def share_merge(self, share: FleetShare | None, failed: ShareReport | None = None) -> None:
+        """Fleet mode: the fleet's fairness view (None: fairness within this replica)."""
+        self._policy.fairness.share_merge(self._states.fairness, share, failed)
 
     def first_token(self, ticket: Ticket) -> None:
         """The first token of ``ticket``'s response came back (streamed responses): its

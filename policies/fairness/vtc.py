@@ -9,6 +9,11 @@ that becomes backlogged is lifted to the smallest counter among the backlogged (
 last served counter when nobody is), so idle time cannot be banked for a later burst.
 Between two backlogged tenants the service gap stays within 2 x the largest request cost
 (the VTC bound).
+
+Fleet mode (``policies/fairness/fleet_share.py``): the counters are the fleet's, merged at
+each sync with what this replica served since; a tenant that leads a tenant queued on
+another replica by more than the allowance is passed over, and the lift counts the tenants
+queued elsewhere.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass, field
 
 from policies.contracts import Allow, Fairness, QueuedEntry
 from policies.engine.dead_entries import Item, live_head, live_items, must_rebuild
+from policies.fairness.fleet_share import FleetShare, ShareReport, local_counters
 from policies.params import NoParams
 from policies.types import RequestInfo
 
@@ -33,6 +39,12 @@ class VtcState:
     heap: list[tuple[float, int, str]] = field(default_factory=list)
     last_served: float = 0.0
     seq: int = 0
+    sharing: bool = False
+    """Fleet mode: ``unsent`` accumulates for the next report."""
+    unsent: dict[str, float] = field(default_factory=dict)
+    """Virtual time served per tenant since the last report to the fleet."""
+    fleet: FleetShare | None = None
+    """The fleet's view at the last sync (None: fairness within this replica only)."""
 
 
 class Vtc(Fairness[VtcState, NoParams]):
@@ -46,9 +58,7 @@ class Vtc(Fairness[VtcState, NoParams]):
         live = state.live
         before = live.get(tenant, 0)
         if before == 0:
-            floor = _min_backlogged(state)
-            floor = state.last_served if floor is None else floor
-            state.counters[tenant] = max(state.counters.get(tenant, floor), floor)
+            _lift(state, tenant)
         _push_entry(state, entry)
         live[tenant] = before + 1  # _add_live(state, tenant, 1), inline: never below 0
         if before == 0:
@@ -57,7 +67,8 @@ class Vtc(Fairness[VtcState, NoParams]):
     def pop(self, state: VtcState, now: float, allow: Allow | None = None) -> QueuedEntry | None:
         """The least-served backlogged tenant's most urgent entry; tenants ``allow``
         refuses are passed over (their place is kept)."""
-        if allow is None:
+        fleet = state.fleet
+        if allow is None and fleet is None:
             return _pop_first(state)
         passed: list[tuple[float, int, str]] = []
         found: QueuedEntry | None = None
@@ -66,7 +77,9 @@ class Vtc(Fairness[VtcState, NoParams]):
             head = live_head(state.queues[tenant])
             if head is None:
                 state.live[tenant] = 0  # only dead entries were left
-            elif not allow(head):
+            elif (fleet is not None and fleet.holds(tenant, state.counters[tenant])) or (
+                allow is not None and not allow(head)
+            ):
                 passed.append(heapq.heappop(state.heap))
             else:
                 heapq.heappop(state.queues[tenant])
@@ -96,17 +109,54 @@ class Vtc(Fairness[VtcState, NoParams]):
         counters = state.counters
         counter = counters.get(tenant, state.last_served)
         weight = req.weight
-        counters[tenant] = counter + tokens / (_MIN_WEIGHT if weight < _MIN_WEIGHT else weight)
+        served = tokens / (_MIN_WEIGHT if weight < _MIN_WEIGHT else weight)
+        counters[tenant] = counter + served
+        if state.sharing:
+            state.unsent[tenant] = state.unsent.get(tenant, 0.0) + served
         if tokens > 0 and counter > state.last_served:  # max(last_served, counter)
             state.last_served = counter
         if state.live.get(tenant, 0) > 0:
             _push_heap(state, tenant)
+
+    def share_report(self, state: VtcState) -> ShareReport:
+        state.sharing = True
+        served, state.unsent = state.unsent, {}
+        return ShareReport(served, frozenset(t for t, n in state.live.items() if n > 0))
+
+    def share_merge(
+        self, state: VtcState, share: FleetShare | None, failed: ShareReport | None = None
+    ) -> None:
+        if failed is not None:  # sent again with the next report
+            for tenant, served in failed.served.items():
+                state.unsent[tenant] = state.unsent.get(tenant, 0.0) + served
+        state.fleet = share
+        if share is None:
+            return
+        for tenant in local_counters(share, state.counters, state.unsent):
+            if state.live.get(tenant, 0) > 0:
+                _push_heap(state, tenant)
 
     def deficits(self, state: VtcState) -> Mapping[str, float]:
         """Each tenant's counter above the least-served backlogged one (weighted tokens)."""
         floor = _min_backlogged(state)
         floor = state.last_served if floor is None else floor
         return {t: c - floor for t, c in state.counters.items()}
+
+
+def _lift(state: VtcState, tenant: str) -> None:
+    """``tenant`` became backlogged here: lifted to the least-served backlogged tenant (here
+    or, in fleet mode, elsewhere), unless the fleet has it queued elsewhere already."""
+    fleet = state.fleet
+    floor = _min_backlogged(state)
+    if fleet is not None:
+        if tenant in fleet.elsewhere:
+            state.counters.setdefault(tenant, fleet.elsewhere[tenant])
+            return
+        remote = fleet.floor_for(tenant)
+        if remote is not None and (floor is None or remote < floor):
+            floor = remote
+    floor = state.last_served if floor is None else floor
+    state.counters[tenant] = max(state.counters.get(tenant, floor), floor)
 
 
 def _pop_first(state: VtcState) -> QueuedEntry | None:
