@@ -5,6 +5,7 @@ break it: that shows the test can see the defect it guards against."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -47,8 +48,18 @@ def _client(f: Fleet) -> httpx.AsyncClient:
 
 
 def _held(emulators: list[EmbeddedEmulator]) -> int:
-    """Requests the engines hold right now (running or waiting), read from the engines."""
-    return sum(e.runner.engine.num_running + e.runner.engine.num_waiting for e in emulators)
+    """Requests the engines hold right now (running or waiting), read from the engines.
+
+    The engines run in threads of this process. Read one after another, a request that ends
+    on one engine and whose successor reaches another between the two reads would be counted
+    twice; so the reads are one instant: no other thread of this process runs between them
+    (the switch interval is raised for these few attribute reads; they do no I/O)."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(10.0)
+    try:
+        return sum(e.runner.engine.num_running + e.runner.engine.num_waiting for e in emulators)
+    finally:
+        sys.setswitchinterval(interval)
 
 
 async def _sample_max(read: Callable[[], int], stop: asyncio.Event) -> int:
@@ -57,6 +68,16 @@ async def _sample_max(read: Callable[[], int], stop: asyncio.Event) -> int:
         seen = max(seen, read())
         await asyncio.sleep(0.01)
     return seen
+
+
+def _redis_failures(f: Fleet) -> list[float]:
+    """Each replica's count of failed or timed-out Redis calls (each fell back for a while)."""
+    counts = []
+    for replica in f.replicas:
+        text = httpx.get(f"{replica.url}/metrics", timeout=10.0).text
+        counts.append(sum(float(line.split()[-1]) for line in text.splitlines()
+                          if line.startswith("sluicegate_shared_state_failures_total")))  # fmt: skip
+    return counts
 
 
 @pytest.mark.parametrize("backend", ["redis", "local"])
@@ -83,15 +104,21 @@ async def test_max_concurrent_holds_across_replicas(
                     if r.status_code == 429:
                         await asyncio.sleep(0.02)  # the load generator's pacing
 
+            failures_before = _redis_failures(f)
             stop = asyncio.Event()
             sampler = asyncio.ensure_future(_sample_max(lambda: _held(emulators), stop))
             await asyncio.gather(*(stream_until_enough() for _ in range(100)))
             stop.set()
             max_held = await sampler
-    print(f"fleet max_concurrent 10 [{backend}]: the engines held at most {max_held}")
+            failures = zip(failures_before, _redis_failures(f), strict=True)
+            fell_back = sum(after > before for before, after in failures)
+    print(f"fleet max_concurrent 10 [{backend}]: the engines held at most {max_held}; "
+          f"replicas with a failed Redis call meanwhile: {fell_back}")  # fmt: skip
     assert set(statuses) <= {200, 429}
     if backend == "redis":
-        assert 8 <= max_held <= 10, max_held
+        # exact while every replica stays shared; a replica whose Redis call timed out (a
+        # loaded machine) serves its local share, 10 // 3, beside the leases Redis counts
+        assert 8 <= max_held <= 10 + fell_back * (10 // 3), (max_held, fell_back)
     else:
         assert max_held > 10, max_held  # per-replica counting lets each replica take 10
 
