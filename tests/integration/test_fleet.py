@@ -75,8 +75,9 @@ def _redis_failures(f: Fleet) -> list[float]:
     counts = []
     for replica in f.replicas:
         text = httpx.get(f"{replica.url}/metrics", timeout=10.0).text
+        name = "sluicegate_shared_state_failures_total"
         counts.append(sum(float(line.split()[-1]) for line in text.splitlines()
-                          if line.startswith("sluicegate_shared_state_failures_total")))  # fmt: skip
+                          if line.startswith(name)))  # fmt: skip
     return counts
 
 
