@@ -94,6 +94,7 @@ def create_app(
     ctx.async_jobs = AsyncJobs(ctx)
     if loaded.config.state.backend == "redis":
         ctx.shared = _redis_state(ctx)
+        scheduler.swap(effective(scheduler.policy, ctx.shared.mode, ctx.shared.replicas))
     ctx.metrics.registry.register(SharedStateCollector(lambda: ctx.shared))
     if config_path is not None:
         ctx.reloader = Reloader(
@@ -138,6 +139,7 @@ def _redis_state(ctx: GatewayContext) -> Any:
     return RedisState(
         cfg, connect(cfg), replica_id=replica, info=info, on_mode=on_mode,
         in_flight=in_flight, on_peers=ctx.pool.set_peer_in_flight,
+        policy=lambda: ctx.full_policy,
     )  # fmt: skip
 
 
