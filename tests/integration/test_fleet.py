@@ -339,3 +339,38 @@ async def _mean_held_under_flood(cfg: dict[str, Any], emulator: EmbeddedEmulator
     assert statuses == [200] * 60
     busy = [n for n in samples if n > 0]
     return sum(busy) / len(busy)
+
+
+SCRAPE_INTERVAL_S = 0.2
+
+
+@pytest.mark.parametrize("backend", ["redis", "local"])
+async def test_each_engine_is_scraped_by_one_replica(
+    backend: str, redis_server: RedisServer, start_emulator: StartEmulator
+) -> None:
+    """Three replicas, three engines: each engine's /metrics is fetched about as often as one
+    scraper fetches it, not three times as often (counted at the engines)."""
+    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0)
+                 for _ in range(3)]  # fmt: skip
+    cfg = {**_config(emulators, {"max_concurrent": 10}, _state(backend, redis_server)),
+           "scrape": {"interval_s": SCRAPE_INTERVAL_S}}  # fmt: skip
+    with fleet(cfg):
+        # the replicas scraped every engine once before serving; the leads are taken since
+        await asyncio.sleep(1.0)
+        before = [e.runner.metrics_served for e in emulators]
+        for e in emulators:
+            e.runner.scraped_from.clear()
+        started = time.monotonic()
+        await asyncio.sleep(4.0)  # the span over which the scrapes are counted
+        counts = [e.runner.metrics_served - b for e, b in zip(emulators, before, strict=True)]
+        one_scraper = (time.monotonic() - started) / SCRAPE_INTERVAL_S
+        # each replica keeps one connection to each engine: one source per scraping replica
+        sources = [len(e.runner.scraped_from) for e in emulators]
+    ratios = [round(c / one_scraper, 2) for c in counts]
+    print(f"fleet scrapes [{backend}]: per engine {counts} from {sources} connections; "
+          f"÷ one scraper's {one_scraper:.0f}: {ratios}")  # fmt: skip
+    if backend == "redis":
+        assert all(0 < r <= 1.5 for r in ratios), ratios  # two scrapers would be about 2
+        assert max(sources) <= 2, sources  # one, or two if the lead moved meanwhile
+    else:
+        assert sources == [3, 3, 3], sources  # every replica scrapes every engine
