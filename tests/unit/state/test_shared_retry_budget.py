@@ -130,3 +130,23 @@ def test_the_core_gate_leaves_when_shared_and_returns_divided_when_redis_fails()
     rule = retry_rule(effective(policy, "fallback", 3))
     assert rule is not None and rule.params.ratio == 0.2  # each holds ratio x its own firsts
     assert effective(policy, "local", 1) is policy
+
+
+async def test_a_retry_while_redis_hangs_is_left_to_the_local_share(
+    redis_server: RedisServer,
+) -> None:
+    cfg = StateConfig.model_validate(
+        {"backend": "redis", "url": redis_server.url, "command_timeout_ms": 100}
+    )
+    modes: list[str] = []
+    state = RedisState(cfg, connect(cfg), replica_id="alone", on_mode=lambda m, _n: modes.append(m),
+                       policy=lambda: budget(ratio=0.5, min_retries_per_s=0.3))  # fmt: skip
+    await state.beat()
+    redis_server.pause()
+    try:
+        answer = await state.admit(request(1, retry=True), None)
+    finally:
+        redis_server.resume()
+    # no error reaches the request: the core's gate, its floor divided by N, decides it
+    assert answer is None and modes == ["fallback"]
+    await state.aclose()
