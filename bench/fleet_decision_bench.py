@@ -43,6 +43,7 @@ from gateway.state.contract import Grant, Refusal, SharedState
 from gateway.state.fallback import effective, quota_limits
 from gateway.state.local import LocalState
 from gateway.state.redis_store import RedisState, connect
+from gateway.state.shared_retries import SharedRetries
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.policy_set import PolicySet
 from policies.registry import build_policy
@@ -146,8 +147,10 @@ async def run(args: argparse.Namespace, url: str) -> list[Side]:
     clock = VirtualClock()
     fleet = Fleet(clock, args.backends, args.slots, args.scrape_s)
     cfg = StateConfig.model_validate({"backend": "redis", "url": url, "command_timeout_ms": 5000})
-    redis_state = RedisState(cfg, connect(cfg), replica_id="bench",
-                             policy=lambda: build_policy(POLICY))  # fmt: skip
+    client, full = connect(cfg), build_policy(POLICY)
+    redis_state = RedisState(cfg, client, replica_id="bench", policy=lambda: full)
+    # first attempts counted on the schedulers' virtual clock, as the local gate counts them
+    redis_state.retries = SharedRetries(cfg, client, "bench", lambda: full, clock=clock)
     await redis_state.beat()
     sides = [side("local", LocalState(), clock), side("redis", redis_state, clock)]
     seq = 0

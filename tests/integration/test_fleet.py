@@ -374,3 +374,27 @@ async def test_each_engine_is_scraped_by_one_replica(
         assert max(sources) <= 2, sources  # one, or two if the lead moved meanwhile
     else:
         assert sources == [3, 3, 3], sources  # every replica scrapes every engine
+
+
+@pytest.mark.parametrize("backend", ["redis", "local"])
+async def test_the_retry_budget_floor_counts_once_for_the_fleet(
+    backend: str, redis_server: RedisServer, start_emulator: StartEmulator
+) -> None:
+    """Only retries, through the balancer: the budget's floor (3 per window) allows 3 for
+    the fleet, where per-replica budgets allow 3 on each replica."""
+    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0)]
+    budget = {"ratio": 0.1, "window_s": 60, "min_retries_per_s": 0.05}  # floor: 3
+    policy = {"gates": [{"type": "retry_budget", "parameters": budget}],
+              "ladder": {"steps": []}}  # fmt: skip
+    cfg = gateway_config([e.url for e in emulators], policy, tenants=(TENANT,),
+                         state=_state(backend, redis_server))  # fmt: skip
+    statuses = []
+    with fleet(cfg) as f:
+        async with _client(f) as client:
+            for _ in range(12):  # one at a time: four rounds of the balancer's three
+                r = await client.post("/v1/chat/completions", json=chat_body(5),
+                                      headers={"x-stainless-retry-count": "1"})  # fmt: skip
+                statuses.append(r.status_code)
+    print(f"fleet retry budget [{backend}]: {statuses.count(200)} of 12 retries served")
+    assert set(statuses) <= {200, 429}
+    assert statuses.count(200) == (3 if backend == "redis" else 9)
