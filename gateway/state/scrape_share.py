@@ -49,13 +49,15 @@ class SharedScrapes:
         self.answering = False
         """Redis answered the last exchange (False: every backend is scraped here)."""
         self._seen_at: dict[str, int] = {}
+        self._unreadable: set[str] = set()
+        """Backends whose published scrape this replica could not read: it scrapes them."""
         self._tasks: set[asyncio.Task[None]] = set()
 
     def _key(self, kind: str, name: str) -> str:
         return f"{self._cfg.key_prefix}{kind}:{name}"
 
     def scrapes(self, name: str) -> bool:
-        return not self.answering or name in self.leading
+        return not self.answering or name in self.leading or name in self._unreadable
 
     def scraped(self, name: str, sample: MetricsSample, at: float) -> None:
         if self.answering and name in self.leading:
@@ -76,7 +78,11 @@ class SharedScrapes:
 
     async def run(self) -> None:
         while True:
-            await self.exchange()
+            try:
+                await self.exchange()
+            except Exception as exc:  # a bug here must not leave the backends unscraped
+                log.exception("scrape sharing failed")
+                self._lost(exc)
             await asyncio.sleep(self._interval_ms / 2000)
 
     async def exchange(self) -> None:
@@ -103,7 +109,19 @@ class SharedScrapes:
             self.leading.discard(name)
             if int(age_ms) >= 0 and self._seen_at.get(name) != int(made_ms):
                 self._seen_at[name] = int(made_ms)  # the same scrape is taken once
-                self._scraper.ingest(name, decode(sample), now - int(age_ms) / 1000)
+                self._ingest(name, sample, now - int(age_ms) / 1000)
+
+    def _ingest(self, name: str, sample: bytes, at: float) -> None:
+        try:
+            decoded = decode(sample)
+        except (ValueError, KeyError, TypeError) as exc:
+            if name not in self._unreadable:
+                log.warning("scrape sharing: unreadable scrape of %s (%s); scraping it here",
+                            name, type(exc).__name__)  # fmt: skip
+            self._unreadable.add(name)
+            return
+        self._unreadable.discard(name)
+        self._scraper.ingest(name, decoded, at)
 
     async def _call(self, call: Any) -> Any:
         return await asyncio.wait_for(call, self._cfg.command_timeout_ms / 1000)

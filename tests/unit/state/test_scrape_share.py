@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
+import redis
 
 from gateway.backends.scrape.engines import ENGINES
 from gateway.backends.scrape.parse import parse_narrow, wanted_names
@@ -128,3 +129,20 @@ def test_a_scrape_survives_the_trip_through_json() -> None:
     sample = extract(parse_narrow(BODY, wanted_names(engine)), engine)
     assert sample.histograms  # +Inf bounds among them
     assert decode(encode(sample)) == sample
+
+
+async def test_an_unreadable_published_scrape_is_scraped_here(
+    replicas: tuple[Make, FakeClock], redis_server: RedisServer
+) -> None:
+    make, _ = replicas
+    leader, follower = make("leader"), make("follower")
+    await leader.share.exchange()
+    await leader.tick()
+    await follower.share.exchange()
+    assert not follower.share.scrapes("a")
+    client = redis.Redis.from_url(redis_server.url)
+    client.hset("sluicegate:signals:a", "sample", "not json")  # the default key prefix
+    client.hset("sluicegate:signals:a", "at", 1)  # a new scrape, as far as its time says
+    await follower.share.exchange()
+    assert follower.share.scrapes("a") and not follower.share.scrapes("b")
+    client.close()
