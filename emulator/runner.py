@@ -65,6 +65,10 @@ class EngineRunner:
         self._horizon = math.inf  # end of the step in flight; the clock may not pass it
         self._idle = True
         self._woken_at = 0.0
+        self.metrics_served = 0
+        """/metrics bodies rendered: how often the engine was scraped (tests count it)."""
+        self.scraped_from: set[str] = set()
+        """The client connections (``host:port``) that fetched /metrics."""
 
     def _wall_engine_time(self) -> float:
         return (self._clock() - self._origin) * self.speed
@@ -120,7 +124,9 @@ class EngineRunner:
         if self._queues.pop(req_id, None) is not None and self.engine.abort(req_id):
             self.metrics.on_aborted(req_id)
 
-    def render_metrics(self) -> bytes:
+    def render_metrics(self, client: str = "") -> bytes:
+        self.metrics_served += 1
+        self.scraped_from.add(client)
         return self.metrics.render()
 
     async def _loop(self) -> None:

@@ -244,7 +244,9 @@ def create_app(runner: EngineRunner, model_name: str, *, seed: int = 0) -> FastA
         return {"version": VLLM_VERSION}
 
     @app.get("/metrics")
-    async def metrics() -> Response:
-        return Response(runner.render_metrics(), media_type=CONTENT_TYPE)
+    async def metrics(request: Request) -> Response:
+        peer = request.client
+        client = f"{peer.host}:{peer.port}" if peer is not None else ""
+        return Response(runner.render_metrics(client), media_type=CONTENT_TYPE)
 
     return app

@@ -95,6 +95,9 @@ def create_app(
     ctx.async_jobs = AsyncJobs(ctx)
     if loaded.config.state.backend == "redis":
         ctx.shared = _redis_state(ctx)
+        if ctx.scraper is not None:
+            ctx.scraper.share = _shared_scrapes(ctx, ctx.scraper, closers)
+        scheduler.swap(effective(scheduler.policy, ctx.shared.mode, ctx.shared.replicas))
     ctx.metrics.registry.register(SharedStateCollector(lambda: ctx.shared))
     if config_path is not None:
         ctx.reloader = Reloader(
@@ -144,7 +147,20 @@ def _redis_state(ctx: GatewayContext) -> Any:
     return RedisState(
         cfg, connect(cfg), replica_id=replica, info=info, on_mode=on_mode,
         in_flight=in_flight, on_peers=ctx.pool.set_peer_in_flight, fair=fair,
+        policy=lambda: ctx.full_policy,
     )  # fmt: skip
+
+
+def _shared_scrapes(ctx: GatewayContext, scraper: MetricsScraper, closers: list[Any]) -> Any:
+    """Fleet mode: one replica scrapes each backend and publishes what it read."""
+    from gateway.state.redis_store import connect
+    from gateway.state.scrape_share import SharedScrapes
+
+    cfg = ctx.runtime.loaded.config.state
+    replica = getattr(ctx.shared, "replica_id", "")
+    share = SharedScrapes(cfg, connect(cfg), replica, scraper, clock=ctx.clock)
+    closers.append(share.aclose)
+    return share
 
 
 def _completion(ctx: GatewayContext, path: str) -> Endpoint:
@@ -271,6 +287,8 @@ def _lifespan(
                 # counts as saturated, and the first requests would be degraded for nothing.
                 await asyncio.gather(*(scraper.scrape_once(n) for n in scraper.names))
                 jobs.append(scraper.run(scraped=True))
+                if scraper.share is not None:
+                    jobs.append(scraper.share.run())
             if ctx.reloader is not None:
                 ctx.reloader.install_sighup(asyncio.get_running_loop())
                 reload_cfg = ctx.runtime.loaded.config.reload

@@ -4,4 +4,6 @@
 decision core's own gates do everything); ``redis_store.py`` keeps tenant quotas and
 concurrency leases in Redis, ``scripts.py`` holds its server-side scripts and
 ``fallback.py`` the local share a replica enforces while Redis cannot answer.
+``retry_share.py``/``shared_retries.py``/``retry_scripts.py``: the retry budget for the
+fleet; ``scrape_share.py``/``scrape_scripts.py``/``sample_codec.py``: one scraper per backend.
 """

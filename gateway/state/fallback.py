@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from gateway.state.retry_share import retry_share, without_retry_budget
 from policies.contracts import NamedGate
 from policies.gates.quota import TenantQuota
 from policies.gates.quota_params import QuotaParams, TenantLimits
@@ -29,8 +30,13 @@ def quota_limits(policy: PolicySet, tenant: str) -> TenantLimits | None:
 
 
 def effective(policy: PolicySet, mode: str, replicas: int) -> PolicySet:
-    """The policy the scheduler runs in ``mode``: its local share in fallback."""
-    return local_share(policy, replicas) if mode == "fallback" else policy
+    """The policy the scheduler runs in ``mode``: Redis decides retries when shared; the
+    local share in fallback (and the retry budget's share when closed)."""
+    if mode == "shared":
+        return without_retry_budget(policy)
+    if mode == "fallback":
+        return retry_share(local_share(policy, replicas), replicas)
+    return retry_share(policy, replicas) if mode == "closed" else policy
 
 
 def local_share(policy: PolicySet, replicas: int) -> PolicySet:

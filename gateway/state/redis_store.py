@@ -28,8 +28,11 @@ from redis.retry import Retry
 from gateway.config.schema import StateConfig
 from gateway.state import scripts
 from gateway.state.contract import Grant, Refusal
+from gateway.state.retry_share import RetryRule
+from gateway.state.shared_retries import SharedRetries
 from policies.fairness.fleet_share import FleetShare, ShareReport, share_of
 from policies.gates.quota_params import TenantLimits
+from policies.policy_set import PolicySet
 from policies.types import Reason, RequestInfo, Usage
 
 log = logging.getLogger("sluicegate.state")
@@ -91,10 +94,12 @@ class RedisState:
         in_flight: Callable[[], Mapping[str, int]] | None = None,
         on_peers: Callable[[dict[str, int]], None] | None = None,
         fair: FairShareHooks | None = None,
+        policy: Callable[[], PolicySet | None] = lambda: None,
     ) -> None:
         """``in_flight``: this replica's requests in flight per backend, shared every
         ``peer_sync_interval_ms``; ``on_peers`` gets the other replicas' sums. ``fair``: the
-        scheduler's fairness, synced every ``fair_share_interval_ms`` (``fair_share``)."""
+        scheduler's fairness, synced every ``fair_share_interval_ms`` (``fair_share``).
+        ``policy``: the full policy, whose ``retry_budget`` Redis then enforces for the fleet."""
         self._cfg = cfg
         self._client = client
         self.replica_id = replica_id
@@ -112,6 +117,7 @@ class RedisState:
         self._leave = client.register_script(scripts.LEAVE)
         self._peers = client.register_script(scripts.PEERS)
         self._fair_sync = client.register_script(scripts.FAIR_SYNC)
+        self.retries = SharedRetries(cfg, client, replica_id, policy)
         self._held: dict[str, _Held] = {}
         self._unsent: list[_Settlement] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -137,30 +143,48 @@ class RedisState:
     # -- admission -----------------------------------------------------------------------
 
     async def admit(self, req: RequestInfo, limits: TenantLimits | None) -> Grant | Refusal | None:
-        if limits is None:
+        retry = self.retries.counted(req)
+        if limits is None and retry is None:
             return None
-        if self._mode == "closed":
+        if self._mode == "closed" and limits is not None:
             return Refusal(Reason.TENANT_QUOTA, self._cfg.retry_interval_ms / 1000)
-        grant = Grant(f"{self.replica_id}:{req.request_id}:{uuid.uuid4().hex[:8]}",
-                      req.tenant, limits, req.estimate.total)  # fmt: skip
+        member = f"{self.replica_id}:{req.request_id}:{uuid.uuid4().hex[:8]}"
+        grant = None if limits is None else Grant(member, req.tenant, limits, req.estimate.total)
         if self._mode != "shared":
-            self._held[grant.member] = _Held(grant, confirmed=False)
-            return grant  # the decision core enforces the local share meanwhile
+            return self._unshared(grant)
         try:
-            answer = await self._call(self._admit(
-                keys=[self._key("lease", grant.tenant), self._key("bucket", grant.tenant)],
-                args=[grant.member, self._ttl_ms, *_limit_args(limits), grant.cost],
-            ))  # fmt: skip
+            answer = await self._call(self._admit_call(req, member, limits, retry))
         except Exception as exc:
             self._failed("admit", exc)
-            return await self.admit(req, limits)
+            if self._mode == "closed" and limits is not None:
+                return Refusal(Reason.TENANT_QUOTA, self._cfg.retry_interval_ms / 1000)
+            return self._unshared(grant)
         granted, why, wait_ms = (int(v) for v in answer)
         if granted:
-            self._held[grant.member] = _Held(grant, confirmed=True)
+            if grant is not None:
+                self._held[member] = _Held(grant, confirmed=True)
             return grant
         if why == 1:
             return Refusal(Reason.TENANT_CONCURRENCY, None)
+        if why == 3:
+            return Refusal(Reason.RETRY_BUDGET_EXHAUSTED, wait_ms / 1000)
         return Refusal(Reason.TENANT_QUOTA, wait_ms / 1000)
+
+    def _unshared(self, grant: Grant | None) -> Grant | None:
+        """Redis does not answer: the decision core enforces the local share meanwhile."""
+        if grant is not None:
+            self._held[grant.member] = _Held(grant, confirmed=False)
+        return grant
+
+    def _admit_call(
+        self, req: RequestInfo, member: str, limits: TenantLimits | None, retry: RetryRule | None
+    ) -> Awaitable[Any]:
+        keys = [self._key("lease", req.tenant), self._key("bucket", req.tenant)]
+        args: list[Any] = [member, self._ttl_ms, *_limit_args(limits or TenantLimits()),
+                           req.estimate.total]  # fmt: skip
+        if retry is not None:
+            return self.retries.admit_call(req, retry, keys, args, lease=limits is not None)
+        return self._admit(keys=keys, args=args)  # type: ignore[no-any-return]
 
     def release(self, grant: Grant, usage: Usage | None, served: bool) -> None:
         if self._held.pop(grant.member, None) is None:
@@ -195,8 +219,9 @@ class RedisState:
     # -- background ----------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Heartbeats, the in-flight exchange and the fairness sync until cancelled."""
-        jobs = [self._beats()]
+        """Heartbeats, the in-flight exchange, the first-attempt counts and the fairness sync
+        until cancelled."""
+        jobs = [self._beats(), self._retry_syncs()]
         if self._in_flight is not None:
             jobs.append(self._peer_syncs())
         if self._fair is not None:
@@ -247,6 +272,19 @@ class RedisState:
             self._fair_failing = True
             log.warning("shared state: Redis fairness sync failed (%s); fair share within "
                         "this replica only until it answers", type(exc).__name__)  # fmt: skip
+
+    async def _retry_syncs(self) -> None:
+        while True:
+            if self._mode == "shared":
+                await self.sync_retries()
+            await asyncio.sleep(self._cfg.peer_sync_interval_ms / 1000)
+
+    async def sync_retries(self) -> None:
+        """Publishes this replica's first attempts per retry-budget key."""
+        try:
+            await self.retries.publish(self._call)
+        except Exception as exc:
+            self._failed("retry budget exchange", exc)
 
     async def _peer_syncs(self) -> None:
         while True:

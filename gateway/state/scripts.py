@@ -24,10 +24,7 @@ local function refill(key, rate, size, now)
 end
 """
 
-ADMIT = (
-    NOW_MS
-    + REFILL
-    + """
+ADMIT_BODY = """
 -- KEYS: lease set, bucket. ARGV: member, ttl_ms, max_concurrent (0: none),
 -- tokens_per_minute (0: none), bucket size, cost.
 -- Returns {1, 0, 0} granted; {0, 1, 0} over max_concurrent; {0, 2, ms} over quota, ms until
@@ -51,7 +48,7 @@ redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ttl * 2)
 return {1, 0, 0}
 """
-)
+ADMIT = NOW_MS + REFILL + ADMIT_BODY
 
 RELEASE = (
     NOW_MS

@@ -454,3 +454,62 @@ async def test_fair_share_holds_for_a_tenant_entering_through_one_replica(
         assert abs(solo - 0.5) <= 0.05, served
     else:
         assert solo < 0.4, served  # per replica: about 1/6
+
+
+SCRAPE_INTERVAL_S = 0.2
+
+
+@pytest.mark.parametrize("backend", ["redis", "local"])
+async def test_each_engine_is_scraped_by_one_replica(
+    backend: str, redis_server: RedisServer, start_emulator: StartEmulator
+) -> None:
+    """Three replicas, three engines: each engine's /metrics is fetched about as often as one
+    scraper fetches it, not three times as often (counted at the engines)."""
+    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0)
+                 for _ in range(3)]  # fmt: skip
+    cfg = {**_config(emulators, {"max_concurrent": 10}, _state(backend, redis_server)),
+           "scrape": {"interval_s": SCRAPE_INTERVAL_S}}  # fmt: skip
+    with fleet(cfg):
+        # the replicas scraped every engine once before serving; the leads are taken since
+        await asyncio.sleep(1.0)
+        before = [e.runner.metrics_served for e in emulators]
+        for e in emulators:
+            e.runner.scraped_from.clear()
+        started = time.monotonic()
+        await asyncio.sleep(4.0)  # the span over which the scrapes are counted
+        counts = [e.runner.metrics_served - b for e, b in zip(emulators, before, strict=True)]
+        one_scraper = (time.monotonic() - started) / SCRAPE_INTERVAL_S
+        # each replica keeps one connection to each engine: one source per scraping replica
+        sources = [len(e.runner.scraped_from) for e in emulators]
+    ratios = [round(c / one_scraper, 2) for c in counts]
+    print(f"fleet scrapes [{backend}]: per engine {counts} from {sources} connections; "
+          f"÷ one scraper's {one_scraper:.0f}: {ratios}")  # fmt: skip
+    if backend == "redis":
+        assert all(0 < r <= 1.5 for r in ratios), ratios  # two scrapers would be about 2
+        assert max(sources) <= 2, sources  # one, or two if the lead moved meanwhile
+    else:
+        assert sources == [3, 3, 3], sources  # every replica scrapes every engine
+
+
+@pytest.mark.parametrize("backend", ["redis", "local"])
+async def test_the_retry_budget_floor_counts_once_for_the_fleet(
+    backend: str, redis_server: RedisServer, start_emulator: StartEmulator
+) -> None:
+    """Only retries, through the balancer: the budget's floor (3 per window) allows 3 for
+    the fleet, where per-replica budgets allow 3 on each replica."""
+    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0)]
+    budget = {"ratio": 0.1, "window_s": 60, "min_retries_per_s": 0.05}  # floor: 3
+    policy = {"gates": [{"type": "retry_budget", "parameters": budget}],
+              "ladder": {"steps": []}}  # fmt: skip
+    cfg = gateway_config([e.url for e in emulators], policy, tenants=(TENANT,),
+                         state=_state(backend, redis_server))  # fmt: skip
+    statuses = []
+    with fleet(cfg) as f:
+        async with _client(f) as client:
+            for _ in range(12):  # one at a time: four rounds of the balancer's three
+                r = await client.post("/v1/chat/completions", json=chat_body(5),
+                                      headers={"x-stainless-retry-count": "1"})  # fmt: skip
+                statuses.append(r.status_code)
+    print(f"fleet retry budget [{backend}]: {statuses.count(200)} of 12 retries served")
+    assert set(statuses) <= {200, 429}
+    assert statuses.count(200) == (3 if backend == "redis" else 9)

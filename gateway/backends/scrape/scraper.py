@@ -12,6 +12,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import httpx
 
@@ -30,6 +31,21 @@ NO_COMPRESSION = {"accept-encoding": "identity"}
 
 class ScrapeError(Exception):
     """A /metrics response we refuse to use (status, size, or no known family)."""
+
+
+class ScrapeShare(Protocol):
+    """Several gateway replicas, one scraper per backend (``gateway/state/scrape_share.py``):
+    the replica that leads a backend scrapes it and publishes what it read; the others take
+    the published scrapes through ``MetricsScraper.ingest``."""
+
+    def scrapes(self, name: str) -> bool:
+        """This replica scrapes ``name`` itself (it leads it, or sharing is down)."""
+
+    def scraped(self, name: str, sample: MetricsSample, at: float) -> None:
+        """A scrape of this replica's succeeded (clock seconds ``at``)."""
+
+    async def run(self) -> None:
+        """Takes and renews the leads, reads the others' scrapes, until cancelled."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +113,8 @@ class MetricsScraper:
         self._stop = asyncio.Event()
         self._loops: dict[str, asyncio.Task[None]] = {}
         self._running = False
+        self.share: ScrapeShare | None = None
+        """Set in fleet mode: backends another replica leads are not scraped here."""
 
     def _new_state(self, target: ScrapeTarget) -> ScrapeState:
         engine = ENGINES.get(target.engine)
@@ -177,7 +195,8 @@ class MetricsScraper:
             return
         while True:
             started = self._clock()
-            await self.scrape_once(name)
+            if self.share is None or self.share.scrapes(name):
+                await self.scrape_once(name)
             elapsed = self._clock() - started
             if await self._stopped_within(max(0.0, self.settings.interval_s - elapsed)):
                 return
@@ -205,14 +224,32 @@ class MetricsScraper:
             self._record_failure(state, f"internal {type(exc).__name__}")
         else:
             done = self._clock()
-            state.window.add(Observation(done, sample))
-            state.derived = state.window.derive(state.target.max_num_seqs)
-            state.last_success_at, state.last_error = done, None
-            state.consecutive_failures = 0
+            self._succeeded(state, Observation(done, sample))
+            if self.share is not None:
+                self.share.scraped(name, sample, done)
         state.last_duration_s = self._clock() - started
         if self._on_scrape is not None:
             self._on_scrape(name)
         return state.consecutive_failures == 0
+
+    def ingest(self, name: str, sample: MetricsSample, at: float) -> bool:
+        """A scrape another replica made of ``name`` at ``at`` (clock seconds): taken as if
+        made here, so its age, not when it arrived, decides staleness. False: unknown
+        backend, or not newer than what this replica has."""
+        state = self._states.get(name)
+        newest = state.window.newest if state is not None else None
+        if state is None or (newest is not None and at <= newest.at):
+            return False
+        self._succeeded(state, Observation(at, sample))
+        if self._on_scrape is not None:
+            self._on_scrape(name)
+        return True
+
+    def _succeeded(self, state: ScrapeState, observation: Observation) -> None:
+        state.window.add(observation)
+        state.derived = state.window.derive(state.target.max_num_seqs)
+        state.last_success_at, state.last_error = observation.at, None
+        state.consecutive_failures = 0
 
     def _parse(self, state: ScrapeState, text: str) -> MetricsSample:
         wanted = self._wanted.get(state.target.name) or wanted_names(state.engine)

@@ -1,0 +1,112 @@
+"""The retry budget across replicas: what the request path and the policy swap need.
+
+In shared mode Redis decides a retry (``retry_scripts.ADMIT_RETRY``: the fleet's retries in
+the window are counted exactly, one per admitted retry), so the decision core's own
+``retry_budget`` gate is taken out of the policy it runs (it would count this replica's
+retries only). The budget's other side, first attempts, costs no round trip: each replica
+counts its own here (``FirstAttempts``) and publishes them every ``peer_sync_interval_ms``;
+the script adds the other replicas' last published counts to this replica's current one.
+While Redis fails the core's gate is back with its floor divided by N (the ratio already
+sums over replicas: each holds its retries to ``ratio`` of its own first attempts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from dataclasses import dataclass
+
+from policies.contracts import NamedGate
+from policies.gates.retry_budget import RetryBudget
+from policies.gates.retry_budget_params import RetryBudgetParams
+from policies.policy_set import PolicySet
+from policies.types import RequestInfo
+
+SLICES = 10
+"""Slices per window, as the core's gate keeps them."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryRule:
+    """The enforcing ``retry_budget`` gate's parameters, in the units the script takes."""
+
+    params: RetryBudgetParams
+
+    def key(self, req: RequestInfo) -> str:
+        return req.tenant if self.params.per_tenant else ""
+
+    @property
+    def window_ms(self) -> int:
+        return max(1, int(self.params.window_s * 1000))
+
+    @property
+    def floor(self) -> float:
+        return self.params.min_retries_per_s * self.params.window_s
+
+
+def retry_rule(policy: PolicySet | None) -> RetryRule | None:
+    """The policy's first enforcing ``retry_budget`` gate (None: none)."""
+    if policy is None:
+        return None
+    for named in policy.gates:
+        if isinstance(named.gate, RetryBudget) and not named.shadow:
+            return RetryRule(named.gate.params)
+    return None
+
+
+def without_retry_budget(policy: PolicySet) -> PolicySet:
+    """Shared mode: Redis decides retries; the core keeps every other gate."""
+    gates = tuple(g for g in policy.gates if not _enforcing_budget(g))
+    return policy if len(gates) == len(policy.gates) else dataclasses.replace(policy, gates=gates)
+
+
+def retry_share(policy: PolicySet, replicas: int) -> PolicySet:
+    """Redis fails: each replica's retry budget keeps its ratio, its floor divided by N."""
+    if replicas <= 1:
+        return policy
+    gates = tuple(_divided(g, replicas) if _enforcing_budget(g) else g for g in policy.gates)
+    return dataclasses.replace(policy, gates=gates)
+
+
+def _enforcing_budget(named: NamedGate) -> bool:
+    return isinstance(named.gate, RetryBudget) and not named.shadow
+
+
+def _divided(named: NamedGate, replicas: int) -> NamedGate:
+    assert isinstance(named.gate, RetryBudget)
+    params = named.gate.params
+    divided = params.model_copy(update={"min_retries_per_s": params.min_retries_per_s / replicas})
+    return NamedGate(named.name, RetryBudget(divided), named.shadow)
+
+
+class FirstAttempts:
+    """This replica's first attempts per budget key over a sliding window (slices of
+    ``window_s / SLICES``, as the core's gate counts them); times in seconds."""
+
+    def __init__(self) -> None:
+        self._slices: dict[str, deque[list[float]]] = {}
+        self._counts: dict[str, int] = {}
+
+    def add(self, key: str, now: float, window_s: float) -> None:
+        slices = self._slices.setdefault(key, deque())
+        self._expire(key, now, window_s)
+        if not slices or now >= slices[-1][0] + window_s / SLICES:
+            slices.append([now, 0.0])
+        slices[-1][1] += 1
+        self._counts[key] = self._counts.get(key, 0) + 1
+
+    def count(self, key: str, now: float, window_s: float) -> int:
+        self._expire(key, now, window_s)
+        return self._counts.get(key, 0)
+
+    def counts(self, now: float, window_s: float) -> dict[str, int]:
+        """Every key's count; keys whose window emptied are forgotten."""
+        for key in list(self._slices):
+            if self.count(key, now, window_s) == 0:
+                del self._slices[key], self._counts[key]
+        return dict(self._counts)
+
+    def _expire(self, key: str, now: float, window_s: float) -> None:
+        slices = self._slices.get(key)
+        while slices and slices[0][0] + window_s <= now:
+            self._counts[key] -= int(slices.popleft()[1])
