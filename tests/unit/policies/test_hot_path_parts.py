@@ -110,7 +110,15 @@ def test_quick_init_refuses_what_it_cannot_reproduce() -> None:
     class NoSlots:
         x: int
 
-    for cls in (Mutable, Checked, NoSlots):
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class KeywordOnly:
+        x: int = dataclasses.field(kw_only=True)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class NotInInit:
+        x: int = dataclasses.field(default=0, init=False)
+
+    for cls in (Mutable, Checked, NoSlots, KeywordOnly, NotInInit):
         with pytest.raises(TypeError):
             quick_init(cls)
 

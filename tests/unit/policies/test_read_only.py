@@ -152,3 +152,46 @@ def test_read_only_refuses_an_init_that_does_more_than_store_its_parameters() ->
     for cls in (Doubles, Renames, Extra):
         with pytest.raises(TypeError):
             read_only(cls)
+
+
+def test_read_only_refuses_a_class_without_slots_or_its_own_init_or_plain_parameters() -> None:
+    class NoSlots:
+        def __init__(self, x: int) -> None:
+            self.x = x
+
+    class ListSlots:
+        __slots__ = ["x"]
+
+        def __init__(self, x: int) -> None:
+            self.x = x
+
+    class InheritedInit(_Point):
+        __slots__ = ()
+
+    for cls in (NoSlots, ListSlots, InheritedInit):
+        with pytest.raises(TypeError, match="read_only needs __slots__ and its own __init__"):
+            read_only(cls)
+
+
+def test_read_only_refuses_parameters_that_are_not_its_slots_taken_plainly() -> None:
+    class PositionalOnly:
+        __slots__ = ("x",)
+
+        def __init__(self, x: int, /) -> None:
+            self.x = x
+
+    class KeywordOnly:
+        __slots__ = ("x",)
+
+        def __init__(self, *, x: int) -> None:
+            self.x = x
+
+    class Extra:
+        __slots__ = ("x",)
+
+        def __init__(self, x: int, scale: int) -> None:
+            self.x = x
+
+    for cls in (PositionalOnly, KeywordOnly, Extra):
+        with pytest.raises(TypeError, match="parameters must be its slots, plainly"):
+            read_only(cls)
