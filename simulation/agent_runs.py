@@ -63,7 +63,7 @@ class RunWorkload:
     """A run whose first call is still refused this long after its arrival is dropped by
     its client (it never started: nothing spent). None: retry until the deadline."""
     prompt_tokens: int = 64
-    hints: tuple[str, ...] = ("calls", "branches", "deadline")
+    hints: tuple[str, ...] = RUN_HINTS
     backoff: BackoffPolicy = RUN_BACKOFF
 
     def __post_init__(self) -> None:

@@ -175,7 +175,7 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
                    help="a run not admitted this long after arrival is dropped by its "
                    "client (s); 0: retry until the deadline")  # fmt: skip
     p.add_argument("--prompt-tokens", type=int, default=64, help="prefill per call (tokens)")
-    p.add_argument("--hints", default="calls,branches,deadline",
+    p.add_argument("--hints", default="calls,tokens,branches,deadline",
                    help="run hints sent: any of calls,tokens,branches,deadline")  # fmt: skip
     p.add_argument("--backoff-base", type=float, default=1.0, help="first backoff (s)")
     p.add_argument("--backoff-cap", type=float, default=30.0, help="longest backoff (s)")
