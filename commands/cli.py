@@ -15,6 +15,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diagnose": ("commands.diagnose", "latency breakdown and capacity from vLLM /metrics"),
     "simulate": ("simulation.cli", "discrete-event simulation of agents, policies and engine"),
     "swarm": ("simulation.swarm", "closed-loop agent load generator over real HTTP"),
+    "simulate-runs": ("simulation.run_cli", "agent runs vs call- and run-level admission"),
+    "swarm-runs": ("simulation.run_swarm", "agent runs over real HTTP (X-Agent-Run-*)"),
 }
 
 

@@ -68,6 +68,8 @@ class Scheduler:
         self._seq = 0
         self._flows = FlowKeys()
         self._drain = DrainMeter()
+        self._full_drain = DrainMeter()
+        """Tokens completed per second while the queue is not empty: the fleet's capacity."""
         self._exec = ExecQuantiles()
         self._saturation = 0.0
         self._charged = 0
@@ -174,6 +176,7 @@ class Scheduler:
     def _enqueue(self, entry: QueuedEntry, gate_names: tuple[str, ...]) -> Decision:
         req = entry.request
         self._queue.add(entry, gate_names)
+        self._full_drain.tick(entry.enqueued_at, True)
         self._policy.fairness.push(self._states.fairness, entry, entry.enqueued_at)
         if req.run is not None:
             run = self._runs.find(req.tenant, req.run.run_id)
@@ -237,6 +240,7 @@ class Scheduler:
             fairness.push_back(fstate, entry)
         if not queue:
             self._policy.discipline.on_empty(self._states.discipline)
+        self._full_drain.tick(now, bool(queue))
         return out
 
     def _drop_at_dequeue(self, entry: QueuedEntry, now: float) -> bool:
@@ -305,6 +309,8 @@ class Scheduler:
         if usage is not None:
             self._policy.fairness.charge(self._states.fairness, req, usage.total - total)
             self._drain.add(now, usage.total)
+            if self._queue:
+                self._full_drain.add(now, usage.total)
         if outcome is Outcome.COMPLETED and latency_s is not None:
             self._exec.add(total, latency_s)
         self._gates.finish(req, now, usage, served=True, names=gate_names)
@@ -319,6 +325,7 @@ class Scheduler:
                 outcome is Outcome.FAILED,
             )  # fmt: skip
         self._drain.tick(now, bool(self._in_flight))
+        self._full_drain.tick(now, bool(self._queue))
 
     def share_report(self) -> ShareReport | None:
         """Fleet mode: what this replica served since its last report, and who is queued
@@ -370,7 +377,8 @@ class Scheduler:
         if run is not None:
             return run
         plan = book.plan(params, req)
-        wait = book.promise_wait(params, plan, self._drain.rate(now), now, deadline)
+        drain = self._full_drain if params.promise_rate == "saturated" else self._drain
+        wait = book.promise_wait(params, plan, drain.rate(now), now, deadline)
         if wait is not None:
             return self._reject(req, Reason.RUN_RESERVATIONS_FULL, wait, now)
         return plan
@@ -502,6 +510,7 @@ class Scheduler:
         now = self._clock()
         self._place.observe(fleet, now)
         self._drain.tick(now, bool(self._in_flight))
+        self._full_drain.tick(now, bool(self._queue))
         return now
 
     def _update_saturation(self, model: str, now: float) -> QueuedEntry | None:

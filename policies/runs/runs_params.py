@@ -4,6 +4,8 @@ change nothing."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from policies.params import Params
@@ -19,6 +21,14 @@ class RunsParams(Params):
     drains within this many seconds at the measured drain rate (or before the run's
     deadline, if sooner); else its first call is refused with Retry-After. None: no such
     check (runs still get precedence and ceilings)."""
+    promise_rate: Literal["busy", "saturated"] = "busy"
+    """The drain rate the promise divides by. ``busy``: tokens completed per second while
+    anything is in flight; below saturation that is the demand, not the capacity, and by
+    Little's law promised / rate stays near a run's remaining time at any load, so a
+    horizon short enough to bind under overload also refuses runs on a quiet fleet.
+    ``saturated``: tokens completed per second while the gateway queue is not empty (the
+    fleet is full), i.e. its capacity; before any such time has been measured in the
+    window, the promise refuses nothing."""
     default_calls: int = Field(default=4, ge=1)
     """Calls reserved for a run without hints whose flow has no completed run yet; the
     reservation is this many times its first call's estimated tokens."""

@@ -239,3 +239,34 @@ async def _obedient_agent(client: httpx.AsyncClient, session: str) -> int:
         assert r.status_code == 429 and r.headers["x-sluicegate-reason"] == "overloaded"
         await asyncio.sleep(int(r.headers["retry-after-ms"]) / 1000)
     raise AssertionError(f"{session} was never served")
+
+
+def _run_call(run_id: str, calls: int) -> dict[str, str]:
+    return {"x-agent-run-id": run_id, "x-agent-run-calls": str(calls)}
+
+
+async def test_agent_runs_lets_a_started_run_go_ahead_of_new_runs(
+    start_emulator: StartEmulator,
+) -> None:
+    # Engine time five times slower than the other tests: the started run's next call must
+    # find the new runs' first calls still queued, which at full speed lasts a few ms.
+    policy = preset_policy("agent-runs")
+    assert policy["runs"]["enabled"] and policy["runs"]["promise_rate"] == "saturated"
+    emu = start_emulator(speed=SPEED / 5)
+    n = 3 * slots(emu)
+    async with serve_gateway(gateway_config([emu.url], policy)) as gw:
+        client = gw.client()
+        plan = await client.post("/v1/chat/completions", json=chat_body(50),
+                                 headers=_run_call("started", 2))  # fmt: skip
+        assert plan.status_code == 200
+        bodies = [chat_body(400) for _ in range(n)]
+        firsts_sent = [_run_call(f"new-{i}", 1) for i in range(n)]
+        new_runs = asyncio.ensure_future(burst(client, bodies, firsts_sent))
+        await _until_queued(gw, slots(emu))
+        turn = await client.post("/v1/chat/completions", json=chat_body(50),
+                                 headers=_run_call("started", 2))  # fmt: skip
+        still_queued = gw.ctx.scheduler.stats().queued
+        firsts = await new_runs
+    assert turn.status_code == 200
+    assert still_queued > 0, "the started run's call waited behind every new run's first call"
+    assert [r.status_code for r in firsts] == [200] * n  # admitted at once: nothing measured yet

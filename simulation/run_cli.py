@@ -1,0 +1,228 @@
+"""``sluicegate simulate-runs``: agent runs at multiples of the fleet's capacity, each
+policy side by side on the very same runs (docs/runs.md, "The measured case").
+
+Example::
+
+    sluicegate simulate-runs --loads 1,1.5,2 \\
+        --policies default,agent-swarm,seed000-best,agent-runs --out bench/runs/sim
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from emulator.profile import Profile, load_profile
+from simulation.agent_runs import RunWorkload, arrivals, capacity_runs_per_s
+from simulation.lengths import resolve_lengths
+from simulation.ports import VirtualClock
+from simulation.run_core import CuttableBackend, RunSimulation
+from simulation.run_metrics import RunRecord, RunSummary, summarise_run_records
+from simulation.workload import BackoffPolicy
+
+PRESETS = Path(__file__).parents[1] / "presets"
+MODEL = "sim-model"
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """One (policy, load) of the measured case, seeds pooled."""
+
+    source: str
+    policy: str
+    load: float
+    rate_rps: float
+    arrived: int
+    completed: int
+    completed_rps: float
+    p50_latency_s: float
+    p99_latency_s: float
+    wasted_tokens: int
+    wasted_share: float
+    p99_first_call_wait_s: float
+    never_started: int
+    refusals: int
+
+    @classmethod
+    def of(cls, source: str, policy: str, load: float, rate: float, s: RunSummary) -> RunRow:
+        return cls(source, policy, load, rate, **asdict(s))
+
+
+def resolve_policy(name: str) -> tuple[str, dict[str, Any]]:
+    """``default`` (every default), a shipped preset's name, or a YAML file's path."""
+    if name == "default":
+        return name, {"name": "default"}
+    path = PRESETS / f"{name}.yaml" if (PRESETS / f"{name}.yaml").exists() else Path(name)
+    if not path.exists():
+        raise ValueError(f"unknown policy {name!r}: not default, a preset, nor a file")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    section = data.get("policy", data)
+    if not isinstance(section, dict):
+        raise ValueError(f"{path}: the policy section must be a mapping")
+    return str(section.get("name", path.stem)), section
+
+
+def simulate_runs(
+    profile: Profile, workload: RunWorkload, policy: dict[str, Any], rate: float,
+    duration_s: float, seed: int,
+) -> list[RunRecord]:  # fmt: skip
+    """One run of the case: Poisson runs at ``rate`` for ``duration_s``, all ended."""
+    clock = VirtualClock()
+    sim = RunSimulation(
+        plans=arrivals(workload, rate, duration_s, seed),
+        workload=workload,
+        policy=policy,
+        backend=CuttableBackend(profile, model=MODEL),
+        clock=clock,
+        seed=seed,
+        model=MODEL,
+    )
+    return sim.run()
+
+
+def measure(
+    profile: Profile, workload: RunWorkload, policies: list[tuple[str, dict[str, Any]]],
+    loads: list[float], *, duration_s: float, warmup_s: float, seeds: list[int],
+    progress: Callable[[str], None] | None = None,
+) -> list[RunRow]:  # fmt: skip
+    """Every policy at every load (runs/s = load x capacity), seeds pooled per row."""
+    capacity = capacity_runs_per_s(profile, workload)
+    rows = []
+    for load in loads:
+        for label, policy in policies:
+            records: list[RunRecord] = []
+            for seed in seeds:
+                shifted = simulate_runs(profile, workload, policy, load * capacity,
+                                        duration_s, seed)  # fmt: skip
+                records += shifted
+            window = (duration_s - warmup_s) * len(seeds)
+            summary = summarise_run_records(records, warmup_s, duration_s)
+            summary = _per_window(summary, window)
+            rows.append(RunRow.of("simulate", label, load, load * capacity, summary))
+            if progress is not None:
+                progress(describe(rows[-1]))
+    return rows
+
+
+def _per_window(s: RunSummary, seconds: float) -> RunSummary:
+    """Seeds pooled: completed runs over all the seeds' windows."""
+    values = asdict(s)
+    values["completed_rps"] = s.completed / seconds if seconds else 0.0
+    return RunSummary(**values)
+
+
+def describe(row: RunRow) -> str:
+    return (
+        f"{row.policy:<14} {row.load:4.2g}x  runs/s {row.completed_rps:.4f}  "
+        f"latency p50 {row.p50_latency_s:5.1f}s p99 {row.p99_latency_s:5.1f}s  "
+        f"wasted {row.wasted_tokens:8d} ({row.wasted_share:4.0%})  "
+        f"first-call p99 {row.p99_first_call_wait_s:5.1f}s  never {row.never_started}"
+    )
+
+
+COLUMNS = [f.name for f in fields(RunRow)]
+
+
+def write_rows(rows: list[RunRow], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        out = csv.DictWriter(f, fieldnames=COLUMNS)
+        out.writeheader()
+        for row in rows:
+            out.writerow(asdict(row))
+
+
+def format_rows(rows: list[RunRow]) -> str:
+    head = ("| load | policy | runs/s | latency p50 s | latency p99 s | wasted tokens "
+            "| wasted share | first-call wait p99 s | never started |")  # fmt: skip
+    lines = [head, "|" + "---|" * 9]
+    for r in rows:
+        lines.append(
+            f"| {r.load:g}x | {r.policy} | {r.completed_rps:.4f} | {r.p50_latency_s:.1f} | "
+            f"{r.p99_latency_s:.1f} | {r.wasted_tokens} | {r.wasted_share:.1%} | "
+            f"{r.p99_first_call_wait_s:.1f} | {r.never_started} |"
+        )
+    return "\n".join(lines)
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def add_workload_flags(p: argparse.ArgumentParser) -> None:
+    """The run workload's flags, shared by ``simulate-runs`` and ``swarm-runs``."""
+    p.add_argument("--profile", default="rx9070xt", help="emulator profile name or YAML path")
+    p.add_argument("--lengths", default="profile",
+                   help="call output lengths: profile, lognormal-S or a YAML file")  # fmt: skip
+    p.add_argument("--turns", default="2-4", help="tool turns after the plan call: MIN-MAX")
+    p.add_argument("--branch-prob", type=float, default=0.3,
+                   help="probability that a turn fans out into parallel branches")  # fmt: skip
+    p.add_argument("--branches", type=int, default=3, help="parallel calls of a fanned turn")
+    p.add_argument("--think", type=float, default=2.0, help="mean think/tool time (s), exp.")
+    p.add_argument("--deadline", type=float, default=120.0, help="run deadline (s) from arrival")
+    p.add_argument("--patience", type=float, default=30.0,
+                   help="a run not admitted this long after arrival is dropped by its "
+                   "client (s); 0: retry until the deadline")  # fmt: skip
+    p.add_argument("--prompt-tokens", type=int, default=64, help="prefill per call (tokens)")
+    p.add_argument("--hints", default="calls,tokens,branches,deadline",
+                   help="run hints sent: any of calls,tokens,branches,deadline")  # fmt: skip
+    p.add_argument("--backoff-base", type=float, default=1.0, help="first backoff (s)")
+    p.add_argument("--backoff-cap", type=float, default=30.0, help="longest backoff (s)")
+
+
+def workload_of(args: argparse.Namespace, profile: Profile) -> RunWorkload:
+    low, _, high = args.turns.partition("-")
+    return RunWorkload(
+        resolve_lengths(args.lengths, profile.output_lengths),
+        turns_min=int(low), turns_max=int(high or low), branch_prob=args.branch_prob,
+        branches=args.branches, think_mean_s=args.think, deadline_s=args.deadline,
+        patience_s=args.patience or None,
+        prompt_tokens=args.prompt_tokens, hints=tuple(h for h in args.hints.split(",") if h),
+        backoff=BackoffPolicy(base_s=args.backoff_base, growth=2.0, cap_s=args.backoff_cap),
+    )  # fmt: skip
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sluicegate simulate-runs",
+                                description=__doc__.split("\n")[0])  # fmt: skip
+    p.add_argument("--loads", type=_floats, default=[1.0, 1.5, 2.0],
+                   help="arrival rates as multiples of the fleet's capacity")  # fmt: skip
+    p.add_argument("--policies", default="default,agent-swarm,fair-share,seed000-best,agent-runs",
+                   help="comma-separated: default, preset names or YAML paths")  # fmt: skip
+    p.add_argument("--duration", type=float, default=1800.0, help="seconds of run arrivals")
+    p.add_argument("--warmup", type=float, default=300.0, help="unmeasured seconds at the start")
+    p.add_argument("--seeds", type=_ints, default=[1], help="seeds pooled per row")
+    p.add_argument("--out", type=Path, default=Path("bench/runs/sim"),
+                   help="output prefix: writes PREFIX.csv")  # fmt: skip
+    add_workload_flags(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    profile = load_profile(args.profile)
+    try:
+        workload = workload_of(args, profile)
+        policies = [resolve_policy(n) for n in args.policies.split(",") if n]
+    except ValueError as exc:
+        print(f"sluicegate simulate-runs: {exc}", file=sys.stderr)
+        return 2
+    capacity = capacity_runs_per_s(profile, workload)
+    print(f"capacity {capacity:.4f} runs/s ({workload.mean_calls:.2f} calls per run)")
+    rows = measure(profile, workload, policies, args.loads, duration_s=args.duration,
+                   warmup_s=args.warmup, seeds=args.seeds, progress=print)  # fmt: skip
+    write_rows(rows, args.out.with_suffix(".csv"))
+    print(format_rows(rows))
+    print(f"wrote {args.out.with_suffix('.csv')}")
+    return 0

@@ -1,0 +1,227 @@
+"""``sluicegate swarm-runs``: the agent runs of ``simulate-runs`` over real HTTP (async
+httpx), each call carrying ``X-Agent-Run-*`` headers (docs/runs.md).
+
+The runs are the simulator's very runs (same seed, same arrivals and shapes). A run sends
+its step's calls together (streams with an exact length: ``max_tokens`` + ``ignore_eos``),
+waits for all of them, thinks, goes on; a 429/503 is retried after Retry-After (and the
+run's backoff) while its deadline allows, else the run is given up (``DELETE
+/v1/runs/{id}``); a 409 means the gateway ended the run; at its deadline the client drops
+its streams (the gateway cuts them upstream). A completed run says so (``POST
+/v1/runs/{id}/complete``). ``--speed K`` matches an emulator K times faster than real
+time: arrivals, think time, deadlines and backoffs shrink by K and every reported time is
+scaled back, so the CSV compares directly with ``simulate-runs``. Prompts are fixed filler
+text and never logged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import sys
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from emulator.profile import load_profile
+from simulation.agent_runs import RunPlan, RunWorkload, arrivals, capacity_runs_per_s
+from simulation.run_cli import (
+    RunRow,
+    add_workload_flags,
+    format_rows,
+    workload_of,
+    write_rows,
+)
+from simulation.run_metrics import RunRecord, summarise_run_records
+from simulation.swarm import is_token, retry_after_s
+
+DEFERRAL_STATUSES = frozenset({429, 503})
+
+
+class RunOver(Exception):
+    """The run cannot go on: the gateway ended it, or its client gave up."""
+
+
+@dataclass
+class RunSwarm:
+    """Shared state: times in emulated seconds since ``start``."""
+
+    client: httpx.AsyncClient
+    model: str
+    workload: RunWorkload
+    speed: float
+    start: float = field(default_factory=time.monotonic)
+    records: list[RunRecord] = field(default_factory=list)
+    failures: int = 0
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+    def now(self) -> float:
+        return (time.monotonic() - self.start) * self.speed
+
+    async def sleep_until(self, emulated: float) -> None:
+        await asyncio.sleep(max(0.0, emulated - self.now()) / self.speed)
+
+
+async def agent_run(swarm: RunSwarm, plan: RunPlan) -> None:
+    """One run from its arrival to its end; appends its record."""
+    await swarm.sleep_until(plan.arrival)
+    record = RunRecord(plan.index, plan.arrival, plan.calls)
+    deadline = plan.arrival + swarm.workload.deadline_s
+    try:
+        async with asyncio.timeout((deadline - swarm.now()) / swarm.speed):
+            await _steps(swarm, plan, record, deadline)
+        record.completed = True
+        await _say(swarm, "POST", f"/v1/runs/run-{plan.index}/complete")
+    except RunOver:
+        await _say(swarm, "DELETE", f"/v1/runs/run-{plan.index}")
+    except TimeoutError:
+        pass  # abandoned at its deadline; the gateway ends the run itself
+    record.ended = min(swarm.now(), deadline)
+    swarm.records.append(record)
+
+
+async def _steps(swarm: RunSwarm, plan: RunPlan, record: RunRecord, deadline: float) -> None:
+    for i, step in enumerate(plan.steps):
+        if i:
+            await asyncio.sleep(plan.think_s[i - 1] / swarm.speed)
+        calls = [_call(swarm, plan, record, deadline, n, tokens) for n, tokens in enumerate(step)]
+        await _join(calls)
+
+
+async def _join(calls: list[Coroutine[None, None, None]]) -> None:
+    """Every branch to its end; the first RunOver (or a cancellation) stops the others,
+    whose streams close."""
+    tasks = [asyncio.create_task(c) for c in calls]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in done:
+        task.result()
+
+
+async def _call(swarm: RunSwarm, plan: RunPlan, record: RunRecord, deadline: float,
+                branch: int, tokens: int) -> None:  # fmt: skip
+    """One call, retried until served; RunOver when the run cannot go on."""
+    deferrals = 0
+    while True:
+        status, retry_after = await _attempt(swarm, plan, record, deadline, branch, tokens,
+                                             deferrals)  # fmt: skip
+        if status == 200:
+            return
+        if status == 409:
+            raise RunOver
+        record.refusals += 1
+        wait = swarm.workload.backoff.delay(deferrals, retry_after, swarm.rng)
+        deferrals += 1
+        if swarm.now() + wait >= swarm.workload.retry_until(plan.arrival, record.started):
+            raise RunOver
+        await asyncio.sleep(wait / swarm.speed)
+
+
+async def _attempt(swarm: RunSwarm, plan: RunPlan, record: RunRecord, deadline: float,
+                   branch: int, tokens: int, retry: int) -> tuple[int, float]:  # fmt: skip
+    """One streamed call: (status, emulated Retry-After); 200 when served to its end."""
+    w = swarm.workload
+    prompt = "Plan the next tool call. " * max(1, w.prompt_tokens // 6)
+    body = {
+        "model": swarm.model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": tokens, "ignore_eos": True, "stream": True,
+        "stream_options": {"include_usage": True},
+    }  # fmt: skip
+    headers = run_headers(w, plan, deadline - swarm.now(), swarm.speed)
+    headers |= {"x-session-id": f"run-{plan.index}-b{branch}", "x-retry-attempt": str(retry)}
+    try:
+        async with swarm.client.stream("POST", "/v1/chat/completions", json=body,
+                                       headers=headers) as r:  # fmt: skip
+            if r.status_code != 200:
+                await r.aread()
+                if r.status_code not in (*DEFERRAL_STATUSES, 409):
+                    swarm.failures += 1
+                return r.status_code, retry_after_s(r.headers) * swarm.speed
+            record.spent_tokens += w.prompt_tokens
+            record.started = True
+            async for line in r.aiter_lines():
+                if is_token(line):
+                    record.spent_tokens += 1
+                    if record.first_token is None:
+                        record.first_token = swarm.now()
+                elif '"error"' in line:
+                    raise RunOver  # the gateway cut the stream: the run ended
+    except httpx.HTTPError:
+        swarm.failures += 1
+        return 0, 0.0
+    return 200, 0.0
+
+
+def run_headers(w: RunWorkload, plan: RunPlan, left_s: float, speed: float) -> dict[str, str]:
+    """``X-Agent-Run-*`` for one call of ``plan``: the hints its workload sends. The
+    deadline is the wall milliseconds left (the gateway fixes it at the run's first call)."""
+    out = {"x-agent-run-id": f"run-{plan.index}"}
+    if "calls" in w.hints:
+        out["x-agent-run-calls"] = str(plan.calls)
+    if "tokens" in w.hints:
+        out["x-agent-run-tokens"] = str(plan.tokens(w.prompt_tokens))
+    if "branches" in w.hints:
+        out["x-agent-run-branches"] = str(plan.branches)
+    if "deadline" in w.hints:
+        out["x-agent-run-deadline-ms"] = str(max(1, round(left_s / speed * 1000)))
+    return out
+
+
+async def _say(swarm: RunSwarm, method: str, path: str) -> None:
+    """Tell the gateway the run's end; its answer changes nothing for the client."""
+    with contextlib.suppress(httpx.HTTPError):
+        await swarm.client.request(method, path)
+
+
+async def swarm_runs(args: argparse.Namespace, workload: RunWorkload, plans: list[RunPlan],
+                     transport: httpx.AsyncBaseTransport | None = None) -> RunSwarm:  # fmt: skip
+    """Every run of ``plans``, each ended by completion, refusal or its deadline."""
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+    timeout = httpx.Timeout(args.request_timeout)
+    async with httpx.AsyncClient(
+        base_url=args.url, limits=limits, transport=transport, timeout=timeout
+    ) as client:
+        swarm = RunSwarm(client, args.model, workload, args.speed)
+        await asyncio.gather(*(agent_run(swarm, p) for p in plans))
+        return swarm
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sluicegate swarm-runs", description=__doc__.split("\n")[0])
+    p.add_argument("--url", default="http://127.0.0.1:8000", help="OpenAI-compatible base URL")
+    p.add_argument("--model", required=True, help="model name to request")
+    p.add_argument("--load", type=float, default=2.0, help="runs/s as a multiple of capacity")
+    p.add_argument("--label", default="live", help="policy label written in the CSV")
+    p.add_argument("--speed", type=float, default=1.0, help="the emulator's --speed")
+    p.add_argument("--duration", type=float, default=1800.0, help="emulated seconds of arrivals")
+    p.add_argument("--warmup", type=float, default=300.0, help="unmeasured emulated seconds")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--request-timeout", type=float, default=600.0, help="wall seconds")
+    p.add_argument("--out", type=Path, default=Path("bench/runs/swarm"))
+    add_workload_flags(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    profile = load_profile(args.profile)
+    workload = workload_of(args, profile)
+    rate = args.load * capacity_runs_per_s(profile, workload)
+    plans = arrivals(workload, rate, args.duration, args.seed)
+    swarm = asyncio.run(swarm_runs(args, workload, plans))
+    summary = summarise_run_records(swarm.records, args.warmup, args.duration)
+    rows = [RunRow.of("swarm", args.label, args.load, rate, summary)]
+    write_rows(rows, args.out.with_suffix(".csv"))
+    print(format_rows(rows))
+    if swarm.failures:
+        print(f"warning: {swarm.failures} calls failed (not 200/409/429/503)", file=sys.stderr)
+    return 0
