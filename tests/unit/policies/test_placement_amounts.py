@@ -163,6 +163,21 @@ def test_a_prefill_the_rate_says_has_ended_lets_the_next_prompt_in() -> None:
     assert place.prefill.pending_tokens() == {"b1": 0, "b2": 900}
 
 
+def test_prefill_admits_after_bringing_the_estimate_up_to_now() -> None:
+    clock = ManualClock()
+    place = _prefill_fleet(clock)
+    b1 = place.view.get("b1")
+    assert b1 is not None
+    place.took("b1", request(clock, prompt=200), 300)
+    big = request(clock, prompt=240)
+    assert place.prefill_admits(b1, big) is False
+    clock.advance(0.21)
+    place.observe(place.view.fleet, clock.now)
+    assert place.prefill_admits(b1, big) is True
+    off = _placement(clock, SIGNALS | NO_PREFILL, backend("b1", max_num_seqs=8))
+    assert off.prefill_admits(b1, big) is True and off.prefill_refused(big) is False
+
+
 def test_release_ends_the_requests_prefill() -> None:
     clock = ManualClock()
     place = _prefill_fleet(clock)
@@ -249,6 +264,20 @@ def test_headroom_share_of_a_seen_tenant_is_not_counted_twice() -> None:
     assert place.may_take(request(clock, tenant="a"))  # 3 < 4
     place.took("b1", request(clock, tenant="a"), 10)
     assert not place.may_take(request(clock, tenant="a"))  # 4 < 4 fails (1 active: 8)
+
+
+def test_headroom_share_of_a_light_newcomer_may_be_below_one_slot() -> None:
+    """A newcomer of weight 0.125 beside two tenants of weight 1: a share of 8 x 0.125 /
+    2.125 = 0.47 slots. Holding none, it may still take one; holding one, it may not."""
+    clock = ManualClock()
+    place = _placement(clock, QUARTER | NO_PREFILL, *_two())
+    place.active.touch("hog", 1.0, clock.now)
+    place.active.touch("other", 1.0, clock.now)
+    _hog(place, clock, 2, 4)
+    light = request(clock, tenant="light", weight=0.125)
+    assert place.may_take(light)
+    place.took("b1", light, 10)
+    assert not place.may_take(light)
 
 
 def test_headroom_does_nothing_without_a_slot_count() -> None:
