@@ -113,3 +113,12 @@ def test_advance_wakes_at_the_earliest_estimated_end_over_the_backends() -> None
     assert backlog.advance(0.4) == 0.5
     assert backlog.advance(0.5) is None
     assert backlog.pending_tokens() == {"slow": 0, "fast": 0}
+
+
+def test_a_single_pending_prompt_token_is_estimated_too() -> None:
+    backlog = _backlog()
+    b = backlog.backend("b1")
+    b.engine_rate = 1000.0
+    b.dispatched("one", 1, now=2.0, streamed=False)  # due at 2.001
+    assert backlog.advance(2.0) == 2.0 + 1 / 1000
+    assert backlog.advance(2.001) is None and backlog.pending_tokens() == {"b1": 0}
