@@ -32,6 +32,19 @@ def test_a_bucket_leaves_the_window_just_after_its_end_is_a_window_old() -> None
     assert m.rate(112.6) is None
 
 
+def test_a_bucket_busier_than_its_start_time_still_closes_and_leaves_on_time() -> None:
+    """A clock that starts at 0: the first bucket (opened at 0.25) holds 1 s of busy time,
+    more than its start. It still closes at 1.25 and leaves the window after 11.25."""
+    m = DrainMeter(window_s=10.0)
+    m.tick(0.0, True)
+    m.add(0.25, 10)
+    m.tick(1.0, True)
+    m.tick(1.25, False)  # 0.25 s busy, in a new bucket
+    m.add(1.3, 20)
+    assert m.rate(11.25) == 30 / 1.25
+    assert m.rate(11.3) == 20 / 0.25
+
+
 def test_no_rate_without_tokens_or_without_busy_time() -> None:
     busy_only = DrainMeter(window_s=10.0)
     assert busy_only.rate(0.0) is None
