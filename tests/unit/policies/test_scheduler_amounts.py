@@ -130,3 +130,31 @@ def test_cancel_and_release_of_unknown_ids_change_nothing() -> None:
     assert (st.queued, st.queued_tokens, st.in_flight) == (0, 0, 1)
     s.release(t, Outcome.CANCELLED)
     assert s.stats().released_tokens == 20
+
+
+def _skips_then_room(ahead: int) -> list[Ticket | Decision]:
+    """``ahead`` queued requests for a full model, then one for a model with room: what one
+    poll gives."""
+    clock = ManualClock()
+    s = scheduler(clock, NO_JITTER)
+    f = fleet(clock, backend("full", models=("x",), max_num_seqs=1),
+              backend("free", models=("m",), max_num_seqs=4))  # fmt: skip
+    _ticket(s.submit(request(clock, tenant="t", model="x"), f))
+    for _ in range(ahead):
+        _decision(s.submit(request(clock, tenant="t", model="x"), f))
+    _decision(s.submit(request(clock, tenant="t", model="m", request_id="behind"), f))
+    return s.poll(f)
+
+
+def test_a_poll_sets_aside_at_most_64_requests_without_room() -> None:
+    (out,) = _skips_then_room(63)  # 63 set aside, then the 64th is looked at
+    assert isinstance(out, Ticket) and out.request_id == "behind"
+    assert _skips_then_room(64) == []  # 64 set aside: the poll stops there
+
+
+def test_a_fresh_scheduler_reports_nothing_yet() -> None:
+    clock = ManualClock()
+    st = scheduler(clock).stats()
+    assert (st.queued, st.queued_tokens, st.in_flight, st.in_flight_tokens) == (0, 0, 0, 0)
+    assert (st.saturation, st.charged_tokens, st.released_tokens) == (0.0, 0, 0)
+    assert (st.oldest_age_s, st.drain_tokens_per_s, st.active_steps) == (None, None, ())
