@@ -32,6 +32,7 @@ def test_stats_follow_dispatch_and_release_on_two_backends() -> None:
     r3 = _ticket(s.submit(request(clock, tenant="b", weight=2.0, prompt=7, output=3), f))
     assert (r1.backend, r2.backend, r3.backend) == ("b1", "b2", "b2")
     assert r1.decision.reservation_tokens == 150 and r1.dispatched_at == clock.now
+    assert r1.decision.reason is Reason.CAPACITY_AVAILABLE
     st = s.stats()
     assert (st.queued, st.queued_tokens, st.oldest_age_s) == (0, 0, None)
     assert (st.in_flight, st.in_flight_tokens) == (3, 200)
@@ -158,3 +159,39 @@ def test_a_fresh_scheduler_reports_nothing_yet() -> None:
     assert (st.queued, st.queued_tokens, st.in_flight, st.in_flight_tokens) == (0, 0, 0, 0)
     assert (st.saturation, st.charged_tokens, st.released_tokens) == (0.0, 0, 0)
     assert (st.oldest_age_s, st.drain_tokens_per_s, st.active_steps) == (None, None, ())
+
+
+def test_only_completed_requests_teach_the_execution_time() -> None:
+    clock = ManualClock()
+    s = scheduler(clock, NO_JITTER)
+    f = fleet(clock, backend("b1", max_num_seqs=64))
+    for outcome, latency in [(Outcome.FAILED, 9.0)] * 5 + [(Outcome.COMPLETED, 2.0)] * 5:
+        t = _ticket(s.submit(request(clock, prompt=60, output=40), f))
+        s.release(t, outcome, latency_s=latency)
+    assert s._exec.p95(100) == 2.0
+
+
+def test_next_wakeup_is_the_earlier_of_an_expiry_and_a_prefill_estimate() -> None:
+    clock = ManualClock()
+    s = scheduler(clock, {"prefill_backlog": {"ttft_target_s": 0.5}})
+    f = fleet(clock, backend(max_num_seqs=64, prefill_tokens_per_s=1000.0))
+    _ticket(s.submit(request(clock, prompt=1500), f))  # estimated prefilled in 1.5 s
+    _decision(s.submit(request(clock, prompt=1500, deadline_in=0.5), f))
+    assert s.next_wakeup() == clock.now + 0.5
+    _decision(s.submit(request(clock, prompt=1500), f))
+    clock.advance(0.6)
+    assert s.poll(f) != [] and s.next_wakeup() == clock.now - 0.6 + 1.5
+
+
+def test_a_completed_release_settles_the_prefill_ahead_and_a_failed_one_only_its_own() -> None:
+    clock = ManualClock()
+    s = scheduler(clock)
+    f = fleet(clock, backend(max_num_seqs=64, prefill_tokens_per_s=1e6))
+    a, b, c = (_ticket(s.submit(request(clock, prompt=p), f)) for p in (300, 200, 50))
+    prefill = s._place.prefill
+    assert prefill is not None and prefill.pending_tokens() == {"b1": 550}
+    s.release(c, Outcome.FAILED)
+    assert prefill.pending_tokens() == {"b1": 500}
+    s.release(b, Outcome.COMPLETED)
+    assert prefill.pending_tokens() == {"b1": 0}
+    s.release(a, Outcome.COMPLETED)
