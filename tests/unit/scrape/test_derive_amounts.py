@@ -95,3 +95,25 @@ def test_kv_bound_with_output_counts_prompt_and_output() -> None:
     assert capacity(900.0, 100.0, 8).kv_bound_with_output is None
     assert Capacity(None, 900.0, 0.0, None, None, 0.0).kv_bound_with_output is None
     assert Capacity(None, None, 100.0, None, None, 10.0).kv_bound_with_output is None
+
+
+def test_one_observation_has_a_quantile_and_a_mean() -> None:
+    one = Histogram((1.0, INF), (1.0, 1.0), 0.25, 1.0)
+    assert quantile(one, 0.5) == Quantile(0.5, 0.5, 0.0, 1.0, True, False)
+    assert mean(one) == 0.25
+
+
+def test_a_phase_that_took_no_time_counts_zero() -> None:
+    def h(total: float) -> Histogram:
+        return Histogram((INF,), (4.0,), total, 4.0)
+
+    assert phase_breakdown(h(0.0), h(0.0), h(8.0), h(12.0)) == PhaseBreakdown(
+        4.0, 0.0, 0.0, 2.0, 3.0
+    )
+
+
+def test_kv_bound_with_output_when_a_term_is_zero() -> None:
+    assert Capacity(None, 900.0, 0.0, None, None, 100.0).kv_bound_with_output == 9.0
+    assert Capacity(None, 900.0, 100.0, None, None, 0.0).kv_bound_with_output == 9.0
+    assert Capacity(None, 900.0, 0.5, None, None, 0.5).kv_bound_with_output == 900.0
+    assert Capacity(None, 0.0, 100.0, None, None, 50.0).kv_bound_with_output == 0.0
