@@ -122,3 +122,9 @@ def test_latency_quantiles_of_each_field_that_saw_requests() -> None:
     assert set(derived.latency) == {"ttft"}
     assert derived.latency["ttft"][0.5] == Quantile(0.5, 0.55, 0.1, 1.0, False, False)
     assert set(derived.latency["ttft"]) == {0.5, 0.9, 0.99}
+
+
+def test_rates_over_a_window_shorter_than_a_second() -> None:
+    old = Observation(10.0, _sample(counters={"prompt_tokens": 50.0}))
+    new = Observation(10.5, _sample(counters={"prompt_tokens": 80.0}))
+    assert derive(old, new, None).rates == {"prompt_tokens_per_s": 60.0}
