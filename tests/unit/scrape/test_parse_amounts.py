@@ -3,7 +3,7 @@ counted, comments and blank lines skipped, and label sets in each written form."
 
 from __future__ import annotations
 
-from gateway.backends.scrape.parse import RawSeries, parse_narrow
+from gateway.backends.scrape.parse import RawSeries, parse_narrow, parse_reference
 
 WANTED = frozenset({"a", "b_count"})
 BODY = (
@@ -40,3 +40,14 @@ def test_labels_with_odd_spacing_or_an_open_quote() -> None:
     assert spaced.series["a"] == [({"x": "1", "y": "2"}, 1.0)]
     escaped = parse_narrow('a{x="line\\nnext",y="back\\\\slash",z="plain"} 1\n', WANTED)
     assert escaped.series["a"] == [({"x": "line\nnext", "y": "back\\slash", "z": "plain"}, 1.0)]
+
+
+def test_the_default_bound_takes_five_thousand_samples() -> None:
+    body = "".join(f'a{{i="{i}"}} 1\n' for i in range(5000))
+    out = parse_narrow(body, WANTED)
+    assert (out.count, out.truncated) == (5000, False)
+    assert parse_narrow(body + "b_count 1\n", WANTED).truncated
+
+
+def test_the_reference_parser_counts_the_body_it_gives_up_on() -> None:
+    assert parse_reference("a{{{ garbage\n", WANTED).bad_lines == 1

@@ -124,3 +124,10 @@ def test_the_capacity_derivation() -> None:
         " = min(? / ? = ?, not configured)" in unknown
     )
     assert render("b", _signals())[-2:] == ["Capacity: unknown.", ""]
+
+
+def test_one_finished_request_has_its_phase_table() -> None:
+    one = PhaseBreakdown(requests=1, queue_s=0.5, prefill_s=0.25, decode_s=1.0, e2e_s=2.0)
+    assert "Where the time goes, mean per request over 1 requests:" in render(
+        "b", _signals(phases=one)
+    )

@@ -4,8 +4,10 @@ label form), values that are not numbers left out, and the view fields of the re
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+from gateway.backends.scrape.derive import Quantile
 from gateway.backends.scrape.engines import VLLM_0_32
 from gateway.backends.scrape.parse import parse_narrow, wanted_names
 from gateway.backends.scrape.sample import Histogram, MetricsSample, extract
@@ -101,3 +103,17 @@ def test_view_fields_carry_each_signal_and_staleness_past_the_age_bound() -> Non
     }  # fmt: skip
     assert view_fields(derived, now=15.5, max_age_s=3.0)["stale"] is True
     assert view_fields(derived, now=11.0, max_age_s=3.0)["signal_age_s"] == 0.0
+
+
+def test_view_fields_read_the_ttft_and_e2e_p90() -> None:
+    latency = {
+        "ttft": {0.5: Quantile(0.5, 0.1, 0.0, 0.2, True, False),
+                 0.9: Quantile(0.9, 0.3, 0.2, 0.5, False, False)},
+        "e2e_latency": {0.9: Quantile(0.9, 4.0, 2.0, 5.0, False, False)},
+    }  # fmt: skip
+    derived = derive(None, Observation(1.0, MetricsSample()), None)
+    derived = dataclasses.replace(derived, latency=latency)
+    fields = view_fields(derived, now=1.0, max_age_s=3.0)
+    assert (fields["ttft_p90_s"], fields["e2e_p90_s"], fields["queue_time_p50_s"]) == (
+        0.3, 4.0, None,
+    )  # fmt: skip

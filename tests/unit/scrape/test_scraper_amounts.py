@@ -4,6 +4,7 @@ and the staggered first scrapes."""
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import AsyncIterator
 
@@ -93,3 +94,35 @@ def test_first_scrapes_are_spread_over_one_interval() -> None:
     assert first_delays(4, 2.0, scraped=True) == [0.5, 1.0, 1.5, 2.0]
     assert first_delays(1, 2.0, scraped=True) == [2.0]
     assert first_delays(0, 2.0, scraped=False) == []
+
+
+async def test_a_long_error_is_kept_to_200_characters() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("x" * 500, request=request)
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(refuse))
+    scraper = MetricsScraper(client, [ScrapeTarget("a", "http://a.test/m")], clock=FakeClock())
+    assert not await scraper.scrape_once("a")
+    state = scraper.state("a")
+    assert state is not None and state.last_error == "ConnectError: " + "x" * 186
+
+
+async def test_failures_are_logged_at_the_1st_10th_and_100th_in_a_row(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    responses = [httpx.Response(503) for _ in range(100)]
+    scraper = _scraper(responses, FakeClock(), [])
+    with caplog.at_level(logging.WARNING, logger="sluicegate.scrape"):
+        for _ in range(100):
+            await scraper.scrape_once("a")
+    assert [r.n for r in caplog.records if r.msg == "scrape failed"] == [1, 10, 100]  # type: ignore[attr-defined]
+
+
+def test_a_window_under_a_second_is_allowed() -> None:
+    assert ScrapeSettings(window_s=0.5, timeout_s=0.5).window_s == 0.5
+
+
+def test_the_defaults_are_those_docs_signals_md_states() -> None:
+    """A 30 s window, a 1 s deadline per scrape, a 2 MiB body cap (docs/signals.md)."""
+    s = ScrapeSettings()
+    assert (s.window_s, s.timeout_s, s.max_body_bytes) == (30.0, 1.0, 2 * 2**20)
