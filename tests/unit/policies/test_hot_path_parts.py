@@ -186,6 +186,37 @@ def test_drain_meter_reads_exactly_what_summing_every_bucket_gives(ops: list[Any
         assert fast.rate(now) == plain.rate(now)
 
 
+@pytest.mark.parametrize(("start", "window_s"), [(0.0, 10.0), (100.0, 10.0), (7.5, 30.0)])
+def test_drain_meter_matches_the_plain_definition_on_exact_bucket_and_window_edges(
+    start: float, window_s: float
+) -> None:
+    """Times on a grid of binary fractions, so that ticks land exactly on bucket starts,
+    bucket ends and the window's edge (random floats almost never do), from a clock at 0
+    (bucket starts smaller than their busy seconds) as well as later."""
+    rng = random.Random(int(start * 4 + window_s))
+    fast, plain = DrainMeter(window_s), _PlainDrain(window_s)
+    now = start
+    for _ in range(3000):
+        now += rng.choice([0.0, 0.0, 0.25, 0.5, 1.0, 2.5, window_s / 10, window_s])
+        op = rng.choice(["tick-busy", "tick-busy", "tick-idle", "add", "add-one", "rate"])
+        if op.startswith("add"):
+            tokens = 1 if op == "add-one" else rng.randrange(0, 500)
+            fast.add(now, tokens)
+            plain.add(now, tokens)
+        elif op.startswith("tick"):
+            fast.tick(now, op == "tick-busy")
+            plain.tick(now, op == "tick-busy")
+        assert fast.rate(now) == plain.rate(now)
+
+
+def test_a_meter_with_one_token_and_busy_time_has_a_rate() -> None:
+    meter = DrainMeter(10.0)
+    meter.tick(0.0, True)
+    meter.add(0.5, 1)
+    meter.tick(0.75, False)
+    assert meter.rate(0.75) == 1 / 0.75
+
+
 TOKENS = st.sampled_from([1, 3, 100, 3000, 2**70])  # few classes, so some fill past 128 samples
 
 
@@ -202,13 +233,31 @@ def test_latency_p95_follows_a_long_stream() -> None:
     _check_p95([(rng.choice([1, 3, 100]), rng.expovariate(1.0)) for _ in range(2000)])
 
 
+def test_latency_p95_beyond_the_classes_kept_in_the_table() -> None:
+    """Token counts past any int64 (cost classes 65 to 71): the edge of the answer table and
+    the classes read from their samples."""
+    rng = random.Random(65)
+    samples = [(rng.choice([2**64, 2**65, 2**66 + 1, 2**70]), rng.expovariate(1.0))
+               for _ in range(400)]  # fmt: skip
+    _check_p95(samples)
+    edge = ExecQuantiles()
+    for _ in range(5):
+        edge.add(2**65, 3.0)  # class 66, the first past the table
+    assert edge.p95(2**65) == edge.p95(2**66) == edge.p95(2**70) == 3.0
+    assert edge.p95(2**64) is None
+    table = ExecQuantiles()
+    for _ in range(5):
+        table.add(2**64, 2.0)  # class 65, the last in the table
+    assert table.p95(2**70) == 2.0 and table.p95(2**65) == 2.0
+
+
 def _check_p95(samples: list[tuple[int, float]]) -> None:
     quantiles = ExecQuantiles()
     last: dict[int, deque[float]] = {}
     for tokens, latency in samples:
         quantiles.add(tokens, latency)
         last.setdefault(cost_class(tokens), deque(maxlen=128)).append(latency)
-        for probe in (tokens, 2, 5000, 2**80):
+        for probe in (tokens, 2, 5000, 2**64, 2**65, 2**66, 2**80):
             assert quantiles.p95(probe) == _plain_p95(last, probe)
 
 
