@@ -4,7 +4,8 @@
 2. load: admits, queueing (delays), a degrade (a batch tenant's output capped), 429s (a
    tenant over its concurrency), async handoffs (202) of some of those and a handoff
    refused (its tenant's async queue full), expiries, deadlines, client retries, refused
-   requests;
+   requests, agent runs (one open across the waves, then completed; per wave one completed
+   and one cancelled after a call: its tokens wasted);
    then ``SluicegateShedRateHigh`` is awaited firing;
 3. a bad config file: ``SluicegateConfigReloadFailing`` awaited firing; then a good one;
 4. one backend killed (SIGKILL) with requests on it, then the other:
@@ -105,6 +106,7 @@ def gateway_config(port: int, backends: list[str], policy_name: str) -> dict[str
         "policy": {
             "name": policy_name,
             "queue": {"max_wait_s": 2.0},
+            "runs": {"enabled": True},
             "gates": [
                 {
                     "name": "quota",
@@ -158,6 +160,32 @@ def send(run: Run, base: str, *batches: tuple[Any, ...]) -> None:
             run.statuses[status] = run.statuses.get(status, 0) + 1
 
 
+async def _agent_calls(base: str, calls: list[tuple[str, str]]) -> list[int]:
+    """``(run id, what)`` in order, as alice: ``call`` one chat call of the run, ``complete``
+    or ``delete`` its end."""
+    auth = {"authorization": f"Bearer {api_key('alice')}"}
+    statuses = []
+    async with httpx.AsyncClient(base_url=base, headers=auth, timeout=60.0) as c:
+        for run_id, what in calls:
+            if what == "call":
+                reply = await c.post(CHAT, json=chat(8), headers={"x-agent-run-id": run_id})
+                statuses.append(reply.status_code)
+            elif what == "complete":
+                await c.post(f"/v1/runs/{run_id}/complete")
+            else:
+                await c.delete(f"/v1/runs/{run_id}")
+    return statuses
+
+
+def agent_runs(run: Run, base: str, calls: list[tuple[str, str]]) -> None:
+    for status in asyncio.run(_agent_calls(base, calls)):
+        run.statuses[status] = run.statuses.get(status, 0) + 1
+
+
+def _run_seen_open(run: Run) -> bool:
+    return any(float(r["value"][1]) > 0 for r in run.prometheus.instant("sluicegate_runs_open"))
+
+
 def refused_requests(run: Run, base: str) -> None:
     """A request without a known key (401) and one with a bad body (400)."""
     no_key = httpx.post(f"{base}{CHAT}", json=chat(4), headers={"authorization": "Bearer no"})
@@ -190,7 +218,13 @@ def quiet_phase(run: Run, base: str) -> None:
 def load_phase(run: Run, base: str) -> None:
     """Waves over several scrapes: ``rate()`` does not count the increments a counter series
     already had when Prometheus first saw it, so one burst inside a scrape would be lost."""
-    for _ in range(WAVES):
+    # an agent run open across the waves (seen open by Prometheus, then completed); per wave
+    # one completed (a latency in every wave: rate() needs increments) and one cancelled after
+    # its first call (what it spent counts as wasted)
+    agent_runs(run, base, [("long", "call")])
+    for wave in range(WAVES):
+        agent_runs(run, base, [(f"done-{wave}", "call"), (f"done-{wave}", "complete"),
+                               (f"cut-{wave}", "call"), (f"cut-{wave}", "delete")])  # fmt: skip
         send(
             run,
             base,
@@ -203,6 +237,8 @@ def load_phase(run: Run, base: str) -> None:
             ("batchy", 1, 64),
         )
         refused_requests(run, base)
+    poll(lambda: _run_seen_open(run), PHASE_TIMEOUT_S, "an agent run scraped open")
+    agent_runs(run, base, [("long", "call"), ("long", "complete")])
     hold_a_queue(run, base)
     run.mark("load sent")
     await_alert(run, "SluicegateShedRateHigh")
