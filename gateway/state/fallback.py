@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from gateway.state.gate_kind import is_a
 from gateway.state.retry_share import retry_share, without_retry_budget
 from policies.contracts import NamedGate
 from policies.gates.quota import TenantQuota
@@ -21,7 +22,7 @@ def quota_limits(policy: PolicySet, tenant: str) -> TenantLimits | None:
     no quota gate, or the tenant has no limit)."""
     for named in policy.gates:
         gate = named.gate
-        if isinstance(gate, TenantQuota) and not named.shadow:
+        if is_a(gate, TenantQuota) and not named.shadow:
             params = gate.params
             limits = params.tenants.get(tenant, params.default)
             has_any = limits.tokens_per_minute is not None or limits.max_concurrent is not None
@@ -49,7 +50,7 @@ def local_share(policy: PolicySet, replicas: int) -> PolicySet:
 
 def _divided(named: NamedGate, replicas: int) -> NamedGate:
     gate = named.gate
-    if not isinstance(gate, TenantQuota) or named.shadow:
+    if not is_a(gate, TenantQuota) or named.shadow:
         return named
     params = gate.params
     divided = QuotaParams(

@@ -16,6 +16,7 @@ import dataclasses
 from collections import deque
 from dataclasses import dataclass
 
+from gateway.state.gate_kind import is_a
 from policies.contracts import NamedGate
 from policies.gates.retry_budget import RetryBudget
 from policies.gates.retry_budget_params import RetryBudgetParams
@@ -49,7 +50,7 @@ def retry_rule(policy: PolicySet | None) -> RetryRule | None:
     if policy is None:
         return None
     for named in policy.gates:
-        if isinstance(named.gate, RetryBudget) and not named.shadow:
+        if is_a(named.gate, RetryBudget) and not named.shadow:
             return RetryRule(named.gate.params)
     return None
 
@@ -69,11 +70,11 @@ def retry_share(policy: PolicySet, replicas: int) -> PolicySet:
 
 
 def _enforcing_budget(named: NamedGate) -> bool:
-    return isinstance(named.gate, RetryBudget) and not named.shadow
+    return is_a(named.gate, RetryBudget) and not named.shadow
 
 
 def _divided(named: NamedGate, replicas: int) -> NamedGate:
-    assert isinstance(named.gate, RetryBudget)
+    assert is_a(named.gate, RetryBudget)
     params = named.gate.params
     divided = params.model_copy(update={"min_retries_per_s": params.min_retries_per_s / replicas})
     return NamedGate(named.name, RetryBudget(divided), named.shadow)
