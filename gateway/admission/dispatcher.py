@@ -215,8 +215,11 @@ class Admission:
         if self._waiters:
             poll = self._poll_interval_s
             timeout = poll if timeout is None else min(timeout, poll)
+        # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancellation that arrives
+        # as the wake-up fires, and the dispatcher would then outlive the gateway's shutdown
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._wake.wait()
 
 
 def _without(fleet: FleetSnapshot, avoid: frozenset[str]) -> FleetSnapshot:

@@ -214,7 +214,8 @@ class RedisState:
         )  # fmt: skip
 
     async def _call(self, call: Awaitable[Any]) -> Any:
-        return await asyncio.wait_for(call, self._timeout_s)
+        async with asyncio.timeout(self._timeout_s):  # not wait_for: it may swallow a cancel
+            return await call
 
     # -- background ----------------------------------------------------------------------
 

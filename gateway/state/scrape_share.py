@@ -124,7 +124,8 @@ class SharedScrapes:
         self._scraper.ingest(name, decoded, at)
 
     async def _call(self, call: Any) -> Any:
-        return await asyncio.wait_for(call, self._cfg.command_timeout_ms / 1000)
+        async with asyncio.timeout(self._cfg.command_timeout_ms / 1000):  # not wait_for
+            return await call
 
     def _lost(self, exc: BaseException) -> None:
         if self.answering:

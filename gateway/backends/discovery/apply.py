@@ -52,7 +52,8 @@ def kubernetes_discovery(
 async def first_sync(watcher: InferencePoolWatcher, timeout_s: float) -> bool:
     """Wait up to ``timeout_s`` for the first list of pods; False (and a warning) if none."""
     try:
-        await asyncio.wait_for(watcher.synced.wait(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await watcher.synced.wait()
     except TimeoutError:
         log.warning("discovery: no list of pods after %.1f s; serving meanwhile", timeout_s)
         return False

@@ -203,7 +203,8 @@ class MetricsScraper:
 
     async def _stopped_within(self, seconds: float) -> bool:
         try:
-            await asyncio.wait_for(self._stop.wait(), timeout=seconds)
+            async with asyncio.timeout(seconds):  # not wait_for: see Admission._wait_for_work
+                await self._stop.wait()
         except TimeoutError:
             return False
         return True
