@@ -59,7 +59,10 @@ def resolve_policy(name: str) -> tuple[str, dict[str, Any]]:
     """``default`` (every default), a shipped preset's name, or a YAML file's path."""
     if name == "default":
         return name, {"name": "default"}
-    path = PRESETS / f"{name}.yaml" if (PRESETS / f"{name}.yaml").exists() else Path(name)
+    # beside the package (a checkout), else in the working directory (an installed package
+    # run from a checkout)
+    shipped = [d / f"{name}.yaml" for d in (PRESETS, Path.cwd() / "presets")]
+    path = next((p for p in shipped if p.exists()), Path(name))
     if not path.exists():
         raise ValueError(f"unknown policy {name!r}: not default, a preset, nor a file")
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
