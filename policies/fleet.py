@@ -49,6 +49,10 @@ class BackendView:
     """The engine's prompt tokens per second of prefill time (its own histograms)."""
     running_peak: float | None = None
     """The most requests the engine was seen running at once (since the gateway started)."""
+    itl_s: float | None = None
+    """The engine's mean inter-token latency over the last few seconds: its step time now."""
+    itl_floor_s: float | None = None
+    """The lowest recent such mean: its step time with the lightest batch seen lately."""
     signal_age_s: float | None = None
     stale: bool = False
     peer_in_flight: int = 0

@@ -21,6 +21,8 @@ VARIANTS = (
     "fair-share-quarter+prefill-bound",
     "fair-share-preset",
     "fair-share-preset-unbounded",
+    "fair-share-preset-no-decode-hold",
+    "fair-share-preset-before",
 )
 
 
@@ -54,6 +56,17 @@ POLICIES: dict[str, Any] = {
     "fair-share-preset-unbounded": lambda: {
         **_preset("fair-share"),
         "prefill_backlog": {"enabled": False},
+    },
+    # the preset as it shipped before the decode hold: prefill target 0.25 s, no hold
+    "fair-share-preset-before": lambda: {
+        **_preset("fair-share"),
+        "headroom": {**_preset("fair-share")["headroom"], "decode_slowdown_max": None},
+        "prefill_backlog": {"enabled": True, "ttft_target_s": 0.25},
+    },
+    # the preset as it ships with its decode hold switched off (the mutation)
+    "fair-share-preset-no-decode-hold": lambda: {
+        **_preset("fair-share"),
+        "headroom": {**_preset("fair-share")["headroom"], "decode_slowdown_max": None},
     },
 }
 

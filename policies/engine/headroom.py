@@ -9,8 +9,16 @@ may take one. Shares are among the tenants active in the last ``active_window_s`
 submitted in it) plus the asking tenant itself, so a tenant whose backlog is old still
 counts. The limit is the
 backends' own (``max_num_seqs``, ``fixed``, ``adaptive``); with ``server_signals`` and no
-``max_num_seqs`` there is no slot count and headroom does nothing. The cost: reserved slots
-may idle while the quiet tenant stays quiet (not work-conserving, by design). Off by default.
+``max_num_seqs`` there is no slot count and the reserve does nothing. The cost: reserved
+slots may idle while the quiet tenant stays quiet (not work-conserving, by design).
+
+A free slot is not free on every engine. Where an engine's step grows with its batch (a
+CPU's, or a GPU's with long contexts), each long sequence a tenant adds slows every other
+tenant's decode. With ``decode_slowdown_max``, while the engines step more than that many
+times slower than with their lightest recent batch (``BackendView.itl_s`` against
+``itl_floor_s``), a tenant that already holds its weighted share of the estimated tokens in
+flight there adds none until they are back within it. Where the step is flat in the batch (a
+GPU's decode) the ratio stays near 1 and nothing is held. Off by default.
 """
 
 from __future__ import annotations
@@ -55,6 +63,27 @@ class ActiveTenants:
     def weight(self, tenant: str) -> float | None:
         found = self._seen.get(tenant)
         return None if found is None else found[1]
+
+
+def decode_allows(
+    slowdown_max: float | None,
+    slowdown: float | None,
+    tokens_in_flight: int,
+    tenant_tokens: int,
+    tenant_weight: float,
+    active_weight: float,
+) -> bool:
+    """Whether the engines' decode slowdown lets a tenant add one more request (see above).
+
+    ``slowdown``: the engines' step time now over their floor (None: unknown, no hold).
+    Only a tenant holding at least its weighted share of the estimated tokens in flight is
+    held (a long sequence slows a step more than a short one), and only while another
+    tenant is active (``active_weight`` above the tenant's own)."""
+    if slowdown_max is None or slowdown is None or slowdown <= slowdown_max:
+        return True
+    if active_weight <= tenant_weight:
+        return True  # nobody else to protect
+    return tenant_tokens < tokens_in_flight * tenant_weight / active_weight
 
 
 def may_take_slot(

@@ -10,3 +10,8 @@ from policies.params import Params
 class HeadroomParams(Params):
     reserve_fraction: float = Field(default=0.0, ge=0, lt=1)
     active_window_s: float = Field(default=30.0, gt=0)
+    decode_slowdown_max: float | None = Field(default=None, gt=1)
+    """While the model's engines step more than this many times slower than their lightest
+    recent batch (their inter-token latency against its floor), a tenant holding its share
+    of the gateway's requests there or more adds none, so the batch shrinks back until the
+    others' decode is within this factor. None: off."""

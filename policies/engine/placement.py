@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from policies.contracts import BackendLoad, Limit, QueuedEntry
-from policies.engine.headroom import ActiveTenants, may_take_slot
+from policies.engine.headroom import ActiveTenants, decode_allows, may_take_slot
 from policies.engine.headroom_params import HeadroomParams
 from policies.engine.prefill_backlog import PrefillBacklog
 from policies.engine.routing import any_room, choose_backend, least_loaded_within, pick_within
@@ -31,6 +31,7 @@ class Placement:
         "loads",
         "prefill",
         "tenant_in_flight",
+        "tenant_tokens",
         "view",
     )
 
@@ -38,6 +39,8 @@ class Placement:
         self.view = SnapshotView(FleetSnapshot(at=now))
         self.loads: dict[str, BackendLoad] = {}
         self.tenant_in_flight: dict[str, int] = {}
+        self.tenant_tokens: dict[str, int] = {}
+        """Each tenant's estimated tokens in flight (what the decode hold weighs)."""
         self.active = ActiveTenants()
         self.prefill: PrefillBacklog | None = None
         self._now = now
@@ -126,7 +129,8 @@ class Placement:
         return (False if best is None else best), spare
 
     def headroom_on(self) -> bool:
-        return self._headroom.reserve_fraction > 0
+        params = self._headroom
+        return params.reserve_fraction > 0 or params.decode_slowdown_max is not None
 
     def allow(self, entry: QueuedEntry) -> bool:
         return self.may_take(entry.request)
@@ -134,19 +138,26 @@ class Placement:
     def may_take(self, req: RequestInfo) -> bool:
         """Headroom: may ``req``'s tenant take one more slot of its model's backends?"""
         params = self._headroom
-        if params.reserve_fraction <= 0:
-            return True
         limit, lstate = self._limit, self._lstate
-        total, in_flight = 0.0, 0
+        total: float | None = 0.0
+        in_flight, tokens, slowdowns, slowed = 0, 0, 0, 0.0
         for b, load in self.view.candidates(req.model, self.load):
-            current = limit.current(lstate, b, load)
-            if current is None:
-                return True  # no slot count: the server's signals alone decide
-            total, in_flight = total + current, in_flight + load.in_flight
+            current = limit.current(lstate, b, load) if total is not None else None
+            total = None if current is None or total is None else total + current
+            in_flight, tokens = in_flight + load.in_flight, tokens + load.in_flight_tokens
+            if b.itl_s is not None and b.itl_floor_s is not None and b.itl_floor_s > 0:
+                slowdowns, slowed = slowdowns + 1, slowed + b.itl_s / b.itl_floor_s
         seen = self.active.weight(req.tenant)
         weight = req.weight if seen is None else seen
         active = self.active.total_weight + (weight if seen is None else 0.0)  # with itself
         mine = self.tenant_in_flight.get(req.tenant, 0)
+        if slowdowns and params.decode_slowdown_max is not None:
+            held = self.tenant_tokens.get(req.tenant, 0)
+            slowdown_max, slowdown = params.decode_slowdown_max, slowed / slowdowns
+            if not decode_allows(slowdown_max, slowdown, tokens, held, weight, active):
+                return False
+        if total is None:
+            return True  # no slot count: the server's signals alone decide the rest
         return may_take_slot(params, total, in_flight, mine, weight, active)
 
     def took(self, backend: str, req: RequestInfo, tokens: int) -> None:
@@ -160,6 +171,8 @@ class Placement:
         load.in_flight_tokens += tokens
         tenants = self.tenant_in_flight
         tenants[req.tenant] = tenants.get(req.tenant, 0) + 1
+        held = self.tenant_tokens
+        held[req.tenant] = held.get(req.tenant, 0) + tokens
 
     def gave_back(
         self, backend: str, req: RequestInfo, tokens: int, completed: bool = False
@@ -173,10 +186,13 @@ class Placement:
         load.in_flight_tokens -= tokens
         tenants = self.tenant_in_flight
         left = tenants.get(req.tenant, 0) - 1
+        held = self.tenant_tokens
         if left <= 0:
             tenants.pop(req.tenant, None)
+            held.pop(req.tenant, None)
         else:
             tenants[req.tenant] = left
+            held[req.tenant] = held.get(req.tenant, 0) - tokens
         return load
 
     def limits(self) -> dict[str, float | None]:

@@ -44,6 +44,9 @@ class EngineMetrics:
     """Histogram of prompt length per request: p90 feeds the capacity estimate."""
     generation_tokens_per_request: str | None = None
     """Histogram of output length per request: shown beside the capacity estimate."""
+    inter_token_latency: str | None = None
+    """Histogram of the time between a request's consecutive output tokens (one engine
+    step each): how much the batch slows every sequence's decode."""
 
     def counters(self) -> tuple[str, ...]:
         return _present(
@@ -73,6 +76,7 @@ class EngineMetrics:
             self.ttft,
             self.prompt_tokens_per_request,
             self.generation_tokens_per_request,
+            self.inter_token_latency,
         )
 
 
@@ -100,6 +104,7 @@ VLLM_0_32 = EngineMetrics(
     ttft="vllm:time_to_first_token_seconds",
     prompt_tokens_per_request="vllm:request_prompt_tokens",
     generation_tokens_per_request="vllm:request_generation_tokens",
+    inter_token_latency="vllm:inter_token_latency_seconds",
 )
 
 SGLANG = EngineMetrics(

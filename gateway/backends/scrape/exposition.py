@@ -31,6 +31,16 @@ GAUGES: tuple[tuple[str, str, str], ...] = (
         "min(KV tokens / p90 prompt tokens, max_num_seqs), recomputed each scrape.",
     ),
     ("queue_time_p90_seconds", "queue_time_p90_s", "p90 queue time over the signal window."),
+    (
+        "itl_seconds",
+        "itl_s",
+        "The backend's mean inter-token latency over the last 2 s: its step time now.",
+    ),
+    (
+        "itl_floor_seconds",
+        "itl_floor_s",
+        "The lowest such mean in the last 15 minutes: its step time with a light batch.",
+    ),
     ("signal_age_seconds", "signal_age_s", "Age of the newest successful scrape."),
     ("stale", "stale", "1 when the signal is older than the max age (counts as saturated)."),
 )

@@ -30,6 +30,7 @@ HISTOGRAM_FIELDS = (
     "ttft",
     "prompt_tokens_per_request",
     "generation_tokens_per_request",
+    "inter_token_latency",
 )
 
 

@@ -21,6 +21,7 @@ from gateway.backends.scrape.derive import (
     quantile,
 )
 from gateway.backends.scrape.sample import Histogram, MetricsSample
+from gateway.backends.scrape.step_latency import StepLatency
 
 QUANTILES = (0.5, 0.9, 0.99)
 LATENCY_FIELDS = ("queue_time", "ttft", "e2e_latency")
@@ -66,11 +67,15 @@ class DerivedSignals:
     window (their prompt-length and prefill-time histograms' sums)."""
     running_peak: float | None = None
     """The highest ``running`` of every scrape so far (not only the window's)."""
+    itl_s: float | None = None
+    """Mean inter-token latency over the last few seconds (``step_latency.py``)."""
+    itl_floor_s: float | None = None
+    """The lowest such mean seen lately: the engine's step time with a light batch."""
 
 
 def derive(
     baseline: Observation | None, newest: Observation, max_num_seqs: int | None,
-    running_peak: float | None = None,
+    running_peak: float | None = None, step: StepLatency | None = None,
 ) -> DerivedSignals:  # fmt: skip
     """Signals between ``baseline`` (None: since the server started) and ``newest``."""
     new = newest.sample
@@ -97,6 +102,8 @@ def derive(
         since_start=baseline is None,
         prefill_tokens_per_s=_prefill_rate(hists),
         running_peak=running_peak,
+        itl_s=step.itl_s if step is not None else None,
+        itl_floor_s=step.floor_s if step is not None else None,
     )
 
 
@@ -162,6 +169,7 @@ class SignalWindow:
         self.window_s = window_s
         self._observations: deque[Observation] = deque()
         self.running_peak: float | None = None
+        self.step = StepLatency()
 
     def add(self, observation: Observation) -> None:
         self._observations.append(observation)
@@ -172,6 +180,7 @@ class SignalWindow:
         # keep one observation at or before the cutoff: it is the window's baseline
         while len(self._observations) >= 2 and self._observations[1].at <= cutoff:
             self._observations.popleft()
+        self.step.add(observation.at, observation.sample.histograms.get("inter_token_latency"))
 
     @property
     def newest(self) -> Observation | None:
@@ -182,4 +191,4 @@ class SignalWindow:
             return None
         newest = self._observations[-1]
         baseline = self._observations[0] if len(self._observations) >= 2 else newest
-        return derive(baseline, newest, max_num_seqs, self.running_peak)
+        return derive(baseline, newest, max_num_seqs, self.running_peak, self.step)

@@ -24,6 +24,8 @@ VIEW_FIELDS = (
     "capacity_estimate",
     "prefill_tokens_per_s",
     "running_peak",
+    "itl_s",
+    "itl_floor_s",
     "signal_age_s",
     "stale",
 )
@@ -50,6 +52,8 @@ def view_fields(derived: DerivedSignals | None, now: float, max_age_s: float) ->
         "capacity_estimate": derived.capacity.value if derived.capacity else None,
         "prefill_tokens_per_s": derived.prefill_tokens_per_s,
         "running_peak": derived.running_peak,
+        "itl_s": derived.itl_s,
+        "itl_floor_s": derived.itl_floor_s,
         "signal_age_s": age,
         "stale": age > max_age_s,
     }

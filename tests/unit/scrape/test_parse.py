@@ -17,7 +17,7 @@ def test_narrow_parser_agrees_with_prometheus_client(
     narrow = extract(parse_narrow(text, WANTED), VLLM_0_32)
     reference = extract(parse_reference(text, WANTED), VLLM_0_32)
     assert narrow == reference
-    assert narrow.families_found == 4 + 5 + 8
+    assert narrow.families_found == 4 + 5 + 9
 
 
 def test_gauges_of_the_under_load_dump(under_load: str) -> None:

@@ -12,6 +12,7 @@ from gateway.backends.scrape.engines import VLLM_0_32
 from gateway.backends.scrape.parse import parse_narrow, wanted_names
 from gateway.backends.scrape.sample import Histogram, MetricsSample, extract
 from gateway.backends.scrape.signals import Observation, derive
+from gateway.backends.scrape.step_latency import StepLatency
 from gateway.backends.scrape.view import view_fields
 
 TWO_ENGINES = """\
@@ -90,7 +91,10 @@ def test_view_fields_carry_each_signal_and_staleness_past_the_age_bound() -> Non
          "admission_rejections": 2.0},
         new.histograms,
     )  # fmt: skip
-    derived = derive(Observation(10.0, old), Observation(12.0, new), 8, running_peak=9.0)
+    step = StepLatency()
+    step.itl_s, step.floor_s = 0.004, 0.002
+    derived = derive(Observation(10.0, old), Observation(12.0, new), 8, running_peak=9.0,
+                     step=step)  # fmt: skip
     fields = view_fields(derived, now=15.0, max_age_s=3.0)
     assert fields == {
         "running": 8.0, "waiting": 1.0, "kv_cache_usage": 0.75,
@@ -99,6 +103,7 @@ def test_view_fields_carry_each_signal_and_staleness_past_the_age_bound() -> Non
         "queue_time_p50_s": 0.5 * 5.0 / 6.0, "queue_time_p90_s": 0.5,
         "ttft_p90_s": None, "e2e_p90_s": None, "capacity_estimate": 8.0,
         "prefill_tokens_per_s": None, "running_peak": 9.0,
+        "itl_s": 0.004, "itl_floor_s": 0.002,
         "signal_age_s": 3.0, "stale": False,
     }  # fmt: skip
     assert view_fields(derived, now=15.5, max_age_s=3.0)["stale"] is True

