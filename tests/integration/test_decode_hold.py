@@ -1,0 +1,112 @@
+"""The decode hold over real HTTP in front of the emulator's CPU engine model (``cpu-tiny``:
+each long context in the batch lengthens every step, as on vLLM-CPU). With
+``headroom.decode_slowdown_max`` the gateway reads the engine's inter-token latency and
+holds the flooding tenant while steps are slowed: the engine runs fewer sequences and the
+short streamed turns end sooner. Switched off by config (the mutation), the flood fills
+every slot the headroom leaves.
+
+Only comparisons between the two runs, measured in this test, are asserted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from emulator.embedded import EmbeddedEmulator
+from tests.integration.conftest import StartEmulator
+from tests.integration.harness import MODEL, Gateway, gateway_config, serve_gateway
+
+pytestmark = pytest.mark.emulator
+
+CHARS_PER_TOKEN = 4  # the emulator's prompt count (its profile's chars_turns)
+VICTIMS, NOISY = 2, 12
+ALONE_S, SETTLE_S, FLOOD_S = 3.0, 1.5, 8.0
+
+
+def _body(tokens: int, max_tokens: int, stream: bool) -> dict[str, Any]:
+    text = ("lorem ipsum " * tokens)[: tokens * CHARS_PER_TOKEN]
+    return {"model": MODEL, "messages": [{"role": "user", "content": text}],
+            "max_tokens": max_tokens, "ignore_eos": True, "stream": stream}  # fmt: skip
+
+
+def _has_choices(line: str) -> bool:
+    return (
+        line.startswith("data:") and '"choices"' in line and bool(json.loads(line[5:])["choices"])
+    )
+
+
+async def _victim(client: httpx.AsyncClient, stop: asyncio.Event, turns: list[float]) -> None:
+    while not stop.is_set():
+        started, tokens = time.monotonic(), 0
+        async with client.stream("POST", "/v1/chat/completions", json=_body(50, 32, True)) as r:
+            assert r.status_code == 200
+            async for line in r.aiter_lines():
+                tokens += _has_choices(line)
+        assert tokens >= 32  # every token came (the first chunk may carry the role alone)
+        turns.append(time.monotonic() - started)
+
+
+async def _noisy(client: httpx.AsyncClient, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        resp = await client.post("/v1/chat/completions", json=_body(1500, 256, False))
+        assert resp.status_code == 200
+
+
+async def _running(url: str, stop: asyncio.Event, seen: list[float]) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=5.0) as engine:
+        while not stop.is_set():
+            for line in (await engine.get("/metrics")).text.splitlines():
+                if line.startswith("vllm:num_requests_running{"):
+                    seen.append(float(line.rsplit(" ", 1)[1]))
+            await asyncio.sleep(0.1)  # a sampling period, not a wait for a condition
+
+
+async def _flood(gw: Gateway, engine_url: str) -> tuple[float, float]:
+    """(the engine's mean running requests, the victims' median turn in seconds)."""
+    victim, noisy = gw.client("victim"), gw.client("noisy", timeout=120.0)
+    warm: list[float] = []
+    stop = asyncio.Event()
+    alone = [asyncio.ensure_future(_victim(victim, stop, warm)) for _ in range(VICTIMS)]
+    await asyncio.sleep(ALONE_S)  # the gateway learns the engine's light-batch step
+    stop.set()
+    await asyncio.gather(*alone)
+    stop.clear()
+    turns: list[float] = []
+    running: list[float] = []
+    floods = [asyncio.ensure_future(_noisy(noisy, stop)) for _ in range(NOISY)]
+    await asyncio.sleep(SETTLE_S)
+    tasks = [asyncio.ensure_future(_victim(victim, stop, turns)) for _ in range(VICTIMS)]
+    sampler = asyncio.ensure_future(_running(engine_url, stop, running))
+    await asyncio.sleep(FLOOD_S)
+    stop.set()
+    await asyncio.gather(*tasks, *floods, sampler)
+    assert warm and turns and running
+    return statistics.fmean(running), statistics.median(turns)
+
+
+async def _measure(emulator: EmbeddedEmulator, hold: float | None) -> tuple[float, float]:
+    policy = {"ladder": {"steps": []}, "fairness": {"type": "vtc"},
+              "headroom": {"reserve_fraction": 0.25, "decode_slowdown_max": hold}}  # fmt: skip
+    slots = emulator.runner.profile.engine.max_num_seqs
+    raw = gateway_config([emulator.url], policy, tenants=("victim", "noisy"), max_num_seqs=slots)
+    async with serve_gateway(raw) as gw:
+        return await _flood(gw, emulator.url)
+
+
+async def test_the_decode_hold_shrinks_the_flood_in_the_batch_and_speeds_the_short_turns(
+    start_emulator: StartEmulator,
+) -> None:
+    emulator = start_emulator(profile="cpu-tiny", model_name=MODEL, speed=1.0)
+    batch_off, turn_off = await _measure(emulator, None)
+    batch_on, turn_on = await _measure(emulator, 1.2)
+    print(f"\nengine batch {batch_off:.2f} -> {batch_on:.2f}; victim turn s "
+          f"{turn_off:.5f} -> {turn_on:.5f}")  # fmt: skip
+    assert batch_on < 0.75 * batch_off, (batch_off, batch_on)
+    assert turn_on < turn_off, (turn_off, turn_on)
