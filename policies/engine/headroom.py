@@ -77,12 +77,14 @@ def decode_allows(
 
     ``slowdown``: the engines' step time now over their floor (None: unknown, no hold).
     Only a tenant holding at least its weighted share of the estimated tokens in flight is
-    held (a long sequence slows a step more than a short one), and only while another
-    tenant is active (``active_weight`` above the tenant's own)."""
+    held (a long sequence slows a step more than a short one), only while another tenant is
+    active (``active_weight`` above the tenant's own), and only while another tenant has
+    tokens in flight: a tenant alone in the batch is not slowed by anybody (a lagging mean
+    that still shows a flood already gone must not hold it)."""
     if slowdown_max is None or slowdown is None or slowdown <= slowdown_max:
         return True
-    if active_weight <= tenant_weight:
-        return True  # nobody else to protect
+    if active_weight <= tenant_weight or tokens_in_flight <= tenant_tokens:
+        return True  # nobody else to protect, or nobody else's sequences in the batch
     return tenant_tokens < tokens_in_flight * tenant_weight / active_weight
 
 

@@ -34,7 +34,7 @@ GAUGES: tuple[tuple[str, str, str], ...] = (
     (
         "itl_seconds",
         "itl_s",
-        "The backend's mean inter-token latency over the last 2 s: its step time now.",
+        "The backend's mean inter-token latency over the last second: its step time now.",
     ),
     (
         "itl_floor_seconds",

@@ -19,7 +19,7 @@ from collections import deque
 
 from gateway.backends.scrape.sample import Histogram
 
-RECENT_S = 2.0
+RECENT_S = 1.0
 """The span of the current mean: a few steps of every running sequence, short enough to
 follow the batch as long requests join and leave it."""
 FLOOR_WINDOW_S = 900.0

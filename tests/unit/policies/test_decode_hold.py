@@ -36,6 +36,12 @@ def test_a_tenant_alone_is_never_held() -> None:
                          tenant_weight=1, active_weight=1)  # fmt: skip
 
 
+def test_a_tenant_alone_in_the_batch_is_not_held_by_a_lagging_mean() -> None:
+    # another tenant is active but has nothing in flight: the slow steps were not its
+    assert decode_allows(1.5, 5.0, tokens_in_flight=164, tenant_tokens=164,
+                         tenant_weight=1, active_weight=2)  # fmt: skip
+
+
 def _slowed(clock: ManualClock, slowdown: float, **kw: object):  # type: ignore[no-untyped-def]
     return fleet(clock, backend(max_num_seqs=8, itl_s=0.003 * slowdown, itl_floor_s=0.003, **kw))
 
@@ -82,3 +88,17 @@ def test_no_floor_yet_no_hold() -> None:
     unknown = fleet(clock, backend(max_num_seqs=8, itl_s=0.009))
     s.submit(request(clock, tenant="quiet", prompt=50, output=32), unknown)
     assert sum(isinstance(h, Ticket) for h in _burst(s, clock, unknown, 6)) == 6
+
+
+def test_the_quiet_tenant_alone_in_the_batch_is_not_held_when_the_flood_has_gone() -> None:
+    from policies.types import Outcome
+
+    clock = ManualClock()
+    s = scheduler(clock, HOLD)
+    slowed = _slowed(clock, 3.0)  # the engine's mean still shows the flood
+    (gone,) = _burst(s, clock, slowed, 1)
+    assert isinstance(gone, Ticket)
+    s.release(gone, Outcome.COMPLETED)  # the hog is still active, with nothing in flight
+    turns = [s.submit(request(clock, tenant="quiet", prompt=50, output=32), slowed)
+             for _ in range(3)]  # fmt: skip
+    assert all(isinstance(t, Ticket) for t in turns)
