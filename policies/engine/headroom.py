@@ -70,22 +70,27 @@ def decode_allows(
     slowdown: float | None,
     tokens_in_flight: int,
     tenant_tokens: int,
+    tenant_in_flight: int,
+    slots: float | None,
     tenant_weight: float,
     active_weight: float,
 ) -> bool:
     """Whether the engines' decode slowdown lets a tenant add one more request (see above).
 
     ``slowdown``: the engines' step time now over their floor (None: unknown, no hold).
-    Only a tenant holding at least its weighted share of the estimated tokens in flight is
-    held (a long sequence slows a step more than a short one), only while another tenant is
-    active (``active_weight`` above the tenant's own), and only while another tenant has
-    tokens in flight: a tenant alone in the batch is not slowed by anybody (a lagging mean
-    that still shows a flood already gone must not hold it)."""
+    Held only while another tenant is active (``active_weight`` above the tenant's own):
+    while others have sequences in the batch, a tenant holding at least its weighted share
+    of the estimated tokens in flight (a long sequence slows a step more than a short one);
+    while it is alone in the batch (the mean may still show a flood already gone, or the
+    others are between turns), a tenant holding its weighted share of the ``slots``."""
     if slowdown_max is None or slowdown is None or slowdown <= slowdown_max:
         return True
-    if active_weight <= tenant_weight or tokens_in_flight <= tenant_tokens:
-        return True  # nobody else to protect, or nobody else's sequences in the batch
-    return tenant_tokens < tokens_in_flight * tenant_weight / active_weight
+    if active_weight <= tenant_weight:
+        return True  # nobody else to protect
+    share = tenant_weight / active_weight
+    if tokens_in_flight > tenant_tokens:
+        return tenant_tokens < tokens_in_flight * share
+    return slots is None or tenant_in_flight < slots * share
 
 
 def may_take_slot(

@@ -154,7 +154,7 @@ class Placement:
         if slowdowns and params.decode_slowdown_max is not None:
             held = self.tenant_tokens.get(req.tenant, 0)
             slowdown_max, slowdown = params.decode_slowdown_max, slowed / slowdowns
-            if not decode_allows(slowdown_max, slowdown, tokens, held, weight, active):
+            if not decode_allows(slowdown_max, slowdown, tokens, held, mine, total, weight, active):
                 return False
         if total is None:
             return True  # no slot count: the server's signals alone decide the rest

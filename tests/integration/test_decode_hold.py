@@ -92,8 +92,11 @@ async def _flood(gw: Gateway, engine_url: str) -> tuple[float, float]:
 
 
 async def _measure(emulator: EmbeddedEmulator, hold: float | None) -> tuple[float, float]:
+    # the hold alone: no slot reserve and no prefill bound, so without it the flood takes
+    # every slot the quiet tenant leaves
     policy = {"ladder": {"steps": []}, "fairness": {"type": "vtc"},
-              "headroom": {"reserve_fraction": 0.25, "decode_slowdown_max": hold}}  # fmt: skip
+              "prefill_backlog": {"enabled": False},
+              "headroom": {"reserve_fraction": 0.0, "decode_slowdown_max": hold}}  # fmt: skip
     slots = emulator.runner.profile.engine.max_num_seqs
     raw = gateway_config([emulator.url], policy, tenants=("victim", "noisy"), max_num_seqs=slots)
     async with serve_gateway(raw) as gw:
@@ -108,5 +111,5 @@ async def test_the_decode_hold_shrinks_the_flood_in_the_batch_and_speeds_the_sho
     batch_on, turn_on = await _measure(emulator, 1.2)
     print(f"\nengine batch {batch_off:.2f} -> {batch_on:.2f}; victim turn s "
           f"{turn_off:.5f} -> {turn_on:.5f}")  # fmt: skip
-    assert batch_on < 0.75 * batch_off, (batch_off, batch_on)
+    assert batch_on < 0.8 * batch_off, (batch_off, batch_on)
     assert turn_on < turn_off, (turn_off, turn_on)

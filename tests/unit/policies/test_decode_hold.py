@@ -12,34 +12,42 @@ from .helpers import ManualClock, backend, fleet, request, scheduler
 HOLD = {"headroom": {"decode_slowdown_max": 1.5}}
 
 
+def _allows(
+    slowdown: float | None,
+    tokens: int,
+    mine: int,
+    *,
+    n: int = 3,
+    slots: float | None = 8,
+    weight: float = 1,
+    active: float = 2,
+    most: float | None = 1.5,
+) -> bool:
+    return decode_allows(most, slowdown, tokens, mine, n, slots, weight, active)
+
+
 def test_within_the_factor_or_unknown_nobody_is_held() -> None:
-    assert decode_allows(1.5, 1.4, tokens_in_flight=1000, tenant_tokens=900,
-                         tenant_weight=1, active_weight=2)  # fmt: skip
-    assert decode_allows(1.5, None, tokens_in_flight=1000, tenant_tokens=900,
-                         tenant_weight=1, active_weight=2)  # fmt: skip
-    assert decode_allows(None, 9.0, tokens_in_flight=1000, tenant_tokens=900,
-                         tenant_weight=1, active_weight=2)  # fmt: skip
+    assert _allows(1.4, 1000, 900)
+    assert _allows(None, 1000, 900)
+    assert _allows(9.0, 1000, 900, most=None)
 
 
 def test_over_the_factor_the_tenant_holding_its_token_share_is_held() -> None:
-    assert not decode_allows(1.5, 1.6, tokens_in_flight=1000, tenant_tokens=500,
-                             tenant_weight=1, active_weight=2)  # fmt: skip
-    assert decode_allows(1.5, 1.6, tokens_in_flight=1000, tenant_tokens=499,
-                         tenant_weight=1, active_weight=2)  # fmt: skip
-    # a heavier weight buys a larger share of the tokens
-    assert decode_allows(1.5, 1.6, tokens_in_flight=1000, tenant_tokens=700,
-                         tenant_weight=3, active_weight=4)  # fmt: skip
+    assert not _allows(1.6, 1000, 500)
+    assert _allows(1.6, 1000, 499)
+    assert _allows(1.6, 1000, 700, weight=3, active=4)  # a heavier weight, a larger share
 
 
 def test_a_tenant_alone_is_never_held() -> None:
-    assert decode_allows(1.5, 5.0, tokens_in_flight=1000, tenant_tokens=1000,
-                         tenant_weight=1, active_weight=1)  # fmt: skip
+    assert _allows(5.0, 1000, 1000, active=1)
 
 
-def test_a_tenant_alone_in_the_batch_is_not_held_by_a_lagging_mean() -> None:
-    # another tenant is active but has nothing in flight: the slow steps were not its
-    assert decode_allows(1.5, 5.0, tokens_in_flight=164, tenant_tokens=164,
-                         tenant_weight=1, active_weight=2)  # fmt: skip
+def test_a_tenant_alone_in_the_batch_is_held_at_its_share_of_the_slots() -> None:
+    # another tenant is active with nothing in flight (its turns in between, or a mean
+    # still showing a flood already gone): up to the tenant's share of the slots
+    assert _allows(5.0, 164, 164, n=2)
+    assert not _allows(5.0, 6000, 6000, n=4)
+    assert _allows(5.0, 6000, 6000, n=4, slots=None)
 
 
 def _slowed(clock: ManualClock, slowdown: float, **kw: object):  # type: ignore[no-untyped-def]
@@ -102,3 +110,15 @@ def test_the_quiet_tenant_alone_in_the_batch_is_not_held_when_the_flood_has_gone
     turns = [s.submit(request(clock, tenant="quiet", prompt=50, output=32), slowed)
              for _ in range(3)]  # fmt: skip
     assert all(isinstance(t, Ticket) for t in turns)
+
+
+def test_the_flood_refills_only_its_slot_share_while_the_quiet_tenant_is_between_turns() -> None:
+    from policies.types import Outcome
+
+    clock = ManualClock()
+    s = scheduler(clock, HOLD)
+    slowed = _slowed(clock, 3.0)
+    turn = s.submit(request(clock, tenant="quiet", prompt=50, output=32), slowed)
+    assert isinstance(turn, Ticket)
+    s.release(turn, Outcome.COMPLETED)  # the quiet tenant is between turns, still active
+    assert sum(isinstance(h, Ticket) for h in _burst(s, clock, slowed, 6)) == 4  # 8 x 1/2
