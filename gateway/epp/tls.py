@@ -112,8 +112,12 @@ def server_credentials(reloader: CertificateReloader) -> grpc.ServerCredentials:
     client must present a certificate that chains to it."""
 
     def fetch() -> grpc.ServerCertificateConfiguration | None:
-        material = reloader.fetch()
-        return None if material is None else _configuration(material)
+        try:
+            material = reloader.fetch()
+            return None if material is None else _configuration(material)
+        except Exception:  # a fetcher's error must not fail the handshake: keep the pair
+            log.exception("epp tls: certificate check failed, the last good pair stays")
+            return None
 
     return grpc.dynamic_ssl_server_credentials(
         _configuration(reloader.material),
