@@ -23,6 +23,8 @@ from gateway.epp.tls_files import Stamp, TlsFileError, TlsMaterial, read_materia
 
 log = logging.getLogger("sluicegate.epp.tls")
 
+_MISSING: Stamp = ()
+"""The stamp while a file cannot be stat'ed (between a volume's swaps, or gone)."""
 Reader = Callable[[], TlsMaterial]
 Stamper = Callable[[], Stamp]
 
@@ -50,7 +52,8 @@ class CertificateReloader:
         try:
             now = self._stamp_files()
         except OSError as exc:
-            self._refuse(None, f"cannot stat ({exc})")
+            if self._seen != _MISSING:
+                self._refuse(_MISSING, f"cannot stat ({exc})")
             return None
         if now == self._seen:
             return None
@@ -65,9 +68,8 @@ class CertificateReloader:
         log.warning("epp tls: certificate files changed; new handshakes use them")
         return material
 
-    def _refuse(self, now: Stamp | None, why: str) -> None:
-        if now is not None:
-            self._seen = now  # logged and counted once per change, not per handshake
+    def _refuse(self, now: Stamp, why: str) -> None:
+        self._seen = now  # logged and counted once per change, not per handshake
         self.counts.failed += 1
         self._count("error")
         log.error("epp tls: certificate reload failed, the last good pair stays: %s", why)

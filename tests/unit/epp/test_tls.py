@@ -151,7 +151,10 @@ def test_files_that_cannot_be_stated_keep_the_last_good_pair() -> None:
 
     reloader._stamp_files = gone
     assert reloader.fetch() is None and reloader.material is good
-    assert reloader.counts.failed == 1
+    assert reloader.fetch() is None and reloader.counts.failed == 1  # once, not per handshake
+    back = _material(b"back")
+    reloader._stamp_files, fake.outcomes = fake.stamp_files, [back]
+    assert reloader.fetch() is back  # the files are back: read again
 
 
 def test_a_broken_pair_at_startup_is_an_error_not_a_fallback() -> None:
