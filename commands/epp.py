@@ -72,8 +72,9 @@ async def _serve(app: FastAPI, loaded: LoadedConfig, args: argparse.Namespace) -
         return
     host = args.host or cfg.epp.host
     port = args.port if args.port is not None else cfg.epp.port
-    server, bound, health = await start_picker(app.state.ctx, host, port)
-    print(f"sluicegate epp: ext_proc on {host}:{bound}", file=sys.stderr, flush=True)
+    server, bound, health = await start_picker(app.state.ctx, host, port, cfg.epp.tls)
+    over = "TLS" if cfg.epp.tls is not None else "cleartext"
+    print(f"sluicegate epp: ext_proc on {host}:{bound} ({over})", file=sys.stderr, flush=True)
     ready = asyncio.ensure_future(health.run())
     try:
         await serving

@@ -187,6 +187,7 @@ def _context(
     wakers.append(admission.wake)
     metrics = GatewayMetrics([t.name for t in cfg.tenants], cfg.server.tenant_label_limit)
     metrics.config_info.labels(loaded.version).set(1)
+    metrics.follow_backends(pool.labelled)
     ctx = GatewayContext(
         Runtime(loaded, Authenticator(cfg)), pool, admission, estimator, metrics,
         RecordSink(cfg.server.log_records, batch_per_turn=batch_records), clock, scraper=scraper,
@@ -435,7 +436,10 @@ def _scheduler_gauges(ctx: GatewayContext) -> Iterable[GaugeSample]:
     yield ("sluicegate_in_flight_tokens", "Estimated tokens in flight", none,
            stats.in_flight_tokens)  # fmt: skip
     yield "sluicegate_saturation", "Fleet saturation the ladder sees (0-1)", none, stats.saturation
+    labelled = ctx.pool.labelled()
     for backend, count in stats.in_flight_by_backend.items():
+        if backend not in labelled:
+            continue  # left the pool, nothing on it: its series is gone
         yield ("sluicegate_backend_in_flight", "Requests in flight per backend",
                {"backend": backend}, count)  # fmt: skip
     deficits: dict[str, float] = {}

@@ -4,6 +4,7 @@ The real-Envoy tier (tests/envoy) and the EPP benchmark both start Envoy from it
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ ENVOY_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "envoy" / "envoy
 def render_envoy(
     listen: int, admin: int, epp: int | None, *, backend: int | None = None,
     failure_mode_allow: bool = False, request_body_mode: str = "FULL_DUPLEX_STREAMED",
-    response_body_mode: str | None = None,
+    response_body_mode: str | None = None, picker_tls: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The shipped config, listening on 127.0.0.1:``listen``, admin on ``admin``, the
     picker at 127.0.0.1:``epp``; with ``epp`` None, no ext_proc filter and every request
@@ -44,7 +45,37 @@ def render_envoy(
     picker = next(c for c in resources["clusters"] if c["name"] == "sluicegate_epp")
     endpoint = picker["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
     endpoint["address"]["socket_address"]["port_value"] = epp
+    if picker_tls is not None:
+        picker["transport_socket"] = upstream_tls(**picker_tls)
     return config
+
+
+def upstream_tls(
+    ca_file: str, server_name: str, cert_file: str | None = None, key_file: str | None = None
+) -> dict[str, Any]:
+    """The picker cluster's transport socket: TLS to the picker, its certificate checked
+    against ``ca_file`` and ``server_name``; with ``cert_file``/``key_file``, Envoy's
+    client certificate (the picker's ``epp.tls.client_ca_file`` then verifies it)."""
+    common: dict[str, Any] = {
+        "alpn_protocols": ["h2"],
+        "validation_context": {
+            "trusted_ca": {"filename": ca_file},
+            "match_typed_subject_alt_names": [
+                {"san_type": "DNS", "matcher": {"exact": server_name}}],
+        },
+    }  # fmt: skip
+    if cert_file is not None and key_file is not None:
+        common["tls_certificates"] = [{"certificate_chain": {"filename": cert_file},
+                                       "private_key": {"filename": key_file}}]  # fmt: skip
+    return {
+        "name": "envoy.transport_sockets.tls",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3."
+            "UpstreamTlsContext",
+            "sni": server_name,
+            "common_tls_context": common,
+        },
+    }
 
 
 def _static(name: str, port: int, *, http2: bool) -> dict[str, Any]:

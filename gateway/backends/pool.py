@@ -172,6 +172,14 @@ class BackendPool:
         for callback in self.on_change:
             callback()
 
+    def labelled(self) -> frozenset[str]:
+        """The backends whose per-backend metric series are exported: those in the pool,
+        and those that left while requests are still on them. A backend that left and has
+        nothing on it any more has no series (pods come and go; their series must not
+        pile up)."""
+        busy = self.in_flight()
+        return frozenset(self._states).union(n for n in self._retired if busy.get(n))
+
     def _retire(self, s: _BackendState) -> None:
         """Out of the pool: idle connections close now, busy ones when their response ends."""
         old = self._retired.pop(s.config.name, None)

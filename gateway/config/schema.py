@@ -30,6 +30,7 @@ from pydantic import (
 from gateway.async_jobs.config import AsyncJobsConfig
 from gateway.config.references import reference_problems
 from gateway.config.yaml_lines import LineIndex, load_yaml_with_lines
+from gateway.epp.tls_files import check_material
 from policies.registry import error_message
 
 Loc = tuple[str | int, ...]
@@ -196,6 +197,24 @@ class StateConfig(_Strict):
         return self
 
 
+class EppTlsConfig(_Strict):
+    """TLS on the picker's gRPC port (ext_proc and health). The files are read again when
+    they change (cert-manager renews a Secret in place): no restart."""
+
+    cert_file: str = Field(description="PEM certificate chain (a Secret's tls.crt)")
+    key_file: str = Field(description="PEM private key of that certificate (tls.key)")
+    client_ca_file: str | None = Field(
+        default=None,
+        description="PEM CA bundle: when set, every client must present a certificate that "
+        "chains to it (mutual TLS)",
+    )
+
+    @model_validator(mode="after")
+    def _files(self) -> EppTlsConfig:
+        check_material(self.cert_file, self.key_file, self.client_ca_file)
+        return self
+
+
 class EppConfig(_Strict):
     """``sluicegate epp``: the Endpoint Picker served to Envoy over ext_proc (docs/epp.md)."""
 
@@ -220,6 +239,9 @@ class EppConfig(_Strict):
         le=8,
         description="healthy endpoints listed after the chosen one (only for gateways that "
         "try them in order; Envoy's ORIGINAL_DST cluster reads one address)",
+    )
+    tls: EppTlsConfig | None = Field(
+        default=None, description="serve the gRPC port over TLS (absent: cleartext)"
     )
 
 

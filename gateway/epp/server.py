@@ -8,9 +8,11 @@ import grpc
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc
 from grpc_health.v1 import health_pb2_grpc
 
+from gateway.config.schema import EppTlsConfig
 from gateway.context import GatewayContext
 from gateway.epp.health import PickerHealth
 from gateway.epp.stream import ProcessStream
+from gateway.epp.tls import file_reloader, reload_counter, server_credentials
 
 
 class Picker(external_processor_pb2_grpc.ExternalProcessorServicer):  # type: ignore[misc]
@@ -22,14 +24,20 @@ class Picker(external_processor_pb2_grpc.ExternalProcessorServicer):  # type: ig
 
 
 async def start_picker(
-    ctx: GatewayContext, host: str, port: int
+    ctx: GatewayContext, host: str, port: int, tls: EppTlsConfig | None = None
 ) -> tuple[grpc.aio.Server, int, PickerHealth]:
-    """The server started on ``host:port`` (0: a free port), its port and health."""
+    """The server started on ``host:port`` (0: a free port), its port and health; over
+    TLS with ``tls`` (ext_proc and health alike: one port), else cleartext."""
     server = grpc.aio.server()
     external_processor_pb2_grpc.add_ExternalProcessorServicer_to_server(Picker(ctx), server)
     health = PickerHealth(ctx)
     health_pb2_grpc.add_HealthServicer_to_server(health.servicer, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    address = f"{host}:{port}"
+    if tls is None:
+        bound = server.add_insecure_port(address)
+    else:
+        reloader = file_reloader(tls, reload_counter(ctx.metrics.registry))
+        bound = server.add_secure_port(address, server_credentials(reloader))
     if bound == 0:
         raise OSError(f"cannot listen on {host}:{port}")
     await health.update()

@@ -8,7 +8,7 @@ configured tenants or ``other``; ``class`` is a configured workload class; ``dec
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
@@ -56,6 +56,7 @@ class GatewayMetrics:
 
     def __init__(self, tenants: Sequence[str], tenant_label_limit: int) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._labelled: Callable[[], Collection[str]] | None = None
         self.set_tenants(tenants, tenant_label_limit)
         r = self.registry
         labels = ["tenant", "class"]
@@ -130,6 +131,25 @@ class GatewayMetrics:
     def tenant_label(self, tenant: str) -> str:
         return tenant if tenant in self._named_tenants else OTHER
 
+    def follow_backends(self, labelled: Callable[[], Collection[str]]) -> None:
+        """Export per-backend series only for the backends ``labelled`` names (read at each
+        exposition); the series of any other backend are removed."""
+        self._labelled = labelled
+
+    def _forget_departed_backends(self) -> None:
+        """Remove the counter series of backends gone from the pool with nothing left on
+        them: a departed pod's name never comes back, and Prometheus's rate() and
+        increase() end a series that disappears (a name that does come back starts at 0,
+        which they read as a counter reset)."""
+        if self._labelled is None:
+            return
+        keep = self._labelled()
+        seen = {(s.labels["backend"], s.labels["kind"])
+                for family in self.upstream_errors.collect() for s in family.samples}  # fmt: skip
+        for backend, kind in seen:
+            if backend not in keep:
+                self.upstream_errors.remove(backend, kind)
+
     def add_scrape_time_gauges(self, read: StatsReader) -> None:
         self.registry.register(_ScrapeTimeGauges(read))
 
@@ -166,4 +186,5 @@ class GatewayMetrics:
         self.invalid.labels(str(status)).inc()
 
     def exposition(self) -> bytes:
+        self._forget_departed_backends()
         return generate_latest(self.registry)

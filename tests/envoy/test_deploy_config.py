@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from tests.envoy.stack import ENVOY_CONFIG, render_envoy, validate_envoy
+from tests.unit.epp.certs import SERVER_NAME, TestCa
 
 pytestmark = pytest.mark.envoy
 
@@ -25,6 +26,20 @@ def test_the_rendered_configs_validate(tmp_path: Path, mode: str, response: str 
     config = render_envoy(18081, 19000, 19002, failure_mode_allow=True, request_body_mode=mode,
                           response_body_mode=response)  # fmt: skip
     path.write_text(yaml.safe_dump(config))
+    done = validate_envoy(path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("mutual", [False, True], ids=["tls", "mutual-tls"])
+def test_the_picker_cluster_over_tls_validates(tmp_path: Path, mutual: bool) -> None:
+    ca = TestCa()
+    (tmp_path / "ca.crt").write_bytes(ca.cert_pem)
+    tls = {"ca_file": str(tmp_path / "ca.crt"), "server_name": SERVER_NAME}
+    if mutual:
+        ca.issue("envoy", client=True).write(tmp_path / "envoy.crt", tmp_path / "envoy.key")
+        tls.update(cert_file=str(tmp_path / "envoy.crt"), key_file=str(tmp_path / "envoy.key"))
+    path = tmp_path / "envoy.yaml"
+    path.write_text(yaml.safe_dump(render_envoy(18081, 19000, 19002, picker_tls=tls)))
     done = validate_envoy(path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 

@@ -22,6 +22,7 @@ import yaml
 from commands.check_config import check_file
 from tests.unit.deploy.conftest import DEPLOY, REPO, app_paths
 from tests.unit.deploy.test_kubernetes_fleet import SCHEMA_VERSIONS, kustomize
+from tests.unit.epp.certs import TestCa
 
 EPP = DEPLOY / "kubernetes" / "epp"
 SCHEMAS = REPO / "tests" / "fixtures" / "crd-schemas"
@@ -67,7 +68,7 @@ def test_every_object_is_valid_against_its_schema(
     epp: Objects, gateway: Objects, version: str
 ) -> None:
     kinds = {o["kind"] for o in [*epp.values(), *gateway.values()]}
-    assert {"InferencePool", "HTTPRoute", "Gateway", "GatewayClass"} <= kinds
+    assert {"InferencePool", "HTTPRoute", "Gateway", "GatewayClass", "Certificate"} <= kinds
     for obj in [*epp.values(), *gateway.values()]:
         _validate(obj, version)
 
@@ -80,6 +81,8 @@ def test_every_object_is_valid_against_its_schema(
         ("InferencePool/vllm-llama", ("spec", "selector", "matchLabel"), {"a": "b"}),
         ("HTTPRoute/vllm-llama", ("spec", "rules", 0, "backendRef"), []),
         ("Deployment/sluicegate-epp", ("spec", "replicas"), "one"),
+        ("Certificate/sluicegate-epp-tls", ("spec", "dnsName"), ["sluicegate-epp"]),
+        ("Issuer/sluicegate-epp-ca", ("spec", "ca", "secretName"), 7),
     ],
 )
 def test_the_schema_check_can_fail(
@@ -95,8 +98,16 @@ def test_the_schema_check_can_fail(
 
 
 def _config(epp: Objects, tmp_path: Path) -> Path:
+    """The ConfigMap's config, its TLS files pointed at local copies (check-config reads
+    them; in the pod they are the Secret's)."""
+    config = yaml.safe_load(epp["ConfigMap/sluicegate-epp-config"]["data"]["config.yaml"])
+    tls = config["epp"]["tls"]
+    ca = TestCa()
+    ca.issue("sluicegate-epp").write(tmp_path / "tls.crt", tmp_path / "tls.key")
+    assert set(tls) == {"cert_file", "key_file"}  # no client certificate from the gateway
+    tls.update(cert_file=str(tmp_path / "tls.crt"), key_file=str(tmp_path / "tls.key"))
     path = tmp_path / "config.yaml"
-    path.write_text(epp["ConfigMap/sluicegate-epp-config"]["data"]["config.yaml"])
+    path.write_text(yaml.safe_dump(config))
     return path
 
 
@@ -166,6 +177,30 @@ def test_the_config_is_mounted_so_edits_reload(epp: Objects) -> None:
     assert "subPath" not in mount
     volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
     assert volume["configMap"]["name"] == "sluicegate-epp-config"  # no hash suffix
+
+
+def test_the_picker_serves_tls_from_the_certificates_secret(epp: Objects) -> None:
+    """The config's TLS files are in the mounted Secret, the one the Certificate renews,
+    for the Service's names, readable by the picker's group; the probes stay cleartext."""
+    pod = epp["Deployment/sluicegate-epp"]["spec"]["template"]["spec"]
+    container = _container(epp)
+    config = yaml.safe_load(epp["ConfigMap/sluicegate-epp-config"]["data"]["config.yaml"])
+    tls = config["epp"]["tls"]
+    folders = {str(Path(tls[k]).parent) for k in ("cert_file", "key_file")}
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] in folders]
+    assert "subPath" not in mount  # a subPath mount never sees a renewal
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    secret = volume["secret"]["secretName"]
+    assert {Path(tls[k]).name for k in ("cert_file", "key_file")} == {"tls.crt", "tls.key"}
+    certificate = epp[f"Certificate/{secret}"]["spec"]
+    assert certificate["secretName"] == secret
+    service = epp["Service/sluicegate-epp"]["metadata"]
+    assert f"{service['name']}.{service['namespace']}.svc" in certificate["dnsNames"]
+    issuer = epp[f"Issuer/{certificate['issuerRef']['name']}"]["spec"]
+    assert epp[f"Certificate/{issuer['ca']['secretName']}"]["spec"]["isCA"] is True
+    assert volume["secret"]["defaultMode"] & 0o440 == 0o440
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
+    assert "grpc" not in container["readinessProbe"]  # the kubelet's gRPC probe has no TLS
 
 
 def test_rbac_lets_the_picker_read_exactly_what_it_watches(epp: Objects) -> None:
