@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from string import Template
 
@@ -88,3 +90,51 @@ class EnvoyEpp(Setup):
 
     def version(self) -> str:
         return f"Envoy {envoy_version()} + sluicegate epp (this checkout)"
+
+
+def _wait_port(proc: Proc, port: int, timeout_s: float = 30.0) -> None:
+    """Wait until ``proc`` accepts connections on 127.0.0.1:``port`` (a gRPC server)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            raise RuntimeError(f"{proc.name} exited:\n{proc.tail()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{proc.name} not listening on {port}:\n{proc.tail()}")
+
+
+class EnvoyNullEpp(Setup):
+    """Envoy with ``EnvoyEpp``'s ext_proc wiring and modes, asking ``bench.epp.null_picker``
+    (CONTINUE to everything, routed to the one backend): the floor of any Python picker.
+
+    ``envoy-null-epp``: the aio server. ``envoy-null-epp-sync``: grpc's thread-pool server.
+    ``envoy-null-epp-min``: the fewest messages a correct picker needs for a non-streamed
+    request: response headers skipped (status and upstream come as attributes of the body
+    message) and the response body ``BUFFERED`` (one message). A stream is then buffered
+    whole before the client sees it: its rows measure messages, not a usable relay."""
+
+    def start(self) -> None:
+        grpc_port = free_port()
+        argv = [sys.executable, "-m", "bench.epp.null_picker", "--port", str(grpc_port),
+                "--endpoint", f"127.0.0.1:{self.backend_port}",
+                "--server", "sync" if self.name.endswith("-sync") else "aio"]  # fmt: skip
+        picker = Proc(f"{self.name}-picker", argv, self.proxy_cpus,
+                      self.workdir / f"{self.name}-picker.log")  # fmt: skip
+        self.procs.append(picker)
+        picker.start()
+        _wait_port(picker, grpc_port)
+        minimal = self.name.endswith("-min")
+        config = render_envoy(self.port, free_port(), grpc_port, request_body_mode="BUFFERED",
+                              response_body_mode="BUFFERED" if minimal else None,
+                              response_header_mode="SKIP" if minimal else None)  # fmt: skip
+        envoy = _envoy_proc(self, f"{self.name}-envoy", config)
+        self.procs.append(envoy)
+        envoy.start()
+        wait_http(envoy, "127.0.0.1", self.port)
+
+    def version(self) -> str:
+        server = "sync thread pool" if self.name.endswith("-sync") else "aio"
+        return f"Envoy {envoy_version()} + bench.epp.null_picker ({server})"
