@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.epp.setups import EnvoyAlone, EnvoyEpp, EnvoyNullEpp
+from bench.epp.setups import EnvoyAlone, EnvoyEpp, EnvoyEppBaseline, EnvoyNullEpp
 from bench.hotpath import machine
 from bench.hotpath.cpu import group_cpu_s, settle
 from bench.hotpath.loadgen import CellResult, run_wrk
@@ -33,7 +33,8 @@ from bench.hotpath.setups import MODEL, Direct, Setup, Sluicegate
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SETUPS = {"sluicegate": Sluicegate, "envoy": EnvoyAlone, "envoy-epp": EnvoyEpp,
-          "envoy-epp-duplex": EnvoyEpp, "envoy-null-epp": EnvoyNullEpp,
+          "envoy-epp-duplex": EnvoyEpp, "envoy-epp-base": EnvoyEppBaseline,
+          "envoy-null-epp": EnvoyNullEpp,
           "envoy-null-epp-sync": EnvoyNullEpp, "envoy-null-epp-min": EnvoyNullEpp}  # fmt: skip
 
 

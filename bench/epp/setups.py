@@ -72,8 +72,9 @@ class EnvoyEpp(Setup):
         )  # fmt: skip
         path = self.workdir / f"{self.name}-sluicegate.yaml"
         path.write_text(conf + f"epp:\n  host: 127.0.0.1\n  port: {grpc_port}\n")
-        argv = [sys.executable, "-m", "commands.cli", "epp", "--config", str(path)]
-        epp = Proc(f"{self.name}-picker", argv, self.proxy_cpus, self.workdir / "epp.log")
+        argv, env = self.picker_command(path)
+        epp = Proc(f"{self.name}-picker", argv, self.proxy_cpus,
+                   self.workdir / f"{self.name}-epp.log", env)  # fmt: skip
         self.procs.append(epp)
         epp.start()
         wait_http(epp, "127.0.0.1", http_port, "/healthz", timeout_s=60)
@@ -88,8 +89,28 @@ class EnvoyEpp(Setup):
         envoy.start()
         wait_http(envoy, "127.0.0.1", self.port)
 
+    def picker_command(self, config: Path) -> tuple[list[str], dict[str, str]]:
+        return [sys.executable, "-m", "commands.cli", "epp", "--config", str(config)], {}
+
     def version(self) -> str:
         return f"Envoy {envoy_version()} + sluicegate epp (this checkout)"
+
+
+class EnvoyEppBaseline(EnvoyEpp):
+    """``EnvoyEpp`` with the picker of another checkout (``SLUICEGATE_BASELINE``, e.g. an
+    export of an earlier commit), so a change to the picker is measured against what it
+    replaces in one run."""
+
+    def picker_command(self, config: Path) -> tuple[list[str], dict[str, str]]:
+        base = Path(os.environ["SLUICEGATE_BASELINE"]).resolve()
+        run = "import runpy, sys; sys.argv[0] = 'sluicegate'; runpy.run_module(sys.argv.pop(1), "
+        run += "run_name='__main__')"
+        argv = [sys.executable, "-P", "-c", run, "commands.cli", "epp", "--config", str(config)]
+        return argv, {"PYTHONPATH": str(base)}
+
+    def version(self) -> str:
+        base = os.environ["SLUICEGATE_BASELINE"]
+        return f"Envoy {envoy_version()} + sluicegate epp from {base}"
 
 
 def _wait_port(proc: Proc, port: int, timeout_s: float = 30.0) -> None:
