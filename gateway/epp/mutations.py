@@ -115,6 +115,14 @@ def trailers_response(*, request: bool) -> Any:
     return pb.ProcessingResponse(response_trailers=pb.TrailersResponse())
 
 
+CONTINUE_REQUEST_HEADERS = request_headers_response(None, None)
+CONTINUE_REQUEST_BODY = body_response(None, request=True)
+CONTINUE_RESPONSE_BODY = body_response(None, request=False)
+CONTINUE_REQUEST_TRAILERS = trailers_response(request=True)
+CONTINUE_RESPONSE_TRAILERS = trailers_response(request=False)
+"""The constant answers, built once (never mutated: grpc serializes them per write)."""
+
+
 def immediate(response: Response) -> Any:
     """The HTTP front's answer (status, headers, body) as an ``ImmediateResponse``: a
     refusal through Envoy is the one the gateway's own port gives, byte for byte."""

@@ -24,6 +24,7 @@ from tests.unit.epp.envoy_double import (
     picker,
     request_body,
     request_headers,
+    response_body,
     set_headers,
 )
 from tests.unit.gateway.conftest import wait_until
@@ -346,3 +347,34 @@ async def test_the_served_endpoint_corrects_the_record(caplog: pytest.LogCapture
         records = [json.loads(r.getMessage()) for r in caplog.records
                    if r.name == "sluicegate.records"]  # fmt: skip
         assert [r["backend"] for r in records] == [other.split(".")[0]]
+
+
+async def test_skipped_response_headers_status_and_upstream_come_from_attributes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Envoy configured with ``response_header_mode: SKIP`` sends the body first, with the
+    ``response.code`` and ``upstream.address`` attributes: the usage is still learned and
+    the record names the backend that served."""
+    fleet = FakeFleet(FakeBackend("a"), FakeBackend("b"))
+    backends = [{"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
+                for n in ("a", "b")]  # fmt: skip
+    async with picker(make_config(backends=backends), fleet) as p:
+        call = p.call()
+        routed = await call.route(chat(max_tokens=3))
+        other = "b.test:80" if routed.headers[DESTINATION] == "a.test:80" else "a.test:80"
+        _status, _kind, chunks = await backend_answer(fleet, other, CHAT, routed.body)
+        first = response_body(b"".join(chunks), eos=True)
+        first.attributes["envoy.filters.http.ext_proc"].update(
+            {"response.code": 200, "upstream.address": other}
+        )
+        with caplog.at_level(logging.INFO, logger="sluicegate.records"):
+            await call.send(first)
+            answer = (await call.recv()).response_body.response
+            await call.end()
+        assert not answer.HasField("body_mutation")
+        records = [json.loads(r.getMessage()) for r in caplog.records
+                   if r.name == "sluicegate.records"]  # fmt: skip
+        assert [(r["backend"], r["status"], r["completion_tokens"]) for r in records] == [
+            (other.split(".")[0], 200, 3)
+        ]
+        assert _settled(p) and _outcomes(p) == {"completed": 1.0}
