@@ -59,7 +59,9 @@ class EnvoyEpp(Setup):
     """Envoy whose ext_proc filter asks ``sluicegate epp``; both on the proxy core(s); the
     request body BUFFERED (below).
     ``response_body_mode`` is the deploy file's (``STREAMED``) unless the name says
-    ``-duplex`` (``FULL_DUPLEX_STREAMED``: every response piece sent back by the picker)."""
+    ``-duplex`` (``FULL_DUPLEX_STREAMED``: every response piece sent back by the picker).
+    ``-min``: the response headers are not sent to the picker (status and upstream come as
+    attributes of the first body piece), so the client gets no ``x-sluicegate-*`` headers."""
 
     def start(self) -> None:
         http_port, grpc_port = free_port(), free_port()
@@ -82,8 +84,10 @@ class EnvoyEpp(Setup):
         # BUFFERED request bodies: in FULL_DUPLEX_STREAMED mode Envoy drops content-length
         # and sends the body chunked, which vLLM (uvicorn) reads and the fake backend's raw
         # protocol does not.
+        skip = self.name.endswith("-min")  # response headers skipped: 3 messages each way
         config = render_envoy(self.port, free_port(), grpc_port, response_body_mode=mode,
-                              request_body_mode="BUFFERED")  # fmt: skip
+                              request_body_mode="BUFFERED",
+                              response_header_mode="SKIP" if skip else None)  # fmt: skip
         envoy = _envoy_proc(self, f"{self.name}-envoy", config)
         self.procs.append(envoy)
         envoy.start()
