@@ -35,9 +35,9 @@ from grpc_health.v1.health import aio as health_aio
 from gateway.epp.health import EXT_PROC, LIVENESS, READINESS
 from gateway.epp.mutations import (
     body_response,
-    destination_metadata,
     request_headers_response,
     route_headers,
+    routed_body_answer,
     trailers_response,
 )
 
@@ -63,12 +63,10 @@ class Answers:
 
     @classmethod
     def to(cls, endpoint: str) -> Answers:
-        routed = body_response(None, request=True, headers=route_headers(endpoint, None))
-        routed.dynamic_metadata.CopyFrom(destination_metadata(endpoint))
         return cls(
             headers_routed=request_headers_response(route_headers(endpoint, None), endpoint),
             headers_continue=request_headers_response(None, None),
-            body_routed=routed,
+            body_routed=routed_body_answer(endpoint),
             request_body=body_response(None, request=True),
             response_headers=pb.ProcessingResponse(response_headers=pb.HeadersResponse()),
             response_body=body_response(None, request=False),

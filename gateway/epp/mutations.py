@@ -7,6 +7,7 @@ some gateways cap one streamed piece at 64 KiB).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -101,6 +102,16 @@ def body_response(replacement: bytes | None, *, request: bool,
         common.header_mutation.CopyFrom(header_mutation(headers))
         common.clear_route_cache = True
     return _body_response(common, request=request)
+
+
+@functools.lru_cache(maxsize=1024)
+def routed_body_answer(endpoints: str) -> Any:
+    """The answer to a ``BUFFERED`` request body that goes on unchanged, routed to
+    ``endpoints``: the same for every such request to them, so built once per endpoint list
+    (never mutated: grpc serializes it per write)."""
+    answer = body_response(None, request=True, headers=route_headers(endpoints, None))
+    answer.dynamic_metadata.CopyFrom(destination_metadata(endpoints))
+    return answer
 
 
 def _body_response(common: Any, *, request: bool) -> Any:

@@ -53,6 +53,7 @@ from gateway.epp.mutations import (
     request_headers_response,
     response_headers_response,
     route_headers,
+    routed_body_answer,
     streamed_bodies,
 )
 from gateway.epp.response import ResponseWatch
@@ -214,12 +215,13 @@ class ProcessStream:
             await self._send(request_headers_response(headers, routed.endpoints))
             for piece in streamed_bodies(body, not self.request_trailers, request=True):
                 await self._send(piece)
-        else:
-            headers = route_headers(routed.endpoints, len(body) if routed.changed else None)
-            answer = body_response(body if routed.changed else None, request=True,
-                                   headers=headers)  # fmt: skip
+        elif routed.changed:
+            headers = route_headers(routed.endpoints, len(body))
+            answer = body_response(body, request=True, headers=headers)
             answer.dynamic_metadata.CopyFrom(destination_metadata(routed.endpoints))
             await self._send(answer)
+        else:
+            await self._send(routed_body_answer(routed.endpoints))
         if self.request_trailers:
             await self._send(CONTINUE_REQUEST_TRAILERS)
 

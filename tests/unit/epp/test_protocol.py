@@ -94,6 +94,28 @@ async def test_buffered_mode_answers_headers_at_once_and_routes_on_the_body() ->
         assert _settled(p) and _outcomes(p) == {"completed": 1.0}
 
 
+@pytest.mark.parametrize("repeat", [1, 2])
+async def test_buffered_unchanged_body_is_routed_without_a_body_mutation(repeat: int) -> None:
+    fleet = FakeFleet(FakeBackend("a"))
+    async with picker(make_config(), fleet) as p:
+        for _ in range(repeat):  # the second answer is the same, built once
+            call = p.call()
+            await call.send(request_headers(buffered=True))
+            await call.recv()
+            await call.send(request_body(json.dumps(chat()).encode()))
+            answer = await call.recv()
+            common = answer.request_body.response
+            assert set_headers(common.header_mutation) == {DESTINATION: "a.test:80"}
+            assert common.clear_route_cache and not common.HasField("body_mutation")
+            meta = answer.dynamic_metadata.fields["envoy.lb"].struct_value.fields
+            assert meta[DESTINATION].string_value == "a.test:80"
+            status, kind, chunks = await backend_answer(fleet, "a.test:80", CHAT,
+                                                        json.dumps(chat()).encode())  # fmt: skip
+            await call.respond(status, kind, chunks)
+            await call.end()
+        assert _settled(p) and _outcomes(p) == {"completed": float(repeat)}
+
+
 async def test_refusal_is_the_http_fronts_answer_as_an_immediate_response() -> None:
     fleet = FakeFleet(FakeBackend("a"))
     async with picker(make_config(), fleet) as p:
