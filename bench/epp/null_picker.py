@@ -11,8 +11,8 @@ are. It also serves the gRPC health service Envoy's cluster checks.
     python -m bench.epp.null_picker --port 9002 --endpoint 127.0.0.1:8000 [--server sync]
 
 ``--server aio`` (default): ``grpc.aio``, reading and writing through the call's context as
-the picker does. ``--server sync``: ``grpc.server`` with a thread pool, the servicer a
-generator over the request iterator.
+the picker does, on asyncio's loop or (``--loop uvloop``) uvloop's. ``--server sync``:
+``grpc.server`` with a thread pool, the servicer a generator over the request iterator.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+import uvloop
 from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc
@@ -152,9 +153,9 @@ def serve_sync(host: str, port: int, endpoint: str, threads: int) -> tuple[grpc.
     return server, bound
 
 
-async def _run_aio(host: str, port: int, endpoint: str) -> None:
+async def _run_aio(host: str, port: int, endpoint: str, loop: str) -> None:
     server, bound = await serve_aio(host, port, endpoint)
-    print(f"null picker (aio) on {host}:{bound}", file=sys.stderr, flush=True)
+    print(f"null picker (aio, {loop}) on {host}:{bound}", file=sys.stderr, flush=True)
     await server.wait_for_termination()
 
 
@@ -165,9 +166,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--endpoint", required=True, help="ip:port every request is routed to")
     p.add_argument("--server", choices=("aio", "sync"), default="aio")
     p.add_argument("--threads", type=int, default=512, help="sync server: worker threads")
+    p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
+                   help="aio server: the event loop")  # fmt: skip
     args = p.parse_args(argv)
     if args.server == "aio":
-        asyncio.run(_run_aio(args.host, args.port, args.endpoint))
+        factory = uvloop.new_event_loop if args.loop == "uvloop" else None
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(_run_aio(args.host, args.port, args.endpoint, args.loop))
         return 0
     server, bound = serve_sync(args.host, args.port, args.endpoint, args.threads)
     print(f"null picker (sync) on {args.host}:{bound}", file=sys.stderr, flush=True)

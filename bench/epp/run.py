@@ -36,7 +36,8 @@ SETUPS = {"sluicegate": Sluicegate, "envoy": EnvoyAlone, "envoy-epp": EnvoyEpp,
           "envoy-epp-duplex": EnvoyEpp, "envoy-epp-min": EnvoyEpp,
           "envoy-epp-base": EnvoyEppBaseline,
           "envoy-null-epp": EnvoyNullEpp,
-          "envoy-null-epp-sync": EnvoyNullEpp, "envoy-null-epp-min": EnvoyNullEpp}  # fmt: skip
+          "envoy-null-epp-sync": EnvoyNullEpp, "envoy-null-epp-min": EnvoyNullEpp,
+          "envoy-null-epp-uvloop": EnvoyNullEpp}  # fmt: skip
 
 
 @dataclass(frozen=True)

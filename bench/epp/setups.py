@@ -135,7 +135,8 @@ class EnvoyNullEpp(Setup):
     """Envoy with ``EnvoyEpp``'s ext_proc wiring and modes, asking ``bench.epp.null_picker``
     (CONTINUE to everything, routed to the one backend): the floor of any Python picker.
 
-    ``envoy-null-epp``: the aio server. ``envoy-null-epp-sync``: grpc's thread-pool server.
+    ``envoy-null-epp``: the aio server on asyncio's loop; ``-uvloop``: on uvloop's.
+    ``envoy-null-epp-sync``: grpc's thread-pool server.
     ``envoy-null-epp-min``: the fewest messages a correct picker needs for a non-streamed
     request: response headers skipped (status and upstream come as attributes of the body
     message) and the response body ``BUFFERED`` (one message). A stream is then buffered
@@ -145,7 +146,8 @@ class EnvoyNullEpp(Setup):
         grpc_port = free_port()
         argv = [sys.executable, "-m", "bench.epp.null_picker", "--port", str(grpc_port),
                 "--endpoint", f"127.0.0.1:{self.backend_port}",
-                "--server", "sync" if self.name.endswith("-sync") else "aio"]  # fmt: skip
+                "--server", "sync" if self.name.endswith("-sync") else "aio",
+                "--loop", "uvloop" if self.name.endswith("-uvloop") else "asyncio"]  # fmt: skip
         picker = Proc(f"{self.name}-picker", argv, self.proxy_cpus,
                       self.workdir / f"{self.name}-picker.log")  # fmt: skip
         self.procs.append(picker)
@@ -162,4 +164,5 @@ class EnvoyNullEpp(Setup):
 
     def version(self) -> str:
         server = "sync thread pool" if self.name.endswith("-sync") else "aio"
+        server += ", uvloop" if self.name.endswith("-uvloop") else ""
         return f"Envoy {envoy_version()} + bench.epp.null_picker ({server})"

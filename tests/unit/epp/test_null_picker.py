@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -91,3 +93,29 @@ async def test_health_is_serving_for_envoys_check(server: str) -> None:
         health = health_pb2_grpc.HealthStub(channel)
         reply = await health.Check(health_pb2.HealthCheckRequest(service=EXT_PROC))
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+async def test_the_command_serves_on_either_event_loop(loop: str) -> None:
+    """``python -m bench.epp.null_picker`` as the benchmark starts it."""
+    argv = [sys.executable, "-m", "bench.epp.null_picker", "--port", "0", "--endpoint",
+            ENDPOINT, "--loop", loop]  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(*argv, stderr=asyncio.subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        async with asyncio.timeout(30):
+            line = (await proc.stderr.readline()).decode()
+        assert f"(aio, {loop})" in line, line
+        port = int(line.rsplit(":", 1)[1])
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = Call(external_processor_pb2_grpc.ExternalProcessorStub(channel))
+            await call.send(request_headers(), request_body(b"{}"))
+            first = await call.recv()
+            assert set_headers(first.request_headers.response.header_mutation) == {
+                DESTINATION: ENDPOINT
+            }
+            await call.recv()
+            await call.end()
+    finally:
+        proc.terminate()
+        await proc.wait()
