@@ -33,7 +33,7 @@ from bench.hotpath.setups import MODEL, Direct, Setup, Sluicegate
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SETUPS = {"sluicegate": Sluicegate, "envoy": EnvoyAlone, "envoy-epp": EnvoyEpp,
-          "envoy-epp-duplex": EnvoyEpp, "envoy-epp-min": EnvoyEpp,
+          "envoy-epp-duplex": EnvoyEpp, "envoy-epp-min": EnvoyEpp, "envoy-epp-asyncio": EnvoyEpp,
           "envoy-epp-base": EnvoyEppBaseline,
           "envoy-null-epp": EnvoyNullEpp,
           "envoy-null-epp-sync": EnvoyNullEpp, "envoy-null-epp-min": EnvoyNullEpp,

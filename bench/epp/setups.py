@@ -60,6 +60,7 @@ class EnvoyEpp(Setup):
     request body BUFFERED (below).
     ``response_body_mode`` is the deploy file's (``STREAMED``) unless the name says
     ``-duplex`` (``FULL_DUPLEX_STREAMED``: every response piece sent back by the picker).
+    ``-asyncio``: the picker on the stdlib's event loop (uvloop otherwise).
     ``-min``: the response headers are not sent to the picker (status and upstream come as
     attributes of the first body piece), so the client gets no ``x-sluicegate-*`` headers."""
 
@@ -94,7 +95,8 @@ class EnvoyEpp(Setup):
         wait_http(envoy, "127.0.0.1", self.port)
 
     def picker_command(self, config: Path) -> tuple[list[str], dict[str, str]]:
-        return [sys.executable, "-m", "commands.cli", "epp", "--config", str(config)], {}
+        loop = ["--loop", "asyncio"] if self.name.endswith("-asyncio") else []
+        return [sys.executable, "-m", "commands.cli", "epp", "--config", str(config), *loop], {}
 
     def version(self) -> str:
         return f"Envoy {envoy_version()} + sluicegate epp (this checkout)"
