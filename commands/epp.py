@@ -3,7 +3,8 @@ Picker (ext_proc gRPC, ``docs/epp.md``).
 
 Envoy carries the bytes; this process decides (admit, delay, degrade, reject) and picks
 the endpoint, with the scheduler, pool, probes, scrapes and reloads of ``sluicegate
-serve``. The gRPC server listens on ``epp.host:epp.port``; ``server.host:server.port``
+serve``, on the same event loop (uvloop; ``--loop asyncio`` for the stdlib's). The gRPC
+server listens on ``epp.host:epp.port``; ``server.host:server.port``
 serves ``/metrics``, ``/admin/*`` and the health endpoints over HTTP.
 """
 
@@ -16,6 +17,7 @@ import logging
 import sys
 
 import uvicorn
+import uvloop
 from fastapi import FastAPI
 
 from commands.check_config import print_issues
@@ -36,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--http-port", type=int, help="override server.port (metrics and admin)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--no-records", action="store_true", help="do not log decision records")
+    p.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop",
+                   help="the event loop (uvloop as `serve`; asyncio: the stdlib's)")  # fmt: skip
     return p
 
 
@@ -49,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         print_issues(exc.issues)
         return 2
     tune_gc()
-    asyncio.run(_serve(app, loaded, args))
+    factory = uvloop.new_event_loop if args.loop == "uvloop" else None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(_serve(app, loaded, args))
     return 0
 
 

@@ -16,11 +16,14 @@ ENVOY_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "envoy" / "envoy
 def render_envoy(
     listen: int, admin: int, epp: int | None, *, backend: int | None = None,
     failure_mode_allow: bool = False, request_body_mode: str = "FULL_DUPLEX_STREAMED",
-    response_body_mode: str | None = None, picker_tls: Mapping[str, str] | None = None,
+    response_body_mode: str | None = None, response_header_mode: str | None = None,
+    picker_tls: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The shipped config, listening on 127.0.0.1:``listen``, admin on ``admin``, the
     picker at 127.0.0.1:``epp``; with ``epp`` None, no ext_proc filter and every request
-    goes to the backend at 127.0.0.1:``backend``."""
+    goes to the backend at 127.0.0.1:``backend``. ``response_header_mode`` SKIP also asks
+    for ``response.code`` with the ``upstream.address`` attribute (Envoy sends attributes
+    with a direction's first message, here the response body)."""
     config: dict[str, Any] = yaml.safe_load(ENVOY_CONFIG.read_text())
     config["admin"]["address"]["socket_address"]["port_value"] = admin
     resources = config["static_resources"]
@@ -38,6 +41,10 @@ def render_envoy(
     ext_proc["failure_mode_allow"] = failure_mode_allow
     mode = ext_proc["processing_mode"]
     mode["request_body_mode"] = request_body_mode
+    if response_header_mode is not None:
+        mode["response_header_mode"] = response_header_mode
+        if response_header_mode == "SKIP":
+            ext_proc["response_attributes"] = ["response.code", "upstream.address"]
     if response_body_mode is not None:
         mode["response_body_mode"] = response_body_mode
         if response_body_mode == "FULL_DUPLEX_STREAMED":  # Envoy requires it

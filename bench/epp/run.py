@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.epp.setups import EnvoyAlone, EnvoyEpp
+from bench.epp.setups import EnvoyAlone, EnvoyEpp, EnvoyEppBaseline, EnvoyNullEpp
 from bench.hotpath import machine
 from bench.hotpath.cpu import group_cpu_s, settle
 from bench.hotpath.loadgen import CellResult, run_wrk
@@ -33,7 +33,11 @@ from bench.hotpath.setups import MODEL, Direct, Setup, Sluicegate
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SETUPS = {"sluicegate": Sluicegate, "envoy": EnvoyAlone, "envoy-epp": EnvoyEpp,
-          "envoy-epp-duplex": EnvoyEpp}  # fmt: skip
+          "envoy-epp-duplex": EnvoyEpp, "envoy-epp-min": EnvoyEpp, "envoy-epp-asyncio": EnvoyEpp,
+          "envoy-epp-base": EnvoyEppBaseline,
+          "envoy-null-epp": EnvoyNullEpp,
+          "envoy-null-epp-sync": EnvoyNullEpp, "envoy-null-epp-min": EnvoyNullEpp,
+          "envoy-null-epp-uvloop": EnvoyNullEpp}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -156,18 +160,25 @@ def _row(name: str, c: int, got: list[Sample], direct: list[Sample] | None, mode
 
 def per_core_lines(samples: dict[tuple[str, str, int], list[Sample]],
                    args: argparse.Namespace) -> list[str]:  # fmt: skip
-    """Requests per second of Sluicegate CPU: the picker process against the proxy."""
+    """Requests per second of Sluicegate-side CPU: each setup's picker process (the real
+    one, or the null picker) against the proxy."""
     lines: list[str] = []
     for mode in args.modes:
         for c in args.conns:
-            proxy, epp = samples.get(("sluicegate", mode, c)), samples.get(("envoy-epp", mode, c))
-            if not proxy or not epp:
+            proxy = samples.get(("sluicegate", mode, c))
+            if not proxy:
                 continue
             proxy_us = _cpu_us(proxy)["sluicegate"]
-            epp_us = _cpu_us(epp)["envoy-epp-picker"]
-            lines.append(f"- {mode}, C={c}: proxy {1e6 / proxy_us:,.0f} req per CPU-second, "
-                         f"picker {1e6 / epp_us:,.0f}: **{proxy_us / epp_us:.2f}x** "
-                         "(goal >= 2x)")  # fmt: skip
+            for name in args.setups:
+                got = samples.get((name, mode, c))
+                picker = f"{name}-picker"
+                if not got or picker not in got[0].cpu_s:
+                    continue
+                epp_us = _cpu_us(got)[picker]
+                lines.append(f"- {mode}, C={c}, {name}: proxy {proxy_us:,.0f} µs/req "
+                             f"({1e6 / proxy_us:,.0f} req per CPU-second), picker "
+                             f"{epp_us:,.0f} µs/req ({1e6 / epp_us:,.0f}): "
+                             f"**{proxy_us / epp_us:.2f}x** (goal >= 2x)")  # fmt: skip
     return lines
 
 

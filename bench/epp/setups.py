@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from string import Template
 
@@ -57,7 +59,10 @@ class EnvoyEpp(Setup):
     """Envoy whose ext_proc filter asks ``sluicegate epp``; both on the proxy core(s); the
     request body BUFFERED (below).
     ``response_body_mode`` is the deploy file's (``STREAMED``) unless the name says
-    ``-duplex`` (``FULL_DUPLEX_STREAMED``: every response piece sent back by the picker)."""
+    ``-duplex`` (``FULL_DUPLEX_STREAMED``: every response piece sent back by the picker).
+    ``-asyncio``: the picker on the stdlib's event loop (uvloop otherwise).
+    ``-min``: the response headers are not sent to the picker (status and upstream come as
+    attributes of the first body piece), so the client gets no ``x-sluicegate-*`` headers."""
 
     def start(self) -> None:
         http_port, grpc_port = free_port(), free_port()
@@ -70,8 +75,9 @@ class EnvoyEpp(Setup):
         )  # fmt: skip
         path = self.workdir / f"{self.name}-sluicegate.yaml"
         path.write_text(conf + f"epp:\n  host: 127.0.0.1\n  port: {grpc_port}\n")
-        argv = [sys.executable, "-m", "commands.cli", "epp", "--config", str(path)]
-        epp = Proc(f"{self.name}-picker", argv, self.proxy_cpus, self.workdir / "epp.log")
+        argv, env = self.picker_command(path)
+        epp = Proc(f"{self.name}-picker", argv, self.proxy_cpus,
+                   self.workdir / f"{self.name}-epp.log", env)  # fmt: skip
         self.procs.append(epp)
         epp.start()
         wait_http(epp, "127.0.0.1", http_port, "/healthz", timeout_s=60)
@@ -79,12 +85,86 @@ class EnvoyEpp(Setup):
         # BUFFERED request bodies: in FULL_DUPLEX_STREAMED mode Envoy drops content-length
         # and sends the body chunked, which vLLM (uvicorn) reads and the fake backend's raw
         # protocol does not.
+        skip = self.name.endswith("-min")  # response headers skipped: 3 messages each way
         config = render_envoy(self.port, free_port(), grpc_port, response_body_mode=mode,
-                              request_body_mode="BUFFERED")  # fmt: skip
+                              request_body_mode="BUFFERED",
+                              response_header_mode="SKIP" if skip else None)  # fmt: skip
+        envoy = _envoy_proc(self, f"{self.name}-envoy", config)
+        self.procs.append(envoy)
+        envoy.start()
+        wait_http(envoy, "127.0.0.1", self.port)
+
+    def picker_command(self, config: Path) -> tuple[list[str], dict[str, str]]:
+        loop = ["--loop", "asyncio"] if self.name.endswith("-asyncio") else []
+        return [sys.executable, "-m", "commands.cli", "epp", "--config", str(config), *loop], {}
+
+    def version(self) -> str:
+        return f"Envoy {envoy_version()} + sluicegate epp (this checkout)"
+
+
+class EnvoyEppBaseline(EnvoyEpp):
+    """``EnvoyEpp`` with the picker of another checkout (``SLUICEGATE_BASELINE``, e.g. an
+    export of an earlier commit), so a change to the picker is measured against what it
+    replaces in one run."""
+
+    def picker_command(self, config: Path) -> tuple[list[str], dict[str, str]]:
+        base = Path(os.environ["SLUICEGATE_BASELINE"]).resolve()
+        run = "import runpy, sys; sys.argv[0] = 'sluicegate'; runpy.run_module(sys.argv.pop(1), "
+        run += "run_name='__main__')"
+        argv = [sys.executable, "-P", "-c", run, "commands.cli", "epp", "--config", str(config)]
+        return argv, {"PYTHONPATH": str(base)}
+
+    def version(self) -> str:
+        base = os.environ["SLUICEGATE_BASELINE"]
+        return f"Envoy {envoy_version()} + sluicegate epp from {base}"
+
+
+def _wait_port(proc: Proc, port: int, timeout_s: float = 30.0) -> None:
+    """Wait until ``proc`` accepts connections on 127.0.0.1:``port`` (a gRPC server)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            raise RuntimeError(f"{proc.name} exited:\n{proc.tail()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{proc.name} not listening on {port}:\n{proc.tail()}")
+
+
+class EnvoyNullEpp(Setup):
+    """Envoy with ``EnvoyEpp``'s ext_proc wiring and modes, asking ``bench.epp.null_picker``
+    (CONTINUE to everything, routed to the one backend): the floor of any Python picker.
+
+    ``envoy-null-epp``: the aio server on asyncio's loop; ``-uvloop``: on uvloop's.
+    ``envoy-null-epp-sync``: grpc's thread-pool server.
+    ``envoy-null-epp-min``: the fewest messages a correct picker needs for a non-streamed
+    request: response headers skipped (status and upstream come as attributes of the body
+    message) and the response body ``BUFFERED`` (one message). A stream is then buffered
+    whole before the client sees it: its rows measure messages, not a usable relay."""
+
+    def start(self) -> None:
+        grpc_port = free_port()
+        argv = [sys.executable, "-m", "bench.epp.null_picker", "--port", str(grpc_port),
+                "--endpoint", f"127.0.0.1:{self.backend_port}",
+                "--server", "sync" if self.name.endswith("-sync") else "aio",
+                "--loop", "uvloop" if self.name.endswith("-uvloop") else "asyncio"]  # fmt: skip
+        picker = Proc(f"{self.name}-picker", argv, self.proxy_cpus,
+                      self.workdir / f"{self.name}-picker.log")  # fmt: skip
+        self.procs.append(picker)
+        picker.start()
+        _wait_port(picker, grpc_port)
+        minimal = self.name.endswith("-min")
+        config = render_envoy(self.port, free_port(), grpc_port, request_body_mode="BUFFERED",
+                              response_body_mode="BUFFERED" if minimal else None,
+                              response_header_mode="SKIP" if minimal else None)  # fmt: skip
         envoy = _envoy_proc(self, f"{self.name}-envoy", config)
         self.procs.append(envoy)
         envoy.start()
         wait_http(envoy, "127.0.0.1", self.port)
 
     def version(self) -> str:
-        return f"Envoy {envoy_version()} + sluicegate epp (this checkout)"
+        server = "sync thread pool" if self.name.endswith("-sync") else "aio"
+        server += ", uvloop" if self.name.endswith("-uvloop") else ""
+        return f"Envoy {envoy_version()} + bench.epp.null_picker ({server})"

@@ -22,6 +22,9 @@ MODEL_REWRITE = "x-gateway-model-name-rewrite"
 UPSTREAM_ADDRESS = "upstream.address"
 """Envoy's attribute naming the upstream host, asked for by ``response_attributes`` where
 no gateway writes ``SERVED`` (standalone Envoy)."""
+RESPONSE_CODE = "response.code"
+"""Envoy's attribute with the response status, asked for by ``response_attributes`` where
+the response headers are not sent to the picker (``response_header_mode: SKIP``)."""
 
 
 def header_dict(header_map: Any) -> dict[str, str]:
@@ -79,4 +82,14 @@ def served_endpoint(message: Any) -> str | None:
         value = struct.fields.get(UPSTREAM_ADDRESS)
         if value is not None and value.WhichOneof("kind") == "string_value":
             return str(value.string_value)
+    return None
+
+
+def response_code(message: Any) -> int | None:
+    """The ``response.code`` attribute (Envoy sends attributes with a direction's first
+    message: the first response body piece when the headers are skipped)."""
+    for struct in message.attributes.values():
+        value = struct.fields.get(RESPONSE_CODE)
+        if value is not None and value.WhichOneof("kind") == "number_value":
+            return int(value.number_value)
     return None

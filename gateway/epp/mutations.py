@@ -7,6 +7,7 @@ some gateways cap one streamed piece at 64 KiB).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -103,6 +104,16 @@ def body_response(replacement: bytes | None, *, request: bool,
     return _body_response(common, request=request)
 
 
+@functools.lru_cache(maxsize=1024)
+def routed_body_answer(endpoints: str) -> Any:
+    """The answer to a ``BUFFERED`` request body that goes on unchanged, routed to
+    ``endpoints``: the same for every such request to them, so built once per endpoint list
+    (never mutated: grpc serializes it per write)."""
+    answer = body_response(None, request=True, headers=route_headers(endpoints, None))
+    answer.dynamic_metadata.CopyFrom(destination_metadata(endpoints))
+    return answer
+
+
 def _body_response(common: Any, *, request: bool) -> Any:
     if request:
         return pb.ProcessingResponse(request_body=pb.BodyResponse(response=common))
@@ -113,6 +124,14 @@ def trailers_response(*, request: bool) -> Any:
     if request:
         return pb.ProcessingResponse(request_trailers=pb.TrailersResponse())
     return pb.ProcessingResponse(response_trailers=pb.TrailersResponse())
+
+
+CONTINUE_REQUEST_HEADERS = request_headers_response(None, None)
+CONTINUE_REQUEST_BODY = body_response(None, request=True)
+CONTINUE_RESPONSE_BODY = body_response(None, request=False)
+CONTINUE_REQUEST_TRAILERS = trailers_response(request=True)
+CONTINUE_RESPONSE_TRAILERS = trailers_response(request=False)
+"""The constant answers, built once (never mutated: grpc serializes them per write)."""
 
 
 def immediate(response: Response) -> Any:

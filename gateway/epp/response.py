@@ -32,8 +32,12 @@ class ResponseWatch:
 
     def headers(self, hdrs: Mapping[str, str]) -> None:
         status = hdrs.get(":status", "")
-        self.status = int(status) if status.isdigit() else 0
-        if self.status != 200:
+        self.learn_status(int(status) if status.isdigit() else 0)
+
+    def learn_status(self, status: int) -> None:
+        """The response's status (from its headers, or Envoy's ``response.code``)."""
+        self.status = status
+        if status != 200:
             self.relay = None  # an error body, relayed as is
 
     def body(self, chunk: bytes, end: bool) -> bytes | None:

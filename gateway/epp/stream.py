@@ -34,16 +34,27 @@ from gateway.config.schema import EppConfig
 from gateway.context import GatewayContext
 from gateway.epp.decision import Inbound, Routed, decide
 from gateway.epp.endpoints import Endpoints
-from gateway.epp.headers import filter_metadata, header_dict, served_endpoint, subset_hint
+from gateway.epp.headers import (
+    filter_metadata,
+    header_dict,
+    response_code,
+    served_endpoint,
+    subset_hint,
+)
 from gateway.epp.mutations import (
+    CONTINUE_REQUEST_BODY,
+    CONTINUE_REQUEST_HEADERS,
+    CONTINUE_REQUEST_TRAILERS,
+    CONTINUE_RESPONSE_BODY,
+    CONTINUE_RESPONSE_TRAILERS,
     body_response,
     destination_metadata,
     immediate,
     request_headers_response,
     response_headers_response,
     route_headers,
+    routed_body_answer,
     streamed_bodies,
-    trailers_response,
 )
 from gateway.epp.response import ResponseWatch
 from gateway.front.completions import too_large
@@ -69,6 +80,8 @@ class ProcessStream:
         self.response_mode: str = self.settings.response_body_mode
         self.watch: ResponseWatch | None = None
         self.request_trailers = False
+        self.response_started = False
+        """A response message came (its headers, or its first body piece)."""
 
     async def run(self) -> None:
         self.context.add_done_callback(self._call_done)
@@ -139,7 +152,7 @@ class ProcessStream:
             await self._send(immediate(_unsupported_mode(self.request_mode)))
             return
         if self.request_mode == "BUFFERED":
-            await self._send(request_headers_response(None, None))
+            await self._send(CONTINUE_REQUEST_HEADERS)
         await self._decide(hdrs, path, subset)
 
     async def _decide(
@@ -202,34 +215,35 @@ class ProcessStream:
             await self._send(request_headers_response(headers, routed.endpoints))
             for piece in streamed_bodies(body, not self.request_trailers, request=True):
                 await self._send(piece)
-        else:
-            headers = route_headers(routed.endpoints, len(body) if routed.changed else None)
-            answer = body_response(body if routed.changed else None, request=True,
-                                   headers=headers)  # fmt: skip
+        elif routed.changed:
+            headers = route_headers(routed.endpoints, len(body))
+            answer = body_response(body, request=True, headers=headers)
             answer.dynamic_metadata.CopyFrom(destination_metadata(routed.endpoints))
             await self._send(answer)
+        else:
+            await self._send(routed_body_answer(routed.endpoints))
         if self.request_trailers:
-            await self._send(trailers_response(request=True))
+            await self._send(CONTINUE_REQUEST_TRAILERS)
 
     async def _relay(self) -> None:
         """Everything after the routing answer, until Envoy ends the call."""
         while (message := await self._next()) is not None:
             kind = message.WhichOneof("request")
-            log.debug("ext_proc message %s", kind)
             if kind == "response_headers":
                 await self._response_headers(message)
             elif kind == "response_body":
-                await self._response_body(message.response_body)
+                await self._response_body(message)
             elif kind == "response_trailers":
                 if self.watch is not None:
                     self.watch.complete()
-                await self._send(trailers_response(request=False))
+                await self._send(CONTINUE_RESPONSE_TRAILERS)
             elif kind == "request_body":
                 await self._echo(message.request_body, request=True)
             elif kind == "request_trailers":
-                await self._send(trailers_response(request=True))
+                await self._send(CONTINUE_REQUEST_TRAILERS)
 
     async def _response_headers(self, message: Any) -> None:
+        self.response_started = True
         watch = self.watch
         extra: dict[str, str] = {}
         if watch is not None:
@@ -252,25 +266,45 @@ class ProcessStream:
                      flight.record.backend)  # fmt: skip
             flight.record.backend = name
 
-    async def _response_body(self, body: Any) -> None:
+    async def _response_body(self, message: Any) -> None:
+        body = message.response_body
         watch = self.watch
         end = bool(body.end_of_stream)
-        log.debug("response body of %d bytes, end %s", len(body.body), end)
-        replacement = watch.body(body.body, end) if watch is not None else None
+        data = body.body
+        replacement = None
+        if watch is not None:
+            if not self.response_started:
+                self._headless_response(watch, message)
+            replacement = watch.body(data, end)
         if end and watch is not None:
             # Before the answer: once Envoy has it, it ends the response and may reset
             # this call at once (the flight would end as cancelled).
             watch.complete()
-        await self._echo(body, request=False, replacement=replacement)
+        await self._echo(body, request=False, replacement=replacement, data=data)
 
-    async def _echo(self, body: Any, *, request: bool, replacement: bytes | None = None) -> None:
+    def _headless_response(self, watch: ResponseWatch, message: Any) -> None:
+        """The response's first message is a body piece (Envoy skips the response headers):
+        its status and upstream come as Envoy's attributes on that piece."""
+        self.response_started = True
+        status = response_code(message)
+        if status is not None:
+            watch.learn_status(status)
+        self._note_served(watch.flight, served_endpoint(message))
+
+    async def _echo(self, body: Any, *, request: bool, replacement: bytes | None = None,
+                    data: bytes | None = None) -> None:  # fmt: skip
         mode = self.request_mode if request else self.response_mode
         if mode == "FULL_DUPLEX_STREAMED":
-            data = body.body if replacement is None else replacement
+            if replacement is not None:
+                data = replacement
+            elif data is None:
+                data = body.body
             for piece in streamed_bodies(data, bool(body.end_of_stream), request=request):
                 await self._send(piece)
-        else:
+        elif replacement is not None:
             await self._send(body_response(replacement, request=request))
+        else:
+            await self._send(CONTINUE_REQUEST_BODY if request else CONTINUE_RESPONSE_BODY)
 
     async def _pass_through(self, subset: frozenset[str] | None) -> None:
         """``GET /v1/models``, not decided on: routed to an available endpoint (the

@@ -69,6 +69,24 @@ def test_chat_and_completions_streamed_and_not(stack: StackFactory, request_body
     assert s.epp.outcomes() == {"completed": 5.0}
 
 
+def test_response_headers_skipped_the_usage_is_still_learned(stack: StackFactory) -> None:
+    """Envoy skipping the response headers (three ext_proc messages each way for a request
+    not streamed): the status and upstream come as attributes of the first body piece, and
+    the usage is learned from the answer, streamed or not."""
+    s = stack(envoy={"request_body_mode": "BUFFERED", "response_header_mode": "SKIP"})
+    sdk = s.sdk()
+    chat = sdk.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=7,
+                                       extra_body=PIN)  # fmt: skip
+    assert chat.usage is not None and chat.usage.completion_tokens == 7
+    chunks = list(sdk.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=5,
+                                              stream=True, extra_body=PIN))  # fmt: skip
+    assert all(c.usage is None for c in chunks)
+    assert_nothing_lost(s.epp, sent=2)
+    assert s.epp.outcomes() == {"completed": 2.0}
+    learned = metric_sums(httpx.get(f"{s.epp.admin_url}/metrics").text)
+    assert learned["sluicegate_actual_tokens_total{kind=output}"] == 7 + 5
+
+
 def test_a_queued_request_waits_in_the_picker_then_runs(stack: StackFactory) -> None:
     s = stack({"limit": {"type": "fixed", "parameters": {"max_in_flight": 1}}}, speed=5.0)
     sdk = s.sdk()

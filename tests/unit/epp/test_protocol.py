@@ -24,6 +24,7 @@ from tests.unit.epp.envoy_double import (
     picker,
     request_body,
     request_headers,
+    response_body,
     set_headers,
 )
 from tests.unit.gateway.conftest import wait_until
@@ -91,6 +92,28 @@ async def test_buffered_mode_answers_headers_at_once_and_routes_on_the_body() ->
                          for a, c in zip(answers, chunks, strict=True))  # fmt: skip
         assert b'"usage"' not in shown and shown.endswith(b"data: [DONE]\n\n")
         assert _settled(p) and _outcomes(p) == {"completed": 1.0}
+
+
+@pytest.mark.parametrize("repeat", [1, 2])
+async def test_buffered_unchanged_body_is_routed_without_a_body_mutation(repeat: int) -> None:
+    fleet = FakeFleet(FakeBackend("a"))
+    async with picker(make_config(), fleet) as p:
+        for _ in range(repeat):  # the second answer is the same, built once
+            call = p.call()
+            await call.send(request_headers(buffered=True))
+            await call.recv()
+            await call.send(request_body(json.dumps(chat()).encode()))
+            answer = await call.recv()
+            common = answer.request_body.response
+            assert set_headers(common.header_mutation) == {DESTINATION: "a.test:80"}
+            assert common.clear_route_cache and not common.HasField("body_mutation")
+            meta = answer.dynamic_metadata.fields["envoy.lb"].struct_value.fields
+            assert meta[DESTINATION].string_value == "a.test:80"
+            status, kind, chunks = await backend_answer(fleet, "a.test:80", CHAT,
+                                                        json.dumps(chat()).encode())  # fmt: skip
+            await call.respond(status, kind, chunks)
+            await call.end()
+        assert _settled(p) and _outcomes(p) == {"completed": float(repeat)}
 
 
 async def test_refusal_is_the_http_fronts_answer_as_an_immediate_response() -> None:
@@ -346,3 +369,34 @@ async def test_the_served_endpoint_corrects_the_record(caplog: pytest.LogCapture
         records = [json.loads(r.getMessage()) for r in caplog.records
                    if r.name == "sluicegate.records"]  # fmt: skip
         assert [r["backend"] for r in records] == [other.split(".")[0]]
+
+
+async def test_skipped_response_headers_status_and_upstream_come_from_attributes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Envoy configured with ``response_header_mode: SKIP`` sends the body first, with the
+    ``response.code`` and ``upstream.address`` attributes: the usage is still learned and
+    the record names the backend that served."""
+    fleet = FakeFleet(FakeBackend("a"), FakeBackend("b"))
+    backends = [{"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
+                for n in ("a", "b")]  # fmt: skip
+    async with picker(make_config(backends=backends), fleet) as p:
+        call = p.call()
+        routed = await call.route(chat(max_tokens=3))
+        other = "b.test:80" if routed.headers[DESTINATION] == "a.test:80" else "a.test:80"
+        _status, _kind, chunks = await backend_answer(fleet, other, CHAT, routed.body)
+        first = response_body(b"".join(chunks), eos=True)
+        first.attributes["envoy.filters.http.ext_proc"].update(
+            {"response.code": 200, "upstream.address": other}
+        )
+        with caplog.at_level(logging.INFO, logger="sluicegate.records"):
+            await call.send(first)
+            answer = (await call.recv()).response_body.response
+            await call.end()
+        assert not answer.HasField("body_mutation")
+        records = [json.loads(r.getMessage()) for r in caplog.records
+                   if r.name == "sluicegate.records"]  # fmt: skip
+        assert [(r["backend"], r["status"], r["completion_tokens"]) for r in records] == [
+            (other.split(".")[0], 200, 3)
+        ]
+        assert _settled(p) and _outcomes(p) == {"completed": 1.0}

@@ -1,0 +1,107 @@
+"""Profile one EPP setup's picker under wrk load with py-spy; print where its CPU goes.
+
+    python -m bench.epp.profile [--setup envoy-epp] [--mode non-stream] [--conns 64] [--native]
+
+``bench.hotpath.profile``'s procedure for the picker process (the real one or the null
+picker): raw folded stacks in --out, self time by function, inclusive time of the
+gateway's own frames, and the share of frames from grpc, protobuf and asyncio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.epp.run import SETUPS
+from bench.hotpath.loadgen import run_wrk
+from bench.hotpath.procs import Proc, free_port, wait_http
+from bench.hotpath.profile import summarize
+from bench.hotpath.setups import MODEL
+
+LAYERS = {"grpc": ("grpc/", "cygrpc", "_cygrpc"), "protobuf": ("google/protobuf", "upb"),
+          "asyncio": ("asyncio/",), "sluicegate": ("gateway/", "policies/")}  # fmt: skip
+"""Substrings of a frame that put a sample's stack in a layer (inclusive)."""
+
+
+def _args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--setup", default="envoy-epp", choices=sorted(SETUPS))
+    p.add_argument("--mode", default="non-stream", choices=("non-stream", "stream"))
+    p.add_argument("--conns", type=int, default=64)
+    p.add_argument("--duration", type=float, default=8.0)
+    p.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
+    p.add_argument("--native", action="store_true", help="py-spy --native (C/Cython frames)")
+    p.add_argument("--top", type=int, default=30)
+    p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "epp-profile")
+    return p.parse_args(argv)
+
+
+def layers(folded: Path) -> str:
+    """The share of samples whose stack holds a frame of each layer, and of the handler's
+    own code (``gateway/epp``)."""
+    counts: Counter[str] = Counter()
+    total = 0
+    for line in folded.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        n = int(count)
+        total += n
+        for name, marks in {**LAYERS, "gateway/epp": ("gateway/epp/",)}.items():
+            if any(m in stack for m in marks):
+                counts[name] += n
+    if not total:
+        return "no samples"
+    return "\n".join(["inclusive share by layer:"]
+                     + [f"  {100 * counts[n] / total:5.1f}%  {n}" for n in
+                        (*LAYERS, "gateway/epp")])  # fmt: skip
+
+
+def _picker_pid(leader: int) -> int:
+    out = subprocess.run(["pgrep", "-g", str(leader)], capture_output=True, text=True)
+    pids = [int(p) for p in out.stdout.split()]
+    return pids[-1] if pids else leader
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port)]
+    backend = Proc("fake-backend", argv, "0", args.out / "backend.log")
+    setup = SETUPS[args.setup](args.setup, port, free_port(), args.out, "1")
+    stream = args.mode == "stream"
+    folded = args.out / f"{args.setup}-{args.mode}-c{args.conns}.folded"
+    try:
+        backend.start()
+        wait_http(backend, "127.0.0.1", port)
+        setup.start()
+        run_wrk(setup.url, conns=args.conns, duration_s=1, stream=stream, keys=setup.keys,
+                model=MODEL)  # fmt: skip
+        picker = next(p for p in setup.procs if p.name.endswith("-picker"))
+        load = threading.Thread(target=run_wrk, args=(setup.url,), kwargs=dict(
+            conns=args.conns, duration_s=args.duration, stream=stream, keys=setup.keys,
+            model=MODEL))  # fmt: skip
+        load.start()
+        spy = ["py-spy", "record", "--pid", str(_picker_pid(picker.pid)), "--rate",
+               str(args.rate), "--duration", str(int(args.duration) - 2), "--nonblocking",
+               *(["--native"] if args.native else []), "--format", "raw", "--output",
+               str(folded)]  # fmt: skip
+        subprocess.run(spy, check=True, capture_output=True)
+        load.join()
+    finally:
+        setup.stop()
+        backend.stop()
+    print(summarize(folded, args.top))
+    print()
+    print(layers(folded))
+    print(f"\nfolded stacks: {folded}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
