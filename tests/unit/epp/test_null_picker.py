@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -25,6 +27,7 @@ from tests.unit.epp.envoy_double import (
 )
 
 DESTINATION = "x-gateway-destination-endpoint"
+REPO = Path(__file__).resolve().parents[3]
 ENDPOINT = "10.0.0.7:8000"
 
 
@@ -100,7 +103,12 @@ async def test_the_command_serves_on_either_event_loop(loop: str) -> None:
     """``python -m bench.epp.null_picker`` as the benchmark starts it."""
     argv = [sys.executable, "-m", "bench.epp.null_picker", "--port", "0", "--endpoint",
             ENDPOINT, "--loop", loop]  # fmt: skip
-    proc = await asyncio.create_subprocess_exec(*argv, stderr=asyncio.subprocess.PIPE)
+    # bench/ is not part of the installed package: the checkout goes on the path, after
+    # whatever the run put first (the compiled tier's site)
+    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(REPO)) if p)
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": path}
+    )
     try:
         assert proc.stderr is not None
         async with asyncio.timeout(30):
