@@ -122,3 +122,11 @@ def test_the_flood_refills_only_its_slot_share_while_the_quiet_tenant_is_between
     assert isinstance(turn, Ticket)
     s.release(turn, Outcome.COMPLETED)  # the quiet tenant is between turns, still active
     assert sum(isinstance(h, Ticket) for h in _burst(s, clock, slowed, 6)) == 4  # 8 x 1/2
+
+
+def test_at_exactly_the_factor_nobody_is_held() -> None:
+    assert _allows(1.5, 1000, 900)
+
+
+def test_a_tenant_alone_is_not_held_even_with_every_slot() -> None:
+    assert _allows(5.0, 8000, 8000, n=8, active=1)
