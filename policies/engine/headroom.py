@@ -17,7 +17,8 @@ CPU's, or a GPU's with long contexts), each long sequence a tenant adds slows ev
 tenant's decode. With ``decode_slowdown_max``, while the engines step more than that many
 times slower than with their lightest recent batch (``BackendView.itl_s`` against
 ``itl_floor_s``), a tenant that already holds its weighted share of the estimated tokens in
-flight there adds none until they are back within it. Where the step is flat in the batch (a
+flight there (of the slots, while its sequences are alone in the batch) adds none until
+they are back within it. Where the step is flat in the batch (a
 GPU's decode) the ratio stays near 1 and nothing is held. Off by default.
 """
 

@@ -12,6 +12,7 @@ class HeadroomParams(Params):
     active_window_s: float = Field(default=30.0, gt=0)
     decode_slowdown_max: float | None = Field(default=None, gt=1)
     """While the model's engines step more than this many times slower than their lightest
-    recent batch (their inter-token latency against its floor), a tenant holding its share
-    of the gateway's requests there or more adds none, so the batch shrinks back until the
+    recent batch (their inter-token latency against its floor), a tenant holding its
+    weighted share of the estimated tokens in flight there (of the slots, when its
+    sequences are alone in the batch) adds none, so the batch shrinks back until the
     others' decode is within this factor. None: off."""

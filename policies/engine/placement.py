@@ -137,6 +137,8 @@ class Placement:
 
     def may_take(self, req: RequestInfo) -> bool:
         """Headroom: may ``req``'s tenant take one more slot of its model's backends?"""
+        if not self.headroom_on():
+            return True  # every submit asks: no scan when neither reserve nor hold is on
         params = self._headroom
         limit, lstate = self._limit, self._lstate
         total: float | None = 0.0

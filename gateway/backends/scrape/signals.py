@@ -68,7 +68,7 @@ class DerivedSignals:
     running_peak: float | None = None
     """The highest ``running`` of every scrape so far (not only the window's)."""
     itl_s: float | None = None
-    """Mean inter-token latency over the last few seconds (``step_latency.py``)."""
+    """Mean inter-token latency over the last second (``step_latency.py``)."""
     itl_floor_s: float | None = None
     """The lowest such mean seen lately: the engine's step time with a light batch."""
 
