@@ -192,7 +192,10 @@ def _context(
         Runtime(loaded, Authenticator(cfg)), pool, admission, estimator, metrics,
         RecordSink(cfg.server.log_records, batch_per_turn=batch_records), clock, scraper=scraper,
     )  # fmt: skip
-    ctx.stalls = StallBounds(cfg.stall, cfg.server.read_timeout_s)
+    ctx.stalls = StallBounds(
+        cfg.stall, cfg.server.read_timeout_s, progress=scraper.progress if scraper else None,
+        scrape_period_s=scraper.settings.period_s if scraper else 1.0, clock=clock,
+    )  # fmt: skip
     metrics.add_scrape_time_gauges(lambda: _scheduler_gauges(ctx))
     admission.on_run_end = RunMetrics(metrics, lambda: ctx.scheduler.run_stats()).ended
     if scraper is not None:

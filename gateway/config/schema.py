@@ -129,17 +129,37 @@ class HealthConfig(_Strict):
 
 
 class StallConfig(_Strict):
-    """When a silent upstream is given up on (``gateway/forward/stall.py``, docs/robustness.md).
-    The bounds come from each backend's measured time to first token and inter-token gaps;
-    ``first_token_s``/``inter_token_s`` replace a measured bound by a fixed one."""
+    """When an upstream response is given up on (``gateway/forward/stall.py``,
+    docs/robustness.md). A backend's requests are stalled when its engine stops making
+    progress (its /metrics counters stop moving, or its scrapes fail) for
+    ``progress_factor`` x its measured step time, at least ``progress_floor_scrapes``
+    scrapes (each the longer of the scrape interval and a scrape's 1 s deadline). Between a
+    stream's events, silence is bounded by its measured inter-token gaps.
+    ``first_token_s``/``inter_token_s`` add a fixed bound."""
 
     cut_when_down: bool = True
-    first_token_factor: float = Field(default=10.0, ge=1)
-    min_first_token_s: float = Field(default=15.0, gt=0)
+    progress_factor: float = Field(default=4.0, ge=1)
+    progress_floor_scrapes: float = Field(default=4.0, ge=1)
     inter_token_factor: float = Field(default=50.0, ge=1)
     min_inter_token_s: float = Field(default=5.0, gt=0)
     first_token_s: float | None = Field(default=None, gt=0)
     inter_token_s: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_fields(cls, data: Any) -> Any:
+        removed = sorted(set(data) & set(_REMOVED_STALL_FIELDS)) if isinstance(data, dict) else []
+        if removed:
+            raise ValueError(f"{', '.join(removed)}: {_REMOVED_STALL_FIELDS[removed[0]]}")
+        return data
+
+
+_REMOVED_STALL_FIELDS = dict.fromkeys(
+    ("min_first_token_s", "first_token_factor"),
+    "removed: a request waiting for its first token is no longer cut for being slow, only when "
+    "its backend stops making progress (stall.progress_factor, stall.progress_floor_scrapes) "
+    "or past server.read_timeout_s; set stall.first_token_s for a fixed bound",
+)
 
 
 class ScrapeConfig(_Strict):

@@ -1,18 +1,23 @@
-"""How long a backend may stay silent before the gateway gives up on an upstream response.
+"""When the gateway gives up on an upstream response.
 
 A frozen backend (a stopped process, a wedged engine) keeps its connections open and sends
-nothing; without a bound its requests would wait for ``server.read_timeout_s``. Two things
+nothing; without a bound its requests would wait for ``server.read_timeout_s``. Three things
 end such a wait early (docs/robustness.md):
 
 * the backend is marked down by the health probes (``cut_when_down``);
-* the upstream has been silent far longer than this backend was measured to be: before the
-  first event, ``first_token_factor`` x the p99 of its measured time to first token (the
-  gateway's own, dispatch to first event, and the backend's /metrics TTFT p90, whichever is
-  larger), at least ``min_first_token_s``; between events, ``inter_token_factor`` x the p99
-  of its measured gaps between upstream reads, at least ``min_inter_token_s``. Until a
-  backend has been measured, only ``read_timeout_s`` bounds the silence.
+* the backend stopped making progress: its /metrics counters have not moved, or its scrapes
+  have failed, for ``progress_factor`` x its measured step time (at least
+  ``progress_floor_scrapes`` scrapes, each the longer of the scrape interval and its
+  deadline) while this attempt was on it
+  (``gateway/backends/scrape/progress.py``). This applies before the first byte and after;
+  a request that is only slow (a long prefill, a deep engine queue, a cold kernel) is never
+  cut while its engine moves;
+* a stream's events stopped while its engine moves: silence between events beyond
+  ``inter_token_factor`` x the p99 of the backend's measured gaps between upstream reads,
+  at least ``min_inter_token_s`` (a per-request problem, measured from its own stream).
 
-Non-streamed responses send nothing until they are whole, so only the health cut applies.
+``first_token_s`` and ``inter_token_s`` add a fixed silence bound instead of the measured
+ones; ``read_timeout_s`` bounds every silence.
 """
 
 from __future__ import annotations
@@ -23,11 +28,17 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from gateway.backends.scrape.progress import EngineProgress
 from gateway.config.schema import StallConfig
+from policies.types import Clock
 
 SAMPLES = 512
-"""Measurements kept per backend and kind (the newest)."""
+"""Measurements kept per backend (the newest)."""
 _RECOMPUTE_EVERY = 32
+
+ProgressLeft = Callable[[float], float]
+"""Given how long an attempt has been on its backend (seconds), how long until that backend
+counts as stalled; <= 0 once it does."""
 
 
 class _Quantile:
@@ -55,30 +66,28 @@ class _Quantile:
 
 
 class StallBounds:
-    """Per backend: the measurements, and the silence bounds derived from them."""
+    """Per backend: the inter-token measurements, and the bounds derived from them and
+    from the backend's progress. ``progress`` is the scraper's lookup (None: no scraping,
+    so only the silence bounds and the health cut apply); ``scrape_period_s`` the longer
+    of the scrape interval and a scrape's deadline."""
 
-    def __init__(self, config: StallConfig, read_timeout_s: float) -> None:
+    def __init__(
+        self, config: StallConfig, read_timeout_s: float, *,
+        progress: Callable[[str], EngineProgress | None] | None = None,
+        scrape_period_s: float = 1.0, clock: Clock | None = None,
+    ) -> None:  # fmt: skip
         self.config = config
         self.read_timeout_s = read_timeout_s
-        self._first: dict[str, _Quantile] = {}
+        self._progress, self._period_s, self._clock = progress, scrape_period_s, clock
         self._gaps: dict[str, _Quantile] = {}
-
-    def observe_first(self, backend: str, seconds: float) -> None:
-        self._first.setdefault(backend, _Quantile()).add(seconds)
 
     def observe_gap(self, backend: str, seconds: float) -> None:
         self._gaps.setdefault(backend, _Quantile()).add(seconds)
 
-    def first_token_s(self, backend: str, engine_ttft_p90_s: float | None = None) -> float:
-        cfg = self.config
-        if cfg.first_token_s is not None:
-            return min(cfg.first_token_s, self.read_timeout_s)
-        seen = self._first.get(backend)
-        measured = [v for v in (seen.p99 if seen else None, engine_ttft_p90_s) if v is not None]
-        if not measured:
-            return self.read_timeout_s
-        bound = max(cfg.min_first_token_s, cfg.first_token_factor * max(measured))
-        return min(bound, self.read_timeout_s)
+    def first_token_s(self) -> float:
+        """The silence bound before the first event: fixed, or the read timeout."""
+        fixed = self.config.first_token_s
+        return min(fixed, self.read_timeout_s) if fixed is not None else self.read_timeout_s
 
     def inter_token_s(self, backend: str) -> float:
         cfg = self.config
@@ -90,33 +99,64 @@ class StallBounds:
         bound = max(cfg.min_inter_token_s, cfg.inter_token_factor * seen.p99)
         return min(bound, self.read_timeout_s)
 
+    def progress_bound_s(self, backend: str) -> float | None:
+        """How long ``backend`` may hold work without moving before it is stalled: the
+        configured multiple of its measured step time, at least the floor in scrapes (each
+        the longer of the scrape interval and a scrape's deadline: a frozen backend shows
+        itself only by failed scrapes, each failing at its deadline). None: its progress is
+        not watched."""
+        found = self._progress(backend) if self._progress is not None else None
+        if found is None:
+            return None
+        floor = self.config.progress_floor_scrapes * self._period_s
+        step = found.step_s
+        return floor if step is None else max(floor, self.config.progress_factor * step)
+
+    def progress_left(self, backend: str) -> ProgressLeft | None:
+        """What a ``StallWatch`` asks about ``backend`` (None: progress is not watched)."""
+        clock, lookup = self._clock, self._progress
+        if clock is None or lookup is None or lookup(backend) is None:
+            return None
+
+        def left(held_s: float) -> float:
+            bound = self.progress_bound_s(backend)
+            found = lookup(backend)  # looked up again: a changed target starts afresh
+            quiet = found.unmoved_s(clock(), held_s) if found is not None else None
+            if bound is None or quiet is None:
+                return self.config.progress_floor_scrapes * self._period_s  # ask again then
+            return bound - quiet
+
+        return left
+
     def measured(self, backend: str) -> dict[str, float | None]:
-        """The p99s and the bounds now (for /admin/backends and the docs' figures)."""
-        first, gaps = self._first.get(backend), self._gaps.get(backend)
+        """The measurements and bounds now (for the docs' figures and benchmarks)."""
+        gaps, found = self._gaps.get(backend), self._progress and self._progress(backend)
         return {
-            "first_token_p99_s": first.p99 if first else None,
             "inter_token_p99_s": gaps.p99 if gaps else None,
-            "first_token_bound_s": self.first_token_s(backend),
             "inter_token_bound_s": self.inter_token_s(backend),
+            "step_s": found.step_s if found else None,
+            "progress_bound_s": self.progress_bound_s(backend),
         }
 
 
 class StallWatch:
     """One upstream attempt's watchdog. ``cut`` is done when the attempt must end:
     ``reason`` says why: ``"gone"`` (the client left, while the handler still listens),
-    ``"down"`` (health marked the backend down), ``"silent"`` (no event within the
-    bound) or ``"ended"`` (the call's agent run ended: ``ended_by`` holds the result of
-    ``ended``, its reason). ``bound_s`` None watches health only. One timer per bound
-    period, not per event: ``heard`` only notes the time."""
+    ``"down"`` (health marked the backend down), ``"stalled"`` (the backend stopped making
+    progress while this attempt was on it: ``progress``), ``"silent"`` (no event within
+    the bound) or ``"ended"`` (the call's agent run ended: ``ended_by`` holds the result
+    of ``ended``, its reason). ``bound_s`` None bounds no silence. One timer at the nearer
+    of the two deadlines, not one per event: ``heard`` only notes the time."""
 
     __slots__ = (
-        "_bound", "_down", "_ended", "_gone", "_loop", "_timer", "cut", "ended_by", "last",
-        "paused", "reason", "started",
+        "_bound", "_down", "_ended", "_gone", "_loop", "_progress", "_timer", "cut",
+        "ended_by", "last", "paused", "reason", "started",
     )  # fmt: skip
 
     def __init__(
         self, bound_s: float | None, *, down: asyncio.Future[Any] | None,
         gone: asyncio.Future[Any] | None, ended: asyncio.Future[Any] | None = None,
+        progress: ProgressLeft | None = None,
     ) -> None:  # fmt: skip
         self._loop = asyncio.get_running_loop()
         self.cut: asyncio.Future[None] = self._loop.create_future()
@@ -125,6 +165,7 @@ class StallWatch:
         """Set while the relay hands events to the client: a slow reader is no stall."""
         self.started = self.last = self._loop.time()
         self._bound = bound_s
+        self._progress = progress
         self._timer: asyncio.TimerHandle | None = None
         self._down, self._gone, self._ended = down, gone, ended
         self.ended_by: Any = None
@@ -132,7 +173,7 @@ class StallWatch:
         for future, callback in watched:
             if future is not None:
                 future.add_done_callback(callback)
-        self._arm()
+        self._arm(self.started)
 
     def heard(self) -> float:
         """An event arrived: returns the silence it ended (seconds)."""
@@ -141,29 +182,39 @@ class StallWatch:
         return silence
 
     def rebound(self, bound_s: float | None) -> None:
-        """A new bound from now on (after the first event: the inter-token one)."""
+        """A new silence bound from now on (after the first event: the inter-token one)."""
         self._bound = bound_s
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         if not self.cut.done():
-            self._arm()
+            self._arm(self._loop.time())
 
-    def _arm(self) -> None:
+    def _arm(self, now: float) -> None:
+        """The timer at the nearer deadline: silence, or the backend's progress."""
+        at = math.inf
         if self._bound is not None:
-            self._timer = self._loop.call_at(self.last + self._bound, self._check)
+            at = self.last + self._bound
+        if self._progress is not None:
+            at = min(at, now + max(0.0, self._progress(now - self.started)))
+        if at < math.inf:
+            self._timer = self._loop.call_at(at, self._check)
 
     def _check(self) -> None:
         self._timer = None
-        if self._bound is None or self.cut.done():
+        if self.cut.done():
             return
         now = self._loop.time()
-        if self.paused:
-            self.last = now
-        elif now >= self.last + self._bound:
-            self._fire("silent")
+        if self._progress is not None and self._progress(now - self.started) <= 0:
+            self._fire("stalled")
             return
-        self._arm()
+        if self._bound is not None:
+            if self.paused:
+                self.last = now
+            elif now >= self.last + self._bound:
+                self._fire("silent")
+                return
+        self._arm(now)
 
     def _on_down(self, _future: asyncio.Future[Any]) -> None:
         self._fire("down")

@@ -46,8 +46,7 @@ async def first_events(
     flight: Flight, relay: SseRelay, chunks: AsyncIterator[bytes], watch: StallWatch
 ) -> bytes | None:
     """The stream's first complete events (b"" if it ended without any); None when
-    ``watch`` cut first (its ``reason`` says why). Feeds the time-to-first-event
-    measurement of the backend."""
+    ``watch`` cut first (its ``reason`` says why)."""
     while True:
         try:
             chunk = await _read(chunks, watch)
@@ -58,9 +57,6 @@ async def first_events(
         events = relay.feed(chunk)
         if events:
             watch.heard()
-            stalls = flight.ctx.stalls
-            if stalls is not None:
-                stalls.observe_first(flight.record.backend or "", watch.last - watch.started)
             flight.first_token()
             watch.paused = True  # until the relay has handed these to the client
             return events[0] if len(events) == 1 else b"".join(events)

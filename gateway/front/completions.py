@@ -381,20 +381,18 @@ async def _open(
 def _watch(
     ctx: GatewayContext, ticket: Ticket, stream: bool, gone: asyncio.Future[None]
 ) -> StallWatch:
-    """The attempt's watchdog: the client leaving, the backend going down, the call's
-    agent run ending, and for a stream, silence before the first event beyond the
-    backend's measured bound."""
+    """The attempt's watchdog: the client leaving, the backend going down or stopping
+    making progress, the call's agent run ending, and for a stream, silence before the
+    first event beyond a fixed bound (if set) or the read timeout."""
     backend, run = ticket.backend, ticket.request.run
     ended = None
     if run is not None and ctx.scheduler.policy.runs.enabled:
         ended = ctx.admission.run_cuts.future(ticket.request.tenant, run.run_id)
     stalls = ctx.stalls
     down = ctx.pool.down_signal(backend) if stalls and stalls.config.cut_when_down else None
-    bound = None
-    if stream and stalls is not None:
-        view = next((v for v in ctx.pool.snapshot().backends if v.name == backend), None)
-        bound = stalls.first_token_s(backend, view.ttft_p90_s if view else None)
-    return StallWatch(bound, down=down, gone=gone, ended=ended)
+    bound = stalls.first_token_s() if stream and stalls is not None else None
+    progress = stalls.progress_left(backend) if stalls is not None else None
+    return StallWatch(bound, down=down, gone=gone, ended=ended, progress=progress)
 
 
 def _stalled(ctx: GatewayContext, flight: Flight, backend: str) -> str:

@@ -5,9 +5,9 @@ end (``serve_gateway``) one counted outcome per completion request sent.
 
 Faults, and where each is tested:
 - backend killed (SIGKILL) mid-stream: ``test_nothing_lost.py::test_backend_killed_mid_stream``
-- backend frozen (SIGSTOP) mid-stream, ended by silence, or by health:
-  ``test_backend_frozen_mid_stream``
-- backend frozen before the first byte, failed over:
+- backend frozen (SIGSTOP) mid-stream, ended by silence, by health, or by its /metrics
+  showing no progress: ``test_backend_frozen_mid_stream``
+- backend frozen before the first byte, found stalled by its /metrics, failed over:
   ``test_backend_frozen_before_first_byte_fails_over``
 - slow /metrics, garbage /metrics: ``test_bad_metrics``
 - all backends down: ``test_all_backends_down``
@@ -85,18 +85,25 @@ async def stopped(proc: Any) -> AsyncIterator[None]:
 # -- a backend frozen ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ended_by", ["silence", "health"])
+SILENCE_OUT_OF_REACH = {"inter_token_s": 600.0, "first_token_s": 600.0}
+NO_SCRAPES = {"interval_s": 60.0}
+"""Scraped at start, then a minute later: the progress rule's floor is out of reach."""
+
+
+@pytest.mark.parametrize("ended_by", ["silence", "health", "progress"])
 async def test_backend_frozen_mid_stream(ended_by: str) -> None:
     with emulator_process(speed=10.0) as (proc, url), error_log() as errors:
         await wait_for(lambda: healthy(url), timeout_s=30.0, what="emulator process up")
         raw = gateway_config([url], NO_LADDER)
         if ended_by == "silence":
-            raw["health"] = HEALTH_NEVER_AGAIN
+            raw["health"], raw["scrape"] = HEALTH_NEVER_AGAIN, NO_SCRAPES
             # a floor well above this loaded machine's hiccups, far below read_timeout_s
             raw["stall"] = {"min_inter_token_s": 2.0}
-        else:  # the silence bounds are out of reach: only health can end it
+        elif ended_by == "health":  # silence bounds out of reach, scrapes rare: only health
             raw["health"] = {"interval_s": 0.2, "timeout_s": 0.5, "failures_to_down": 2}
-            raw["stall"] = {"inter_token_s": 600.0, "first_token_s": 600.0}
+            raw["scrape"], raw["stall"] = NO_SCRAPES, SILENCE_OUT_OF_REACH
+        else:  # silence bounds out of reach, health probes never again: only /metrics
+            raw["health"], raw["stall"] = HEALTH_NEVER_AGAIN, SILENCE_OUT_OF_REACH
         async with serve_gateway(raw) as gw:
             client = gw.client()
             warm = await stream_answer(client, stream(16))  # the backend's gaps, measured
@@ -129,9 +136,9 @@ async def test_backend_frozen_before_first_byte_fails_over() -> None:
             await wait_for(lambda u=url: healthy(u), timeout_s=30.0, what="emulator up")
         raw = gateway_config([url0, url1], NO_LADDER)
         raw["health"] = HEALTH_NEVER_AGAIN
-        # the frozen backend keeps its last signals: it is still chosen (idle, first by name)
+        # the frozen backend keeps its last signals: it is still chosen (idle, first by name);
+        # its failing scrapes show no progress, and only they can end the wait
         raw["scrape"] = {"interval_s": 0.1, "max_age_s": 3600.0}
-        raw["stall"] = {"min_first_token_s": 2.0}  # above this loaded machine's hiccups
         async with serve_gateway(raw) as gw:
             client = gw.client()
             warm = await asyncio.gather(stream_answer(client, stream(8)),

@@ -30,6 +30,9 @@ class EngineMetrics:
     preemptions: str | None = None
     prompt_tokens: str | None = None
     generation_tokens: str | None = None
+    steps: str | None = None
+    """Counter of engine steps (vLLM: the count of its tokens-per-step histogram; steps
+    that produced no output, such as a prefill chunk's, are not counted)."""
     request_success: str | None = None
     """Counter with a ``finished_reason`` label."""
     admission_rejections: str | None = None
@@ -53,6 +56,7 @@ class EngineMetrics:
             self.preemptions,
             self.prompt_tokens,
             self.generation_tokens,
+            self.steps,
             self.request_success,
             self.admission_rejections,
         )
@@ -94,6 +98,7 @@ VLLM_0_32 = EngineMetrics(
     preemptions="vllm:num_preemptions_total",
     prompt_tokens="vllm:prompt_tokens_total",
     generation_tokens="vllm:generation_tokens_total",
+    steps="vllm:iteration_tokens_total_count",
     request_success="vllm:request_success_total",
     admission_rejections="vllm:admission_rejections_total",
     queue_time="vllm:request_queue_time_seconds",

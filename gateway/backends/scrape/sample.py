@@ -18,6 +18,7 @@ COUNTER_FIELDS = (
     "preemptions",
     "prompt_tokens",
     "generation_tokens",
+    "steps",
     "request_success",
     "admission_rejections",
 )

@@ -18,6 +18,7 @@ import httpx
 
 from gateway.backends.scrape.engines import ENGINES, EngineMetrics
 from gateway.backends.scrape.parse import parse_narrow, wanted_names
+from gateway.backends.scrape.progress import EngineProgress
 from gateway.backends.scrape.sample import MetricsSample, extract
 from gateway.backends.scrape.signals import DerivedSignals, Observation, SignalWindow
 from gateway.backends.scrape.view import view_fields
@@ -76,6 +77,11 @@ class ScrapeSettings:
             raise ValueError("interval_s, timeout_s and window_s must be positive")
 
     @property
+    def period_s(self) -> float:
+        """The longest one scrape takes to say something: its interval, or its deadline."""
+        return max(self.interval_s, self.timeout_s)
+
+    @property
     def stale_after_s(self) -> float:
         return self.max_age_s if self.max_age_s is not None else 3.0 * self.interval_s
 
@@ -87,6 +93,8 @@ class ScrapeState:
     target: ScrapeTarget
     engine: EngineMetrics
     window: SignalWindow
+    progress: EngineProgress
+    """When the engine was last seen moving, and its step time (``progress.py``)."""
     derived: DerivedSignals | None = None
     last_success_at: float | None = None
     last_attempt_at: float | None = None
@@ -120,7 +128,8 @@ class MetricsScraper:
         engine = ENGINES.get(target.engine)
         if engine is None:
             raise ValueError(f"unknown engine {target.engine!r}; known: {sorted(ENGINES)}")
-        return ScrapeState(target, engine, SignalWindow(self.settings.window_s))
+        window_s = self.settings.window_s
+        return ScrapeState(target, engine, SignalWindow(window_s), EngineProgress(window_s))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -138,6 +147,11 @@ class MetricsScraper:
         if state is None:
             return {}
         return view_fields(state.derived, now, self.settings.stale_after_s)
+
+    def progress(self, name: str) -> EngineProgress | None:
+        """``name``'s progress as its scrapes showed it (None: not watched here)."""
+        state = self._states.get(name)
+        return state.progress if state is not None else None
 
     def changes_at(self, name: str) -> float | None:
         """The first clock time at which ``signals(name, ...)`` turns stale on its own
@@ -248,6 +262,7 @@ class MetricsScraper:
 
     def _succeeded(self, state: ScrapeState, observation: Observation) -> None:
         state.window.add(observation)
+        state.progress.add(observation.at, observation.sample)
         state.derived = state.window.derive(state.target.max_num_seqs)
         state.last_success_at, state.last_error = observation.at, None
         state.consecutive_failures = 0
@@ -263,6 +278,7 @@ class MetricsScraper:
         return sample
 
     def _record_failure(self, state: ScrapeState, error: str) -> None:
+        state.progress.failed()
         state.last_error = error
         state.consecutive_failures += 1
         state.failures_total += 1
