@@ -97,8 +97,10 @@ async def test_backend_frozen_mid_stream(ended_by: str) -> None:
         raw = gateway_config([url], NO_LADDER)
         if ended_by == "silence":
             raw["health"], raw["scrape"] = HEALTH_NEVER_AGAIN, NO_SCRAPES
-            # a floor well above this loaded machine's hiccups, far below read_timeout_s
-            raw["stall"] = {"min_inter_token_s": 2.0}
+            # a floor well above this loaded machine's hiccups, far below read_timeout_s; the
+            # factor at 1, so a loaded machine's slow warm-up gaps cannot lift the bound past
+            # the client's patience
+            raw["stall"] = {"min_inter_token_s": 2.0, "inter_token_factor": 1.0}
         elif ended_by == "health":  # silence bounds out of reach, scrapes rare: only health
             raw["health"] = {"interval_s": 0.2, "timeout_s": 0.5, "failures_to_down": 2}
             raw["scrape"], raw["stall"] = NO_SCRAPES, SILENCE_OUT_OF_REACH
