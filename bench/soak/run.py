@@ -76,9 +76,12 @@ async def soak(settings: Settings, say: Callable[[str], None] = print) -> Report
             for _ in range(max(1, math.ceil(settings.duration_s / settings.round_s))):
                 until = time.monotonic() + settings.round_s
                 await _round(settings, fleet, traffic, report, until, t0)
+                seen = len(report.problems)
                 await _quiet_point(fleet, traffic, records, report, t0)
                 _write(settings, report, "rest", report.quiet[-1])
                 say(_progress(report, t0))
+                for problem in report.problems[seen:]:
+                    say(f"soak: problem {problem}")
         finally:
             await traffic.aclose()
     return report
