@@ -48,6 +48,7 @@ from gateway.front.completions import handle_completion
 from gateway.front.errors import error_body
 from gateway.front.inbound import CHAT, COMPLETIONS, request_id_from
 from gateway.front.runs import cancel_run, complete_run, run_state
+from gateway.metrics.event_loop import event_loop_gauges
 from gateway.metrics.exporter import GatewayMetrics, GaugeSample
 from gateway.metrics.records import RecordSink
 from gateway.metrics.runs import RunMetrics
@@ -197,6 +198,7 @@ def _context(
         scrape_period_s=scraper.settings.period_s if scraper else 1.0, clock=clock,
     )  # fmt: skip
     metrics.add_scrape_time_gauges(lambda: _scheduler_gauges(ctx))
+    metrics.add_scrape_time_gauges(event_loop_gauges)
     admission.on_run_end = RunMetrics(metrics, lambda: ctx.scheduler.run_stats()).ended
     if scraper is not None:
         register_backend_metrics(metrics.registry, scraper, clock=clock, health=pool.health)

@@ -1,9 +1,12 @@
 """``python -m bench.soak --minutes 30``: mixed traffic against the gateway in front of two
 emulators (streams and not, clients leaving mid-stream and before the answer, 429s from a
-quota and from deadlines, 401s, vLLM's 503 engine busy, a hot reload every few seconds with
-every third file invalid), in rounds; after each round, once the gateway has drained, the
-books are checked (``bench/soak/ledger.py``) and the gateway's RSS and open file
-descriptors sampled. Exit status 0 when every check passed and the footprint is flat."""
+quota and from deadlines, 401s, vLLM's 503 engine busy, agent runs, a hot reload every few
+seconds with every third file invalid, and with ``--fault-every-s`` a frozen or killed
+emulator), in rounds; after each round, once the gateway has drained, the
+books are checked (``bench/soak/ledger.py``) and the gateway's RSS, open file
+descriptors and asyncio tasks sampled (``--samples FILE``: every sample as JSON lines,
+read with ``python -m bench.soak.summary FILE``). Exit status 0 when every check passed
+and the footprint is flat."""
 
 from __future__ import annotations
 
@@ -27,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--think-s", type=float, default=0.3, help="mean pause between requests")
     p.add_argument("--reload-every-s", type=float, default=10.0)
     p.add_argument("--speed", type=float, default=10.0, help="emulator speed-up")
+    p.add_argument("--fault-every-s", type=float, default=0.0,
+                   help="a backend fault (frozen, then killed emulator) this often; 0: none")
+    p.add_argument("--samples", type=Path, help="append every footprint sample (JSON lines)")
     p.add_argument("--workdir", type=Path, help="logs and config (default: a temp dir)")
     args = p.parse_args(argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sluicegate-soak-"))
@@ -34,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(
         duration_s=args.minutes * 60, workdir=workdir, round_s=args.round_s,
         workers=args.workers, think_s=args.think_s, reload_every_s=args.reload_every_s,
-        speed=args.speed,
+        speed=args.speed, fault_every_s=args.fault_every_s, samples=args.samples,
     )  # fmt: skip
     print(f"soak: {args.minutes:g} min, logs in {workdir}", flush=True)
     report = asyncio.run(soak(settings, lambda line: print(line, flush=True)))

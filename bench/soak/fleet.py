@@ -17,6 +17,8 @@ from bench.hotpath.procs import Proc, free_port, wait_http
 from bench.soak.traffic import MODEL, TENANTS, api_key
 
 CPUS = "0-1"
+RUN_IDLE_S = 3.0
+"""An agent run left idle ends this soon, so it has ended by the next quiet point."""
 
 
 @dataclass
@@ -27,6 +29,8 @@ class Fleet:
     backends: list[str]
     records: Path
     """The gateway's stdout: its decision records, one JSON line per request."""
+    emulators: list[Proc]
+    """The two emulators, in the order of ``backends`` (the faults stop and restart them)."""
 
 
 def config(backends: list[str], port: int, variant: int) -> dict[str, Any]:
@@ -44,6 +48,7 @@ def config(backends: list[str], port: int, variant: int) -> dict[str, Any]:
         "scrape": {"interval_s": 0.25},
         "reload": {"watch": True, "interval_s": 0.2},
         "policy": {
+            "runs": {"enabled": True, "idle_timeout_s": RUN_IDLE_S},
             "queue": {"max_wait_s": 20 + 5 * (variant % 2) if variant >= 0 else -1},
             "gates": [{"type": "tenant_quota", "parameters": {"tenants": {"greedy": quota}}}],
         },
@@ -66,7 +71,9 @@ def started(workdir: Path, speed: float) -> Iterator[Fleet]:
         backends = [_emulator(workdir, i, speed, procs) for i in range(2)]
         port = free_port()
         path = workdir / "soak.yaml"
-        fleet = Fleet(_gateway(workdir, path, procs), port, path, backends, workdir / "gateway.log")
+        emulators = list(procs)
+        gateway = _gateway(workdir, path, procs)
+        fleet = Fleet(gateway, port, path, backends, workdir / "gateway.log", emulators)
         write_config(fleet, 0)
         fleet.gateway.start()
         wait_http(fleet.gateway, "127.0.0.1", port, "/readyz", timeout_s=60)

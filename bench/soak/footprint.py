@@ -1,11 +1,16 @@
-"""The gateway process's footprint (RSS, open file descriptors) and its trend."""
+"""The gateway process's footprint (RSS, open file descriptors, asyncio tasks) and its trend."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+TASKS = "sluicegate_event_loop_tasks"
 
 
 @dataclass(frozen=True)
@@ -13,6 +18,8 @@ class Sample:
     t_s: float
     rss_bytes: int
     fds: int
+    tasks: int = -1
+    """asyncio tasks alive in the gateway (``sluicegate_event_loop_tasks``); -1: not read."""
 
 
 def sample(pid: int, t_s: float) -> Sample:
@@ -25,15 +32,35 @@ def sample(pid: int, t_s: float) -> Sample:
     return Sample(t_s, rss, len(os.listdir(f"/proc/{pid}/fd")))
 
 
-async def at_rest(pid: int, t_s: float, reads: int = 10, gap_s: float = 0.1) -> Sample:
-    """A sample at rest: the fewest open fds over ``reads`` reads ``gap_s`` apart, so a
-    health probe or scrape that happens to hold a socket at the moment is not counted (a
-    leaked descriptor is there at every read)."""
+async def tasks_now(base_url: str) -> int:
+    """The gateway's asyncio task count, from its /metrics (-1 when it does not say)."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=30.0) as c:
+        text = (await c.get("/metrics")).text
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == TASKS:
+                return int(s.value)
+    return -1
+
+
+async def with_tasks(s: Sample, base_url: str) -> Sample:
+    return replace(s, tasks=await tasks_now(base_url))
+
+
+async def at_rest(
+    pid: int, t_s: float, base_url: str | None = None, reads: int = 10, gap_s: float = 0.1
+) -> Sample:
+    """A sample at rest: the fewest open fds (and tasks) over ``reads`` reads ``gap_s``
+    apart, so a health probe or scrape that happens to hold a socket or a task at the moment
+    is not counted (a leaked descriptor or task is there at every read)."""
     samples = [sample(pid, t_s)]
+    tasks: list[int] = []
     for _ in range(reads - 1):
         await asyncio.sleep(gap_s)
         samples.append(sample(pid, t_s))
-    return Sample(t_s, samples[-1].rss_bytes, min(s.fds for s in samples))
+        if base_url is not None:
+            tasks.append(await tasks_now(base_url))
+    return Sample(t_s, samples[-1].rss_bytes, min(s.fds for s in samples), min(tasks, default=-1))
 
 
 def slope(xs: Sequence[float], ys: Sequence[float]) -> float:

@@ -1,17 +1,21 @@
-"""The soak's rounds: traffic and reloads for a round, then a quiet point where the books
-are checked and the gateway's footprint is sampled (at rest, so rounds compare)."""
+"""The soak's rounds: traffic, reloads and faults for a round, then a quiet point where the
+books are checked and the gateway's footprint is sampled (at rest, so rounds compare).
+Every sample (at rest and under load) can also be appended to a JSON-lines file as it is
+taken (``Settings.samples``; ``python -m bench.soak.summary FILE`` reads it)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.soak.faults import inject
 from bench.soak.fleet import Fleet, started, write_config
-from bench.soak.footprint import Sample, Trend, at_rest, sample, trend
+from bench.soak.footprint import Sample, Trend, at_rest, sample, trend, with_tasks
 from bench.soak.ledger import Expected, Records, gateway_counts, problems, read_books
 from bench.soak.traffic import Tally, Traffic
 
@@ -34,6 +38,11 @@ class Settings:
     reload_every_s: float = 10.0
     speed: float = 10.0
     seed: int = 1
+    fault_every_s: float = 0.0
+    """A backend fault every this many seconds (0: none), alternately a frozen emulator
+    (SIGSTOP for a few seconds) and a killed one started again (``bench/soak/faults.py``)."""
+    samples: Path | None = None
+    """Append every sample to this JSON-lines file as it is taken."""
 
 
 @dataclass
@@ -46,6 +55,7 @@ class Report:
     tally: Tally = field(default_factory=Tally)
     writes: list[int] = field(default_factory=lambda: [0, 0])
     """Config files written: [valid, invalid]."""
+    faults: int = 0
 
     def steady(self) -> Trend:
         """The trend of the quiet points of the second half of the run (the first half is
@@ -61,12 +71,17 @@ async def soak(settings: Settings, say: Callable[[str], None] = print) -> Report
         records = Records(fleet.records)
         t0 = time.monotonic()
         try:
-            report.quiet.append(await at_rest(fleet.gateway.pid, 0.0))
+            report.quiet.append(await at_rest(fleet.gateway.pid, 0.0, _base(fleet)))
+            _write(settings, report, "rest", report.quiet[-1])
             for _ in range(max(1, math.ceil(settings.duration_s / settings.round_s))):
                 until = time.monotonic() + settings.round_s
                 await _round(settings, fleet, traffic, report, until, t0)
+                seen = len(report.problems)
                 await _quiet_point(fleet, traffic, records, report, t0)
+                _write(settings, report, "rest", report.quiet[-1])
                 say(_progress(report, t0))
+                for problem in report.problems[seen:]:
+                    say(f"soak: problem {problem}")
         finally:
             await traffic.aclose()
     return report
@@ -77,8 +92,19 @@ async def _round(
 ) -> None:
     jobs = [traffic.worker(until, settings.think_s) for _ in range(settings.workers)]
     jobs += [_reloads(fleet, report, until, settings.reload_every_s),
-             _sample_under_load(fleet, report, until, t0)]  # fmt: skip
+             _sample_under_load(settings, fleet, report, until, t0)]  # fmt: skip
+    if settings.fault_every_s > 0:
+        jobs.append(_faults(fleet, report, until, settings.fault_every_s))
     await asyncio.gather(*jobs)
+
+
+async def _faults(fleet: Fleet, report: Report, until: float, every_s: float) -> None:
+    """One fault every ``every_s``, each over before the round ends."""
+    while time.monotonic() + every_s < until:
+        await asyncio.sleep(every_s / 2)
+        await inject(fleet, report.faults)
+        report.faults += 1
+        await asyncio.sleep(every_s / 2)
 
 
 async def _reloads(fleet: Fleet, report: Report, until: float, every_s: float) -> None:
@@ -91,10 +117,31 @@ async def _reloads(fleet: Fleet, report: Report, until: float, every_s: float) -
         report.writes[invalid] += 1
 
 
-async def _sample_under_load(fleet: Fleet, report: Report, until: float, t0: float) -> None:
+async def _sample_under_load(
+    settings: Settings, fleet: Fleet, report: Report, until: float, t0: float
+) -> None:
     while time.monotonic() + 5.0 < until:
         await asyncio.sleep(5.0)
-        report.loaded.append(sample(fleet.gateway.pid, time.monotonic() - t0))
+        now = sample(fleet.gateway.pid, time.monotonic() - t0)
+        report.loaded.append(await with_tasks(now, _base(fleet)))
+        _write(settings, report, "load", report.loaded[-1])
+
+
+def _base(fleet: Fleet) -> str:
+    return f"http://127.0.0.1:{fleet.port}"
+
+
+def _write(settings: Settings, report: Report, kind: str, s: Sample) -> None:
+    """Append one sample (opened and closed each time: a reader sees it at once, and the
+    file is whole up to the last sample if the soak is stopped)."""
+    if settings.samples is None:
+        return
+    line = {"kind": kind, "t_s": round(s.t_s, 3), "rss_bytes": s.rss_bytes, "fds": s.fds,
+            "tasks": s.tasks, "requests": report.tally.scheduled + report.tally.refused,
+            "reloads": sum(report.writes), "faults": report.faults,
+            "problems": len(report.problems)}  # fmt: skip
+    with settings.samples.open("a") as f:
+        f.write(json.dumps(line) + "\n")
 
 
 async def _quiet_point(
@@ -102,7 +149,7 @@ async def _quiet_point(
 ) -> None:
     """Wait until the gateway has ended what was sent and counted every reload; then
     check the books and sample the footprint."""
-    base = f"http://127.0.0.1:{fleet.port}"
+    base = _base(fleet)
     want = Expected(traffic.tally.scheduled, traffic.tally.refused, *report.writes)
     deadline = time.monotonic() + SETTLE_S
     while time.monotonic() < deadline:
@@ -111,7 +158,7 @@ async def _quiet_point(
             break
         await asyncio.sleep(0.1)
     await asyncio.sleep(REST_S)
-    report.quiet.append(await at_rest(fleet.gateway.pid, time.monotonic() - t0))
+    report.quiet.append(await at_rest(fleet.gateway.pid, time.monotonic() - t0, base))
     books = await read_books(base, records)
     minute = (time.monotonic() - t0) / 60
     report.problems += [f"at {minute:.1f} min: {p}" for p in problems(books, want)]
@@ -124,5 +171,6 @@ def _progress(report: Report, t0: float) -> str:
     q = report.quiet[-1]
     return (f"soak: {(time.monotonic() - t0) / 60:5.1f} min, "
             f"{report.tally.scheduled + report.tally.refused} requests, "
-            f"{sum(report.writes)} reloads, gateway at rest: RSS {q.rss_bytes / 2**20:.1f} MiB, "
-            f"{q.fds} fds; problems so far: {len(report.problems)}")  # fmt: skip
+            f"{sum(report.writes)} reloads, {report.faults} faults, gateway at rest: "
+            f"RSS {q.rss_bytes / 2**20:.1f} MiB, {q.fds} fds, {q.tasks} tasks; "
+            f"problems so far: {len(report.problems)}")  # fmt: skip

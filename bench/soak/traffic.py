@@ -3,9 +3,10 @@
 Kinds: plain and streamed chat, legacy completions, a stream the client leaves after its
 first event, a request the client leaves before the answer (a raw socket: the whole request
 is written, then the connection is closed after a random pause, so the gateway surely got
-it), a short deadline (429 when it cannot be met), a tenant over its quota (429) and a
-wrong API key (401, refused before scheduling). Every request sent is counted, by kind and
-by what the client saw.
+it), a short deadline (429 when it cannot be met), a tenant over its quota (429), a
+wrong API key (401, refused before scheduling) and agent runs (a few calls under one
+``X-Agent-Run-Id``, the last two in parallel; then completed, cancelled or left to end
+idle). Every request sent is counted, by kind and by what the client saw.
 """
 
 from __future__ import annotations
@@ -157,6 +158,34 @@ async def _left_before_answer(t: Traffic, kind: str) -> None:
     t.tally.saw(kind, "left")
 
 
+async def _agent_run(t: Traffic, kind: str) -> None:
+    """A run of 2-4 calls (the last two in parallel when there are more than two), then
+    ``complete``, ``DELETE`` (cancel) or nothing (the run ends idle)."""
+    run = f"soak-{t.rng.getrandbits(48):012x}"
+    client = t.clients[t._tenant()]
+    calls = t.rng.randint(2, 4)
+    first = {"x-agent-run-id": run, "x-agent-run-calls": str(calls),
+             "x-agent-run-deadline-ms": "60000"}  # fmt: skip
+
+    async def call(headers: dict[str, str]) -> int:
+        t.tally.scheduled += 1
+        r = await client.post("/v1/chat/completions", json=t._body(), headers=headers)
+        return r.status_code
+
+    status = await call(first)
+    for _ in range(calls - 3 if calls > 2 else calls - 1):
+        status = await call({"x-agent-run-id": run})
+    if calls > 2:
+        both = await asyncio.gather(call({"x-agent-run-id": run}), call({"x-agent-run-id": run}))
+        status = max(both)
+    end = t.rng.choices(("complete", "cancel", "idle"), (6, 2, 2))[0]
+    if end == "complete":
+        await client.post(f"/v1/runs/{run}/complete")
+    elif end == "cancel":
+        await client.delete(f"/v1/runs/{run}")
+    t.tally.saw(kind, f"{status}-{end}")
+
+
 Kind = Callable[[Traffic, str], Awaitable[None]]
 KINDS: dict[str, tuple[float, Kind]] = {
     "chat": (30, _plain),
@@ -167,5 +196,6 @@ KINDS: dict[str, tuple[float, Kind]] = {
     "over-quota": (10, _greedy),
     "completions": (5, _legacy),
     "wrong-key": (2, _wrong_key),
+    "agent-run": (6, _agent_run),
 }
 """Kind → (weight, request)."""

@@ -47,6 +47,15 @@ class ServerConfig(_Strict):
     body_timeout_s: float = Field(default=30.0, gt=0, description="whole body by then, else 408")
     max_header_bytes: int = Field(default=32_768, gt=0, description="bigger header blocks: 431")
     header_timeout_s: float = Field(default=10.0, gt=0, description="whole head by then, else 408")
+    lingering_time_s: float = Field(
+        default=30.0, gt=0, description="drain a body answered early for at most this long"
+    )
+    lingering_timeout_s: float = Field(
+        default=5.0, gt=0, description="stop draining after this long without a byte"
+    )
+    lingering_max_bytes: int = Field(
+        default=16 * 2**20, ge=0, description="stop draining after this many bytes"
+    )
     max_sequences_per_request: int = Field(
         default=128, ge=1, description="prompts x max(n, best_of) beyond this get 400"
     )

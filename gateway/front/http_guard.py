@@ -1,5 +1,6 @@
 """The HTTP/1.1 server protocol the gateway runs on: uvicorn's httptools protocol plus the
-two limits it lacks for a request head (uvicorn bounds neither with httptools).
+two limits it lacks for a request head (uvicorn bounds neither with httptools), and a
+lingering close.
 
 * A head (request line and headers) larger than ``max_header_bytes`` gets 431 and the
   connection is closed, while it is being parsed (the rest is never buffered).
@@ -11,20 +12,27 @@ Both are a client's own fault: answered in the OpenAI error shape, logged at no 
 counted (with unparseable requests, 400) through ``on_refused`` in the gateway's
 ``sluicegate_invalid_requests`` by status. The body has its own timeout and size cap, in the
 completion handler (``read_body``).
+
+A request answered before its body has all arrived (a 413, a 401, a 408; also the 431 and
+408 above) ends its connection with a bounded lingering close
+(``gateway/front/lingering_close.py``): the answer carries ``connection: close``, and the
+rest of the body is read and thrown away so the client can read the answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn._types import ASGISendEvent
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from gateway.config.schema import ServerConfig
 from gateway.front.errors import error_body
+from gateway.front.lingering_close import LingerBounds, Lingering
 
 _REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large"}
 _CODES = {408: "request_timeout", 431: "request_header_fields_too_large"}
@@ -37,6 +45,7 @@ class _Refused(Exception):
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
     max_header_bytes = 32_768
     header_timeout_s = 10.0
+    linger = LingerBounds()
     on_refused: Callable[[int], None] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -44,6 +53,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._head_timer: asyncio.TimerHandle | None = None
         self._refused = False
+        self._lingering: Lingering | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -51,9 +61,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._lingering is not None:
+            self._lingering.stop()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering is not None:
+            self._lingering.received(len(data))  # and thrown away
+            return
         if self._refused:
             return
         self._unset_keepalive_if_required()
@@ -92,7 +107,40 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._disarm()
+        before = self.cycle
         super().on_headers_complete()
+        if self.cycle is not before:
+            self.cycle.send = self._early_answer_lingers(self.cycle)  # type: ignore[method-assign,assignment]
+
+    def _early_answer_lingers(
+        self, cycle: RequestResponseCycle
+    ) -> Callable[[ASGISendEvent], Coroutine[Any, Any, None]]:
+        """``cycle.send``, but an answer started before the request body has all arrived
+        says ``connection: close`` and ends in a lingering close, not a close at once."""
+        send = cycle.send
+        early = False
+
+        async def send_then_linger(message: ASGISendEvent) -> None:
+            nonlocal early
+            if message["type"] == "http.response.start" and cycle.more_body:
+                early = True
+                cycle.keep_alive = False  # uvicorn adds connection: close
+            last = message["type"] == "http.response.body" and not message.get("more_body")
+            linger = last and early and cycle.more_body and not cycle.disconnected
+            if linger:
+                cycle.keep_alive = True  # uvicorn would close at once: the drain closes
+            await send(message)
+            if linger:
+                self._linger()
+
+        return send_then_linger
+
+    def _linger(self) -> None:
+        if self.transport.is_closing() or self._lingering is not None:
+            return
+        self._unset_keepalive_if_required()
+        self.flow.resume_reading()  # uvicorn pauses reading while a body waits unread
+        self._lingering = Lingering(self.transport, self.linger, asyncio.get_running_loop())
 
     def _count(self, size: int) -> None:
         self._head_bytes += size
@@ -126,7 +174,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
         )
         self.transport.write((head + body).encode("latin-1"))
-        self.transport.close()
+        self._linger()
 
     def _counted(self, status: int) -> None:
         on_refused = type(self).on_refused
@@ -139,7 +187,9 @@ def guarded_http(
 ) -> type[GuardedHttpToolsProtocol]:
     """The protocol class for uvicorn's ``http=``, with ``server``'s limits; ``on_refused``
     is told the status of every request refused before it reaches the app."""
+    linger = LingerBounds(server.lingering_time_s, server.lingering_timeout_s,
+                          server.lingering_max_bytes)  # fmt: skip
     attrs = {"max_header_bytes": server.max_header_bytes,
-             "header_timeout_s": server.header_timeout_s,
+             "header_timeout_s": server.header_timeout_s, "linger": linger,
              "on_refused": staticmethod(on_refused) if on_refused else None}  # fmt: skip
     return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), attrs)
