@@ -118,7 +118,7 @@ def draw(rows: list[CellRow], path: Path) -> None:
     columns = sorted({(r.workload, r.load) for r in rows})
     index = {(r.cell, r.policy): r for r in rows}
     size = (max(8.0, 0.22 * len(columns) + 3), 2.2 + 0.5 * len(policies) * len(panels))
-    fig, axes = plt.subplots(len(panels), 1, squeeze=False, figsize=size)
+    fig, axes = plt.subplots(len(panels), 1, squeeze=False, figsize=size, constrained_layout=True)
     norm = TwoSlopeNorm(vmin=-1.0, vcenter=0.0, vmax=1.0)
     image = None
     for ax, (profile, backends) in zip(axes[:, 0], panels, strict=True):
