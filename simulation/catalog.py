@@ -46,9 +46,19 @@ NO_LADDER: dict[str, Any] = {"steps": []}
 applies that cap, so a live seed run with the default ladder serves truncated turns."""
 
 
+OFF_THE_CARD: dict[str, Any] = {
+    "ladder": NO_LADDER,
+    "prefill_backlog": {"enabled": False},
+}
+"""What the seed's card never had, switched off: the degrade ladder (above) and the prefill
+backlog bound (on by default; it holds dispatches while earlier prompts are unprefilled,
+which caps the engine's batch below the seed's policies and shortens their queue waits)."""
+
+
 def _on_the_card(policy: dict[str, Any]) -> dict[str, Any]:
-    """``policy`` as every catalogue policy runs: on the seed's card, never degraded."""
-    return {**policy, "ladder": NO_LADDER}
+    """``policy`` as every catalogue policy runs: as the seed ran it, never degraded and
+    without mechanisms the seed did not have."""
+    return {**policy, **OFF_THE_CARD}
 
 
 def _codel_admission(name: str, shed: str) -> dict[str, Any]:

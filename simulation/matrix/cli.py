@@ -1,0 +1,75 @@
+"""``sluicegate evaluate``: the default policy and every shipped preset over the scenario
+matrix (workload x engine profile x load x backends) in the simulator; writes a CSV, a
+heat map and a summary (docs/evaluate.md).
+
+Example::
+
+    sluicegate evaluate --out bench/evaluate/matrix          # the whole matrix, 2 workers
+    sluicegate evaluate --slice ci --out /tmp/slice          # the fixed slice CI runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from simulation.matrix.cells import CI_SLICE, Cell, full_matrix
+from simulation.matrix.evaluate import evaluate, shipped_policies
+from simulation.matrix.report import draw, summary, write_csv
+
+
+def _names(text: str | None) -> set[str] | None:
+    return None if text is None else {x for x in text.split(",") if x}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sluicegate evaluate", description=__doc__.split("\n")[0])
+    p.add_argument("--slice", choices=("full", "ci"), default="full",
+                   help="the whole matrix, or the fixed slice CI runs")  # fmt: skip
+    p.add_argument("--workloads", default=None, help="comma-separated workload filter")
+    p.add_argument("--profiles", default=None, help="comma-separated profile filter")
+    p.add_argument("--loads", default=None, help="comma-separated load filter, e.g. 1,2")
+    p.add_argument("--backends", default=None, help="comma-separated backends filter")
+    p.add_argument("--policies", default=None, help="comma-separated filter (default kept)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes")
+    p.add_argument("--out", type=Path, default=Path("bench/evaluate/matrix"),
+                   help="output prefix: PREFIX.csv, PREFIX.png, PREFIX.txt")  # fmt: skip
+    p.add_argument("--no-chart", action="store_true")
+    return p
+
+
+def _select(cells: list[Cell], args: argparse.Namespace) -> list[Cell]:
+    w, p = _names(args.workloads), _names(args.profiles)
+    loads = None if args.loads is None else {float(x) for x in args.loads.split(",")}
+    backends = None if args.backends is None else {int(x) for x in args.backends.split(",")}
+    return [c for c in cells if (w is None or c.workload in w) and (p is None or c.profile in p)
+            and (loads is None or c.load in loads)
+            and (backends is None or c.backends in backends)]  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    cells = _select(list(CI_SLICE) if args.slice == "ci" else full_matrix(), args)
+    policies = shipped_policies()
+    if (chosen := _names(args.policies)) is not None:
+        policies = [(n, p) for n, p in policies if n in chosen or n == "default"]
+    if not cells:
+        print("sluicegate evaluate: no cell matches", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    print(f"{len(cells)} cells x {len(policies)} policies on {args.workers} workers", flush=True)
+    def say(message: str) -> None:
+        print(f"[{time.monotonic() - started:6.0f}s] {message}", flush=True)
+
+    rows = evaluate(cells, policies, workers=args.workers, progress=say)
+    write_csv(rows, args.out.with_suffix(".csv"))
+    lines = summary(rows)
+    args.out.with_suffix(".txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+    print(f"wrote {args.out.with_suffix('.csv')}")
+    if not args.no_chart:
+        draw(rows, args.out.with_suffix(".png"))
+        print(f"wrote {args.out.with_suffix('.png')}")
+    return 0

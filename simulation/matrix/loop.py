@@ -1,0 +1,263 @@
+"""The request-level event loop of a matrix cell: several tenants, one or more backends,
+the production scheduler (``policies.engine.scheduler.Scheduler``) as the gateway.
+
+Each backend is the emulator's engine model and steps on its own. Every request carries
+``max_tokens`` = its length (as the live clients send it); its estimate is the gateway's
+``TokenEstimator``. A refused request comes back when its Retry-After says; each first
+return after a refusal is recorded with whether it was admitted (Must-have 6). At the end
+of the arrivals a probe sends 100 requests at one instant and keeps the Retry-After of
+those refused (are any two the same?); its admitted ones are released at once, unserved.
+Stops admitting new requests at ``duration_s``, then drains.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from emulator.profile import Profile
+from policies.engine.scheduler import Scheduler, Ticket
+from policies.estimate import TokenEstimator
+from policies.fleet import FleetSnapshot
+from policies.registry import build_policy
+from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
+from simulation.engine_adapter import EmulatedBackend
+from simulation.matrix.probe import PROBE_REQUESTS, probe
+from simulation.matrix.traffic import Tenant, draw_length
+from simulation.ports import EngineStep, VirtualClock
+
+MODEL = "sim-model"
+MAX_ATTEMPTS = 12
+"""A client gives up on a request refused this many times (it counts as not completed)."""
+DRAIN_LIMIT_S = 7200.0
+
+
+@dataclass(slots=True)
+class Request:
+    """One request as its client saw it (clock seconds)."""
+
+    tenant: str
+    client: int
+    prompt_tokens: int
+    output_tokens: int
+    stream: bool
+    first_submit: float
+    attempts: int = 0
+    dispatched: float | None = None
+    first_token: float | None = None
+    finished: float | None = None
+    gave_up_at: float | None = None
+    turn: int = 0
+
+
+@dataclass(slots=True)
+class Return:
+    """A client's first return after a refusal: at the Retry-After it was given?"""
+
+    at: float
+    on_time: bool
+    admitted: bool | None = None
+
+
+@dataclass(slots=True)
+class CellRun:
+    requests: list[Request] = field(default_factory=list)
+    returns: list[Return] = field(default_factory=list)
+    probe_retry_after: list[float] = field(default_factory=list)
+    probe_sent: int = 0
+
+
+@dataclass(order=True, slots=True)
+class _Event:
+    at: float
+    seq: int
+    what: str = field(compare=False)
+    payload: Any = field(default=None, compare=False)
+
+
+class MatrixSimulation:
+    """``tenants`` against ``policy`` in front of ``backends`` engines of ``profile``."""
+
+    def __init__(self, *, tenants: list[Tenant], policy: dict[str, Any], profile: Profile,
+                 backends: int, duration_s: float, seed: int,
+                 probe: bool = True) -> None:  # fmt: skip
+        self.clock = VirtualClock()
+        self.scheduler = Scheduler(build_policy(policy), clock=self.clock,
+                                   rng=random.Random(seed))  # fmt: skip
+        self.engines = {f"b{i}": EmulatedBackend(profile, name=f"b{i}", model=MODEL)
+                        for i in range(backends)}  # fmt: skip
+        self._busy = dict.fromkeys(self.engines, False)
+        self._tenants = {t.name: t for t in tenants}
+        self._duration, self._rng = duration_s, random.Random(seed)
+        self._max_len = profile.engine.max_model_len
+        self._estimator = TokenEstimator()
+        self._heap: list[_Event] = []
+        self._seq, self._ids = itertools.count(), itertools.count()
+        self._open: dict[str, Request] = {}
+        self._tickets: dict[str, Ticket] = {}
+        self._pending_return: dict[str, Return] = {}
+        self._armed: float | None = None
+        self.out = CellRun()
+        self._start(tenants, probe)
+
+    def _start(self, tenants: list[Tenant], probe: bool) -> None:
+        for t in tenants:
+            rng = random.Random(f"{t.name}-{self._rng.random()}")
+            if t.clients:
+                for c in range(t.clients):
+                    start = rng.uniform(0.0, max(t.think_mean_s, 1.0))
+                    self._push(start, "new", (t.name, c, 0, 0))
+            else:
+                for i, at in enumerate(t.arrivals(self._duration, rng)):
+                    self._push(at, "new", (t.name, -1 - i, 0, 0))
+        if probe:
+            self._push(self._duration, "probe")
+
+    def _push(self, at: float, what: str, payload: Any = None) -> None:
+        heapq.heappush(self._heap, _Event(at, next(self._seq), what, payload))
+
+    def run(self) -> CellRun:
+        while self._heap:
+            if not self._open and self.clock.now >= self._duration:
+                break
+            event = heapq.heappop(self._heap)
+            if event.at > self._duration + DRAIN_LIMIT_S:
+                raise RuntimeError(f"{len(self._open)} requests still open at {event.at:.0f}s")
+            self.clock.now = max(self.clock.now, event.at)
+            self._handle(event)
+        return self.out
+
+    def _handle(self, event: _Event) -> None:
+        if event.what == "new":
+            self._new(*event.payload)
+        elif event.what == "retry":
+            self._submit(event.payload)
+        elif event.what == "step":
+            name, step = event.payload
+            self._busy[name] = False
+            self._step_end(step)
+        elif event.what == "probe":
+            t = next(iter(self._tenants.values()))
+            self.out.probe_retry_after = probe(
+                self.scheduler, self._snapshot(), tenant=t.name, model=MODEL,
+                prompt_tokens=t.shape.prompt_tokens, output_tokens=round(t.shape.lengths.mean),
+                now=self.clock.now,
+            )  # fmt: skip
+            self.out.probe_sent = PROBE_REQUESTS
+        self._pump()
+
+    # -- clients ---------------------------------------------------------------------------
+
+    def _new(self, tenant: str, client: int, turn: int, context: int) -> None:
+        if self.clock.now >= self._duration:
+            return
+        t = self._tenants[tenant]
+        first = t.shape.prompt_tokens
+        output = min(draw_length(t.shape.lengths, self._rng), self._max_len - first)
+        prompt = context + t.shape.question_tokens if turn else first
+        prompt = min(prompt, self._max_len - output)  # the client drops the oldest context
+        req = Request(tenant, client, prompt, output, t.shape.stream, self.clock.now, turn=turn)
+        self.out.requests.append(req)
+        rid = f"{tenant}-{next(self._ids)}"
+        self._open[rid] = req
+        self._submit(rid)
+
+    def _submit(self, rid: str) -> None:
+        req = self._open[rid]
+        req.attempts += 1
+        t = self._tenants[req.tenant]
+        est = self._estimator.output_tokens(req.prompt_tokens, req.output_tokens, None, req.tenant)
+        info = RequestInfo(
+            request_id=f"{rid}#{req.attempts}", tenant=req.tenant, workload_class="interactive",
+            model=MODEL, estimate=WorkEstimate(req.prompt_tokens, est), arrival=self.clock.now,
+            weight=t.weight, max_tokens=req.output_tokens, is_retry=req.attempts > 1,
+            session_id=f"{req.tenant}-c{req.client}" if t.shape.turns > 1 else None,
+            stream=req.stream,
+        )  # fmt: skip
+        self._answer(self.scheduler.submit(info, self._snapshot()))
+
+    def _answer(self, out: Ticket | Decision) -> None:
+        rid = out.request_id.rpartition("#")[0]
+        ret = self._pending_return.get(rid)
+        if isinstance(out, Ticket):
+            if ret is not None:
+                ret.admitted = True
+                del self._pending_return[rid]
+            req = self._open[rid]
+            req.dispatched = self.clock.now
+            self._tickets[rid] = out
+            self.engines[out.backend].add(rid, req.prompt_tokens, req.output_tokens,
+                                          self.clock.now)  # fmt: skip
+        elif out.decision is DecisionKind.REJECT:
+            if ret is not None:
+                ret.admitted = False
+                del self._pending_return[rid]
+            self._refused(rid, out.retry_after_s)
+
+    def _refused(self, rid: str, retry_after_s: float | None) -> None:
+        req = self._open[rid]
+        if req.attempts >= MAX_ATTEMPTS:
+            req.gave_up_at = self.clock.now
+            del self._open[rid]
+            self._next(req)
+            return
+        wait = retry_after_s if retry_after_s else min(30.0, 2.0 ** (req.attempts - 1))
+        if retry_after_s:
+            self._pending_return[rid] = Return(self.clock.now + wait, on_time=True)
+            self.out.returns.append(self._pending_return[rid])
+        self._push(self.clock.now + wait, "retry", rid)
+
+    def _next(self, req: Request) -> None:
+        """The client's next request: the conversation's next turn, or after think time."""
+        t = self._tenants[req.tenant]
+        if req.client < 0:
+            return  # open loop: arrivals are drawn up front
+        turn = req.turn + 1 if req.turn + 1 < t.shape.turns and req.gave_up_at is None else 0
+        context = req.prompt_tokens + req.output_tokens if turn else 0
+        at = self.clock.now + t.think_s(self._rng)
+        self._push(at, "new", (req.tenant, req.client, turn, context))
+
+    # -- the gateway and the engines -------------------------------------------------------
+
+    def _step_end(self, step: EngineStep) -> None:
+        now = self.clock.now
+        for rid in step.first_token:
+            req = self._open[rid]
+            req.first_token = now
+            if req.stream:
+                self.scheduler.first_token(self._tickets[rid])
+        for rid in step.finished:
+            req = self._open.pop(rid)
+            ticket = self._tickets.pop(rid)
+            req.finished = now
+            if req.first_token is None:
+                req.first_token = now
+            usage = Usage(prompt_tokens=req.prompt_tokens, completion_tokens=req.output_tokens)
+            self._estimator.observe(MODEL, 0, usage, flow=req.tenant)
+            ttft = req.first_token - ticket.dispatched_at if req.stream else None
+            self.scheduler.release(ticket, Outcome.COMPLETED, usage, ttft_s=ttft,
+                                   latency_s=now - ticket.dispatched_at)  # fmt: skip
+            self._next(req)
+
+    def _pump(self) -> None:
+        for out in self.scheduler.poll(self._snapshot()):
+            self._answer(out)
+        for name, engine in self.engines.items():
+            if not self._busy[name]:
+                step = engine.step(self.clock.now)
+                if step is not None:
+                    self._busy[name] = True
+                    self._push(self.clock.now + step.duration_s, "step", (name, step))
+        wake, now = self.scheduler.next_wakeup(), self.clock.now
+        if wake is not None and wake > now and not (
+            self._armed is not None and now < self._armed <= wake
+        ):
+            self._armed = wake
+            self._push(wake, "wake")
+
+    def _snapshot(self) -> FleetSnapshot:
+        now = self.clock.now
+        return FleetSnapshot(at=now, backends=tuple(e.view(now) for e in self.engines.values()))

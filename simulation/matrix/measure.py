@@ -1,0 +1,110 @@
+"""One cell under one policy, measured: the guard metrics of Must-haves 1 and 6.
+
+- *goodput*: prompt + output tokens of the work completed, per second of window (a
+  request whose first attempt fell in the window and finished; a run that arrived in the
+  window and completed).
+- *completed*: those requests (or runs) per second of window.
+- *TTFT p99 per tenant*: from a request's (or a run's call's) first attempt to its first
+  token, every refusal and wait included; a request its client gave up counts its time
+  until then.
+- *share per tenant*: its part of the tokens served in the window.
+- *Retry-After accuracy*: of the first returns after a refusal that came back when the
+  Retry-After said, the share admitted. *Probe*: how many of the 100 simultaneous
+  requests were refused, and how many distinct Retry-After values they got.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from emulator.profile import load_profile
+from simulation.matrix.capacity import measure_capacity
+from simulation.matrix.cells import Cell
+from simulation.matrix.loop import CellRun, MatrixSimulation, Request, Return
+from simulation.matrix.runs_pool import PooledRunSimulation
+from simulation.matrix.workloads import WORKLOADS, Capacity
+from simulation.metrics import percentile
+
+
+@dataclass(slots=True)
+class Measured:
+    """One (cell, policy): the guard metrics. ``tenants`` maps a tenant to (TTFT p99 s,
+    tokens served per s)."""
+
+    goodput_tps: float
+    completed_per_s: float
+    tenants: dict[str, tuple[float, float]] = field(default_factory=dict)
+    ra_returns: int = 0
+    ra_admitted: int = 0
+    probe_refused: int = 0
+    probe_distinct: int = 0
+
+
+def capacity_of(cell: Cell) -> Capacity:
+    return measure_capacity(WORKLOADS[cell.workload], load_profile(cell.profile), cell.backends,
+                            cell.duration_s)  # fmt: skip
+
+
+def run_cell(cell: Cell, policy: dict[str, Any], cap: Capacity, *,
+             only: str | None = None, seed: int = 1) -> Measured:  # fmt: skip
+    """``only``: run that tenant alone (its value alone in this cell's shape)."""
+    workload, profile = WORKLOADS[cell.workload], load_profile(cell.profile)
+    if workload.runs is not None:
+        return _run_runs(cell, policy, cap, seed)
+    assert workload.tenants is not None
+    tenants = workload.tenants(profile, cell.load, cap)
+    if only is not None:
+        tenants = [t for t in tenants if t.name == only]
+    sim = MatrixSimulation(tenants=tenants, policy=policy, profile=profile,
+                           backends=cell.backends, duration_s=cell.duration_s, seed=seed)
+    return _requests(sim.run(), cell)
+
+
+def _requests(out: CellRun, cell: Cell) -> Measured:
+    start, end = cell.warmup_s, cell.duration_s
+    seconds = end - start
+    inside = [r for r in out.requests if start <= r.first_submit < end]
+    done = [r for r in inside if r.finished is not None]
+    tokens = sum(r.prompt_tokens + r.output_tokens for r in done)
+    m = Measured(tokens / seconds, len(done) / seconds)
+    for name in sorted({r.tenant for r in out.requests}):
+        mine = [r for r in inside if r.tenant == name]
+        waits = [_ttft(r) for r in mine]
+        served = sum(r.prompt_tokens + r.output_tokens for r in mine if r.finished is not None)
+        m.tenants[name] = (percentile(waits, 99.0), served / seconds)
+    _accuracy(m, out.returns, out.probe_retry_after, start, end)
+    return m
+
+
+def _ttft(r: Request) -> float:
+    end = r.first_token if r.first_token is not None else r.gave_up_at
+    assert end is not None, "every request ends: served or given up"
+    return end - r.first_submit
+
+
+def _accuracy(m: Measured, returns: list[Return], probe: list[float], start: float,
+              end: float) -> None:  # fmt: skip
+    judged = [r for r in returns if r.on_time and r.admitted is not None and start <= r.at < end]
+    m.ra_returns = len(judged)
+    m.ra_admitted = sum(1 for r in judged if r.admitted)
+    m.probe_refused, m.probe_distinct = len(probe), len(set(probe))
+
+
+def _run_runs(cell: Cell, policy: dict[str, Any], cap: Capacity, seed: int) -> Measured:
+    workload, profile = WORKLOADS[cell.workload], load_profile(cell.profile)
+    assert workload.runs is not None
+    runs = workload.runs(profile)
+    rate = cell.load * cap.rate_per_s / runs.mean_calls
+    sim = PooledRunSimulation(profile=profile, backends=cell.backends, workload=runs,
+                              policy=policy, rate=rate, duration_s=cell.duration_s, seed=seed)
+    records = sim.run()
+    start, end = cell.warmup_s, cell.duration_s
+    seconds = end - start
+    done = [r for r in records if start <= r.arrival < end and r.completed]
+    served = sum(r.spent_tokens for r in records if start <= r.arrival < end)
+    m = Measured(sum(r.spent_tokens for r in done) / seconds, len(done) / seconds)
+    waits = [w for at, w in sim.ttft if start <= at < end]
+    m.tenants["agents"] = (percentile(waits, 99.0), served / seconds)
+    _accuracy(m, sim.returns, sim.probe_retry_after, start, end)
+    return m
