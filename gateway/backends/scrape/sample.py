@@ -20,6 +20,8 @@ COUNTER_FIELDS = (
     "generation_tokens",
     "request_success",
     "admission_rejections",
+    "prefix_cache_queries",
+    "prefix_cache_hits",
 )
 HISTOGRAM_FIELDS = (
     "queue_time",
