@@ -14,6 +14,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from emulator.prefix_hash import block_hashes, text_token_ids
+from emulator.profile import Profile
+from emulator.text import chat_prompt_text, token_text
+
 Message = dict[str, str]
 
 _SOURCE = (
@@ -88,3 +92,32 @@ class Conversation:
 
 def conversations(shape: ConversationShape) -> list[Conversation]:
     return [Conversation(shape, agent) for agent in range(shape.agents)]
+
+
+class ConversationPrompts:
+    """The simulator's prompts (``simulation.core.Prompts``): each agent's conversation as
+    the emulator's server would tokenize it, replies being the emulator's own filler text."""
+
+    def __init__(self, shape: ConversationShape, profile: Profile) -> None:
+        self.shape = shape
+        self._conversations = conversations(shape)
+        self._chars_per_token = profile.chars_per_token
+        self._block_size = profile.engine.block_size
+        self._next: dict[int, tuple[int, tuple[bytes, ...]]] = {}
+
+    def prompt(self, agent: int) -> tuple[int, tuple[bytes, ...]]:
+        known = self._next.get(agent)
+        if known is None:
+            text = chat_prompt_text(self._conversations[agent].messages)
+            ids = text_token_ids(text, self._chars_per_token)
+            known = self._next[agent] = (len(ids), block_hashes(ids, self._block_size))
+        return known
+
+    def answered(self, agent: int, output_tokens: int) -> None:
+        self._next.pop(agent, None)
+        reply = "".join(token_text(i) for i in range(output_tokens))
+        self._conversations[agent].answered(reply)
+
+    def tenant_of(self, session: str) -> str:
+        """The tenant of session ``agent-N`` (the simulator's session ids)."""
+        return self.shape.tenant_of(int(session.rsplit("-", 1)[1]))

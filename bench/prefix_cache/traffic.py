@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,13 +122,19 @@ async def one_turn(
     return outcome, "".join(reply)
 
 
+Headers = Callable[[str], dict[str, str]]
+"""The headers of one tenant's requests (e.g. its API key)."""
+
+
 async def _agent(
     client: httpx.AsyncClient, url: str, model: str, conv: Conversation, result: TrafficResult,
-    turns: int | None, deadline: float, retry_s: float,
+    turns: int | None, deadline: float, retry_s: float, headers_of: Headers | None,
 ) -> None:  # fmt: skip
     done = 0
     while (turns is None or done < turns) and time.monotonic() < deadline:
-        headers = {"x-tenant-id": conv.tenant, "x-session-id": f"agent-{conv.agent}"}
+        headers = {"x-session-id": f"agent-{conv.agent}"}
+        if headers_of is not None:
+            headers.update(headers_of(conv.tenant))
         outcome, reply = await one_turn(client, url, model, conv, headers)
         result.turns.append(outcome)
         if outcome.status != 200:
@@ -141,6 +148,7 @@ async def _agent(
 async def drive(
     url: str, model: str, shape: ConversationShape, *, turns_per_agent: int | None = None,
     duration_s: float = 60.0, metrics_url: str | None = None, retry_s: float = 1.0,
+    headers_of: Headers | None = None,
 ) -> TrafficResult:  # fmt: skip
     """Run the agents; ``metrics_url`` is the engine's when ``url`` is a gateway's."""
     metrics_url = metrics_url or url
@@ -150,7 +158,8 @@ async def drive(
     limits = httpx.Limits(max_connections=shape.agents + 4)
     async with httpx.AsyncClient(timeout=120.0, limits=limits) as client:
         await asyncio.gather(*(
-            _agent(client, url, model, conv, result, turns_per_agent, started + duration_s, retry_s)
+            _agent(client, url, model, conv, result, turns_per_agent, started + duration_s,
+                   retry_s, headers_of)
             for conv in conversations(shape)
         ))  # fmt: skip
     result.elapsed_s = time.monotonic() - started
