@@ -42,8 +42,11 @@ class SchedulerAdmission:
         seed: int,
         max_tokens_hint: bool = False,
         tenant_of: Callable[[str], str] | None = None,
+        marks_retries: bool = True,
     ) -> None:
-        """``tenant_of``: the tenant of an agent's session id (default: one tenant)."""
+        """``tenant_of``: the tenant of an agent's session id (default: one tenant).
+        ``marks_retries`` False: a resent turn reaches the gateway as a new request, as
+        from a client that says nothing of its retries."""
         self.policy_set = build_policy(policy)
         self.scheduler = Scheduler(self.policy_set, clock=clock, rng=random.Random(seed))
         self._clock, self._model = clock, model
@@ -51,6 +54,7 @@ class SchedulerAdmission:
         self._estimator = TokenEstimator() if max_tokens_hint else None
         self._tickets: dict[str, Ticket] = {}
         self._tenant_of = tenant_of
+        self._marks_retries = marks_retries
 
     def submit(
         self,
@@ -69,7 +73,7 @@ class SchedulerAdmission:
             model=self._model,
             estimate=self._work(prompt_tokens, output_tokens),
             arrival=self._clock(),
-            is_retry=is_retry,
+            is_retry=is_retry and self._marks_retries,
             session_id=session,
             stream=True,
         )

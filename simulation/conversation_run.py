@@ -6,7 +6,8 @@ engine with its prefix cache, on a virtual clock: the shape of ``bench/prefix_ca
 
 ``policy`` is a ``policy:`` mapping (``build_policy``), e.g. a preset's. Agents are spread
 over ``shape.tenants`` tenants; each turn's output is ``shape.output_tokens`` exactly (the
-bench sends ``ignore_eos``), its think time ``shape.think_mean_s`` on average.
+bench sends ``ignore_eos``), its think time ``shape.think_mean_s`` on average. A refused
+turn is resent unchanged, unmarked as a retry, as the bench's HTTP agents resend it.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def simulate_conversations(
     prompts = ConversationPrompts(shape, profile)
     admission = SchedulerAdmission(
         policy, clock=clock, model=MODEL, estimated_output_tokens=shape.output_tokens,
-        seed=shape.seed, tenant_of=prompts.tenant_of,
+        seed=shape.seed, tenant_of=prompts.tenant_of, marks_retries=False,
     )  # fmt: skip
     sim = Simulation(
         n_agents=shape.agents, workload=conversation_workload(shape, backoff),
