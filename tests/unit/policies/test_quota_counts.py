@@ -95,3 +95,19 @@ def test_a_request_that_never_reached_a_backend_is_refunded_what_it_was_charged(
 def test_an_unknown_count_is_a_config_error() -> None:
     with pytest.raises(ValidationError):
         gate("cached_tokens")
+
+
+def test_an_estimate_without_a_prompt_charges_the_whole_actual_prompt() -> None:
+    g, state = gate("computed_tokens"), QuotaState()
+    r = req(0, cached=0)
+    admit(g, state, r)
+    g.on_finish(state, r, 0.0, Usage(100, 30), True)
+    assert state.buckets["t"].level == 600 - 130
+
+
+def test_a_one_token_estimate_carries_its_hit_rate_to_the_actual_prompt() -> None:
+    g, state = gate("computed_tokens"), QuotaState()
+    r = req(1, cached=1, output=0)
+    admit(g, state, r)
+    g.on_finish(state, r, 0.0, Usage(100, 30), True)
+    assert state.buckets["t"].level == 600 - 30
