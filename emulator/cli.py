@@ -6,9 +6,8 @@ import argparse
 
 import uvicorn
 
-from emulator.embedded import EmulatorSpec, build_runner
+from emulator.embedded import EmulatorSpec, build_app, build_runner
 from emulator.profile import shipped_profiles
-from emulator.server import create_app
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -37,6 +36,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="vLLM's cap on waiting+running requests (503 when reached)",
     )
+    parser.add_argument(
+        "--enable-prompt-tokens-details",
+        action="store_true",
+        help="usage carries prompt_tokens_details.cached_tokens, as vLLM's flag does",
+    )
+    parser.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM's prefix cache (default: the profile's, on as in vLLM)",
+    )
     return parser.parse_args(argv)
 
 
@@ -51,9 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         speed=args.speed,
         seed=args.seed,
         max_num_queued_reqs=args.max_num_queued_reqs,
+        enable_prompt_tokens_details=args.enable_prompt_tokens_details,
+        enable_prefix_caching=args.enable_prefix_caching,
     )
     runner = build_runner(spec)
-    app = create_app(runner, spec.model_name, seed=spec.seed)
+    app = build_app(spec, runner)
     print(
         f"emulating vLLM 0.32: profile {runner.profile.name}, model {spec.model_name!r}, "
         f"{runner.profile.engine.max_num_seqs} slots, speed x{spec.speed:g} "

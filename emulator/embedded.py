@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import uvicorn
+from fastapi import FastAPI
 
 from emulator.profile import load_profile
 from emulator.runner import EngineRunner
@@ -38,6 +39,9 @@ class EmulatorSpec:
     speed: float = 1.0
     seed: int = 0
     max_num_queued_reqs: int | None = None
+    enable_prompt_tokens_details: bool = False
+    enable_prefix_caching: bool | None = None
+    """None: the profile's choice (vLLM's default, on)."""
 
 
 @dataclass(slots=True)
@@ -75,10 +79,24 @@ class EmulatorFleet:
 
 def build_runner(spec: EmulatorSpec) -> EngineRunner:
     profile = load_profile(spec.profile)
+    update: dict[str, object] = {}
     if spec.max_num_queued_reqs is not None:
-        engine = profile.engine.model_copy(update={"max_num_queued_reqs": spec.max_num_queued_reqs})
+        update["max_num_queued_reqs"] = spec.max_num_queued_reqs
+    if spec.enable_prefix_caching is not None:
+        update["enable_prefix_caching"] = spec.enable_prefix_caching
+    if update:
+        engine = profile.engine.model_copy(update=update)
         profile = profile.model_copy(update={"engine": engine})
     return EngineRunner(profile, spec.model_name, speed=spec.speed)
+
+
+def build_app(spec: EmulatorSpec, runner: EngineRunner) -> FastAPI:
+    return create_app(
+        runner,
+        spec.model_name,
+        seed=spec.seed,
+        enable_prompt_tokens_details=spec.enable_prompt_tokens_details,
+    )
 
 
 def start_emulator(
@@ -93,7 +111,7 @@ def start_emulator(
     sock.bind((host, port))
     port = sock.getsockname()[1]
     runner = build_runner(spec)
-    app = create_app(runner, spec.model_name, seed=spec.seed)
+    app = build_app(spec, runner)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(

@@ -28,6 +28,14 @@ Scheduling follows ``vllm/v1/core/sched/scheduler.py`` with the FCFS policy:
 3. A sequence whose computed tokens reach its length samples one token at the end of the step.
    It finishes when it has ``output_tokens`` tokens.
 
+Prefix cache (``enable_prefix_caching``, on by default as in vLLM V1): a request added with
+the chained hashes of its prompt's full blocks (``emulator.prefix_hash``) starts, when first
+scheduled, from the longest run of them the block pool still holds (at most ``num_tokens - 1``
+tokens: the last one is always computed), so those tokens cost no prefill. The pool
+(``emulator.block_pool``) keeps freed blocks findable until they are handed out again, least
+recently freed first. ``prefix_cache_queries`` / ``prefix_cache_hits`` count the tokens looked
+up and found at each admission, not at preempted requests' re-admission, as vLLM counts them.
+
 Timestamps follow vLLM's request stats: ``arrival`` (add), ``scheduled_at`` (first scheduled,
 not re-set by preemption), ``first_token_at`` and ``finished_at`` (end of the emitting step).
 Admission mirrors vLLM's front end: ``max_num_queued_reqs`` caps waiting + running and
@@ -39,8 +47,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from emulator.block_pool import BlockPool
 from emulator.engine_values import (
     FINISH_LENGTH,
     FINISH_STOP,
@@ -48,6 +57,7 @@ from emulator.engine_values import (
     FinishedRequest,
     StepResult,
 )
+from emulator.prefix_hash import BlockHash
 from emulator.profile import EngineConfig
 
 __all__ = ["FINISH_LENGTH", "FINISH_STOP", "Engine", "EngineBusy", "FinishedRequest", "StepResult"]
@@ -60,9 +70,14 @@ class _Seq:
     output_tokens: int
     finish_reason: str
     arrival: float
+    block_hashes: tuple[BlockHash, ...] = ()
     generated: int = 0
     computed: int = 0
-    blocks: int = 0
+    blocks: list[int] = field(default_factory=list)
+    cached_blocks: int = 0
+    """How many of ``blocks`` carry their hash in the pool (vLLM's ``num_cached_block``)."""
+    cached_tokens: int | None = None
+    """Prompt tokens served by the prefix cache at first scheduling (vLLM's num_cached_tokens)."""
     preemptions: int = 0
     scheduled_at: float | None = None
     first_token_at: float | None = None
@@ -85,10 +100,13 @@ class Engine:
         self._waiting: deque[_Seq] = deque()
         self._running: list[_Seq] = []
         self._by_id: dict[str, _Seq] = {}
-        # vLLM's block pool keeps one block aside as the "null block": one fewer is usable.
-        self._usable_blocks = max(1, config.num_gpu_blocks - 1)
-        self._free_blocks = self._usable_blocks
+        self._pool = BlockPool(config.num_gpu_blocks, enable_caching=config.enable_prefix_caching)
         self.num_preemptions = 0
+        self.prefix_cache_queries = 0
+        """Prompt tokens looked up in the prefix cache at admission (preempted ones apart)."""
+        self.prefix_cache_hits = 0
+        """Of those, tokens served from the cache."""
+        self._step_queries = self._step_hits = 0
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -111,7 +129,7 @@ class Engine:
     @property
     def kv_cache_usage(self) -> float:
         """Fraction of usable KV blocks in use, 0..1 (``vllm:kv_cache_usage_perc``)."""
-        return 1.0 - self._free_blocks / self._usable_blocks
+        return 1.0 - self._pool.num_free / self._pool.num_usable
 
     @property
     def queued_prompt_tokens(self) -> int:
@@ -130,8 +148,13 @@ class Engine:
         now: float,
         *,
         finish_reason: str = FINISH_LENGTH,
+        block_hashes: tuple[BlockHash, ...] = (),
     ) -> None:
         """Queue a request (FCFS). ``finish_reason``: ``length`` (max_tokens hit) or ``stop``.
+
+        ``block_hashes``: the chained hashes of the prompt's full blocks
+        (``emulator.prefix_hash.block_hashes`` at this engine's block size); without them the
+        request neither hits nor fills the prefix cache.
 
         Raises ``ValueError`` for an impossible request (vLLM's 400) and ``EngineBusy`` when an
         admission cap is reached (vLLM's 503).
@@ -146,7 +169,9 @@ class Engine:
                 f"max_model_len {self.config.max_model_len}"
             )
         self._check_admission(prompt_tokens)
-        seq = _Seq(req_id, prompt_tokens, output_tokens, finish_reason, arrival=now)
+        seq = _Seq(
+            req_id, prompt_tokens, output_tokens, finish_reason, now, block_hashes=block_hashes
+        )
         self._by_id[req_id] = seq
         self._waiting.append(seq)
 
@@ -176,11 +201,18 @@ class Engine:
         budget = self.config.max_num_batched_tokens
         batch: list[tuple[_Seq, int]] = []
         preempted: list[str] = []
+        self._step_queries = self._step_hits = 0
         budget = self._schedule_running(batch, preempted, budget)
         if not preempted:
             self._schedule_waiting(batch, budget, now)
         if not batch:
-            return StepResult(started_at=now, duration_s=0.0, preempted=tuple(preempted))
+            return StepResult(
+                started_at=now,
+                duration_s=0.0,
+                preempted=tuple(preempted),
+                prefix_cache_queries=self._step_queries,
+                prefix_cache_hits=self._step_hits,
+            )
         decode = [s for s, n in batch if n == 1 and s.generated > 0 and s.remaining == 1]
         prefill_tokens = sum(n for _, n in batch) - len(decode)
         context = sum(s.computed for s, _ in batch)
@@ -208,9 +240,12 @@ class Engine:
     def _schedule_waiting(self, batch: list[tuple[_Seq, int]], budget: int, now: float) -> None:
         while self._waiting and budget > 0 and len(self._running) < self.config.max_num_seqs:
             seq = self._waiting[0]
-            n = min(seq.remaining, budget)
-            if not self._allocate(seq, seq.computed + n):
+            hit = self._pool.longest_hit(self._hit_candidates(seq)) if seq.computed == 0 else []
+            hit_tokens = len(hit) * self.config.block_size
+            n = min(seq.num_tokens - hit_tokens, budget)
+            if not self._allocate(seq, hit_tokens + n, hit):
                 break
+            self._admit(seq, hit_tokens)
             self._waiting.popleft()
             self._running.append(seq)
             if seq.scheduled_at is None:
@@ -232,7 +267,7 @@ class Engine:
         ttft: dict[str, float] = {}
         itl: list[float] = []
         finished: list[FinishedRequest] = []
-        new_prompt_tokens = 0
+        new_prompt_tokens = new_cached_tokens = 0
         for seq, n in batch:
             seq.computed += n
             if seq.computed < seq.num_tokens:
@@ -243,6 +278,7 @@ class Engine:
                 seq.first_token_at = end
                 ttft[seq.req_id] = end - seq.arrival
                 new_prompt_tokens += seq.prompt_tokens
+                new_cached_tokens += seq.cached_tokens or 0
             elif seq.last_token_at is not None:
                 itl.append(end - seq.last_token_at)
             seq.last_token_at = end
@@ -256,24 +292,59 @@ class Engine:
             tokens_emitted=emitted,
             ttft_s=ttft,
             new_prompt_tokens=new_prompt_tokens,
+            new_cached_tokens=new_cached_tokens,
+            prefix_cache_queries=self._step_queries,
+            prefix_cache_hits=self._step_hits,
             inter_token_latencies_s=tuple(itl),
             finished=tuple(finished),
             preempted=tuple(preempted),
         )
 
-    # -- blocks ------------------------------------------------------------------------------
-    def _allocate(self, seq: _Seq, tokens: int) -> bool:
-        need = math.ceil(tokens / self.config.block_size) - seq.blocks
-        if need > self._free_blocks:
+    # -- blocks ----------------------------------------------------------------------------
+    def _hit_candidates(self, seq: _Seq) -> tuple[BlockHash, ...]:
+        # vLLM recomputes at least the last token (it needs its logits): a hit covers at most
+        # num_tokens - 1 tokens, in whole blocks.
+        return seq.block_hashes[: (seq.num_tokens - 1) // self.config.block_size]
+
+    def _allocate(self, seq: _Seq, tokens: int, hit: list[int] | None = None) -> bool:
+        """Give ``seq`` blocks for ``tokens`` tokens, ``hit`` (cached blocks) first."""
+        hit = hit or []
+        need = math.ceil(tokens / self.config.block_size) - len(seq.blocks) - len(hit)
+        if max(need, 0) + self._pool.evictable(hit) > self._pool.num_free:
             return False
+        self._pool.touch(hit)
+        seq.blocks.extend(hit)
         if need > 0:
-            self._free_blocks -= need
-            seq.blocks += need
+            seq.blocks.extend(self._pool.allocate(need))
+        self._cache_full_blocks(seq, tokens)
         return True
 
+    def _cache_full_blocks(self, seq: _Seq, tokens: int) -> None:
+        # Like vLLM, blocks are cached once scheduled: the step that fills them ends before
+        # any later lookup. Only prompt blocks have hashes here (the emulator's output text
+        # is not what a tokenizer would make of it on the next turn).
+        full = min(tokens // self.config.block_size, len(seq.block_hashes))
+        if full > seq.cached_blocks:
+            self._pool.cache(
+                seq.blocks[seq.cached_blocks : full], seq.block_hashes[seq.cached_blocks : full]
+            )
+            seq.cached_blocks = full
+
+    def _admit(self, seq: _Seq, hit_tokens: int) -> None:
+        """First scheduling of a (re)started request: count the lookup as vLLM does."""
+        seq.computed = hit_tokens
+        if seq.cached_tokens is None:
+            seq.cached_tokens = hit_tokens
+        if seq.preemptions == 0 and self._pool.enable_caching:
+            self.prefix_cache_queries += seq.num_tokens
+            self.prefix_cache_hits += hit_tokens
+            self._step_queries += seq.num_tokens
+            self._step_hits += hit_tokens
+
     def _free(self, seq: _Seq) -> None:
-        self._free_blocks += seq.blocks
-        seq.blocks = 0
+        self._pool.free(reversed(seq.blocks))  # the tail is evicted first
+        seq.blocks = []
+        seq.cached_blocks = 0
 
     def _preempt(self, seq: _Seq) -> None:
         self._free(seq)
@@ -297,4 +368,5 @@ class Engine:
             first_token_at=seq.first_token_at,
             finished_at=end,
             num_preemptions=seq.preemptions,
+            cached_tokens=seq.cached_tokens or 0,
         )

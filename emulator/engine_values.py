@@ -33,6 +33,8 @@ class FinishedRequest:
     first_token_at: float
     finished_at: float
     num_preemptions: int
+    cached_tokens: int = 0
+    """Prompt tokens the prefix cache served at first scheduling (``cached_tokens`` in usage)."""
 
     @property
     def queue_time_s(self) -> float:
@@ -77,6 +79,12 @@ class StepResult:
     """Requests whose first token came in this step -> time to first token (s)."""
     new_prompt_tokens: int = 0
     """Prompt tokens of the requests whose prefill completed in this step (vLLM counts them so)."""
+    new_cached_tokens: int = 0
+    """Of ``new_prompt_tokens``, those the prefix cache served."""
+    prefix_cache_queries: int = 0
+    """Prompt tokens looked up in the prefix cache by requests admitted in this step."""
+    prefix_cache_hits: int = 0
+    """Of those, tokens found cached."""
     inter_token_latencies_s: tuple[float, ...] = ()
     finished: tuple[FinishedRequest, ...] = ()
     preempted: tuple[str, ...] = ()

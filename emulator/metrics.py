@@ -108,6 +108,7 @@ class EmulatorMetrics:
             "kv_cache_size_tokens": str(cfg.kv_cache_size_tokens),
             "kv_cache_max_concurrency": str(cfg.kv_cache_size_tokens / cfg.max_model_len),
             "effective_attention_block_size": str(cfg.block_size),
+            "enable_prefix_caching": str(cfg.enable_prefix_caching),
         }
         merged = {**spec["constant_labels"], **own, "engine": self._identity["engine"]}
         return {k: v for k, v in merged.items() if k in spec["labels"]}
@@ -131,11 +132,17 @@ class EmulatorMetrics:
     def on_step(self, step: StepResult) -> None:
         if step.scheduled_tokens:
             self._child("vllm:iteration_tokens_total").observe(step.scheduled_tokens)
+        if step.prefix_cache_queries:
+            self._child("vllm:prefix_cache_queries").inc(step.prefix_cache_queries)
+            self._child("vllm:prefix_cache_hits").inc(step.prefix_cache_hits)
+            device = self._child("vllm:prompt_tokens_cached_by_source", source="device")
+            device.inc(step.prefix_cache_hits)
         if step.new_prompt_tokens:
-            for name in ("vllm:prompt_tokens", "vllm:prefix_cache_queries"):
-                self._child(name).inc(step.new_prompt_tokens)
-            by_source = self._child("vllm:prompt_tokens_by_source", source="local_compute")
-            by_source.inc(step.new_prompt_tokens)
+            self._child("vllm:prompt_tokens").inc(step.new_prompt_tokens)
+            computed = step.new_prompt_tokens - step.new_cached_tokens
+            self._child("vllm:prompt_tokens_by_source", source="local_compute").inc(computed)
+            hit = self._child("vllm:prompt_tokens_by_source", source="local_cache_hit")
+            hit.inc(step.new_cached_tokens)
         generated = sum(step.tokens_emitted.values())
         if generated:
             self._child("vllm:generation_tokens").inc(generated)
@@ -162,7 +169,7 @@ class EmulatorMetrics:
             "vllm:request_time_per_output_token_seconds": fin.time_per_output_token_s * wall,
             "vllm:request_prompt_tokens": fin.prompt_tokens,
             "vllm:request_generation_tokens": fin.output_tokens,
-            "vllm:request_prefill_kv_computed_tokens": fin.prompt_tokens,
+            "vllm:request_prefill_kv_computed_tokens": fin.prompt_tokens - fin.cached_tokens,
             "vllm:request_max_num_generation_tokens": max_tokens,
             "vllm:request_params_max_tokens": max_tokens,
             "vllm:request_params_n": 1,

@@ -60,6 +60,8 @@ class EngineConfig(_Strict):
     max_model_len: PositiveInt
     max_num_queued_reqs: int | None = Field(default=None, ge=0)
     max_num_queued_tokens: int | None = Field(default=None, ge=0)
+    enable_prefix_caching: bool = True
+    """vLLM V1's default: prompt blocks are cached and reused across requests."""
     step_time: StepTimeModel
 
     @property

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from emulator.engine import Engine, EngineBusy, FinishedRequest, StepResult
 from emulator.metrics import EmulatorMetrics
+from emulator.prefix_hash import BlockHash
 from emulator.profile import Profile
 from policies.types import Clock
 
@@ -92,12 +93,26 @@ class EngineRunner:
             self._task = None
 
     def submit(
-        self, req_id: str, prompt_tokens: int, output_tokens: int, max_tokens: int, reason: str
+        self,
+        req_id: str,
+        prompt_tokens: int,
+        output_tokens: int,
+        max_tokens: int,
+        reason: str,
+        *,
+        block_hashes: tuple[BlockHash, ...] = (),
     ) -> None:
         """Queue a request; raises ``EngineBusy`` / ``ValueError`` like ``Engine.add``."""
         stamp = self.now()
         try:
-            self.engine.add(req_id, prompt_tokens, output_tokens, stamp, finish_reason=reason)
+            self.engine.add(
+                req_id,
+                prompt_tokens,
+                output_tokens,
+                stamp,
+                finish_reason=reason,
+                block_hashes=block_hashes,
+            )
         except EngineBusy as busy:
             self.metrics.on_rejected(busy.reason)
             raise

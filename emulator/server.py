@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 from emulator import text
 from emulator.engine import EngineBusy, FinishedRequest
 from emulator.metrics import CONTENT_TYPE
+from emulator.prefix_hash import block_hashes
 from emulator.runner import EngineRunner, TokenBatch
 
 VLLM_VERSION = "0.32.0"
@@ -58,20 +59,31 @@ def _sse(payload: Mapping[str, Any]) -> str:
     return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n"
 
 
-def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+def _usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None) -> dict[str, Any]:
+    """vLLM's usage; ``cached_tokens`` None unless started with --enable-prompt-tokens-details."""
+    details = None
+    if cached_tokens is not None:
+        details = {
+            "cached_tokens": cached_tokens,
+            "created_cache_tokens": None,
+            "multimodal_tokens": None,
+        }
     return {
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
-        "prompt_tokens_details": None,
+        "prompt_tokens_details": details,
     }
 
 
 class _Completion:
     """Shapes one request's output as chat or text completion chunks/bodies."""
 
-    def __init__(self, chat: bool, req_id: str, model: str, plan: text.Plan) -> None:
+    def __init__(
+        self, chat: bool, req_id: str, model: str, plan: text.Plan, *, details: bool = False
+    ) -> None:
         self.chat, self.req_id, self.model, self.plan = chat, req_id, model, plan
+        self.details = details
         self.created = int(time.time())
         self.object = "chat.completion" if chat else "text_completion"
 
@@ -94,10 +106,11 @@ class _Completion:
         choice.update(finish_reason=finish, stop_reason=None)
         return self._envelope(obj, [choice])
 
-    def usage_chunk(self, completion_tokens: int) -> dict[str, Any]:
+    def usage_chunk(self, completion_tokens: int, cached_tokens: int) -> dict[str, Any]:
         obj = "chat.completion.chunk" if self.chat else "text_completion"
         body = self._envelope(obj, [])
-        body["usage"] = _usage(self.plan.prompt_tokens, completion_tokens)
+        cached = cached_tokens if self.details else None
+        body["usage"] = _usage(self.plan.prompt_tokens, completion_tokens, cached)
         return body
 
     def body(self, finished: FinishedRequest) -> dict[str, Any]:
@@ -109,17 +122,19 @@ class _Completion:
             choice["text"] = content
         choice.update(finish_reason=finished.finish_reason, stop_reason=None)
         out = self._envelope(self.object, [choice])
-        out["usage"] = _usage(finished.prompt_tokens, finished.output_tokens)
+        cached = finished.cached_tokens if self.details else None
+        out["usage"] = _usage(finished.prompt_tokens, finished.output_tokens, cached)
         return out
 
 
 async def _stream(
     runner: EngineRunner, shape: _Completion, include_usage: bool
 ) -> AsyncGenerator[str, None]:
-    emitted = 0
+    emitted = cached = 0
     role_sent = not shape.chat
     async for event in runner.events(shape.req_id):
         if not isinstance(event, TokenBatch):
+            cached = event.cached_tokens
             break
         if not role_sent:  # like vLLM: the role chunk comes with the first output, not before
             yield _sse(shape.chunk(None, None))
@@ -132,7 +147,7 @@ async def _stream(
     if not role_sent:  # no output at all: the stream still opens with the role chunk
         yield _sse(shape.chunk(None, None))
     if include_usage:
-        yield _sse(shape.usage_chunk(emitted))
+        yield _sse(shape.usage_chunk(emitted, cached))
     yield "data: [DONE]\n\n"
 
 
@@ -163,8 +178,18 @@ async def _complete(request: Request, runner: EngineRunner, shape: _Completion) 
     return JSONResponse(shape.body(finished))
 
 
-def create_app(runner: EngineRunner, model_name: str, *, seed: int = 0) -> FastAPI:
-    """The emulator app. The runner's step loop starts and stops with the app's lifespan."""
+def create_app(
+    runner: EngineRunner,
+    model_name: str,
+    *,
+    seed: int = 0,
+    enable_prompt_tokens_details: bool = False,
+) -> FastAPI:
+    """The emulator app. The runner's step loop starts and stops with the app's lifespan.
+
+    ``enable_prompt_tokens_details``: vLLM's flag; usage then carries
+    ``prompt_tokens_details.cached_tokens`` (prompt tokens the prefix cache served).
+    """
     rng = random.Random(seed)
 
     @asynccontextmanager
@@ -185,17 +210,15 @@ def create_app(runner: EngineRunner, model_name: str, *, seed: int = 0) -> FastA
             model = body.get("model", model_name)
             if model != model_name:
                 return error_response(404, "NotFoundError", f"The model `{model}` does not exist.")
-            if chat:
-                prompt = runner.profile.count_tokens(text.chat_prompt_chars(body.get("messages")))
-            else:
-                prompt = text.completion_prompt_tokens(body.get("prompt"), runner.profile)
-            plan = text.plan_request(body, prompt, runner.profile, rng)
+            token_ids = text.prompt_token_ids(body, chat, runner.profile)
+            plan = text.plan_request(body, len(token_ids), runner.profile, rng)
         except text.InvalidRequest as bad:
             return error_response(400, "BadRequestError", bad.message, bad.param)
         except ValueError as bad:  # JSON decode errors
             return error_response(400, "BadRequestError", f"invalid JSON body: {bad}")
         prefix = "chatcmpl" if chat else "cmpl"
-        shape = _Completion(chat, f"{prefix}-{uuid.uuid4().hex}", model_name, plan)
+        req_id = f"{prefix}-{uuid.uuid4().hex}"
+        shape = _Completion(chat, req_id, model_name, plan, details=enable_prompt_tokens_details)
         try:
             runner.submit(
                 shape.req_id,
@@ -203,6 +226,7 @@ def create_app(runner: EngineRunner, model_name: str, *, seed: int = 0) -> FastA
                 plan.output_tokens,
                 plan.max_tokens,
                 plan.finish_reason,
+                block_hashes=block_hashes(token_ids, runner.profile.engine.block_size),
             )
         except EngineBusy:
             return error_response(503, "Service Unavailable", BUSY_MESSAGE)

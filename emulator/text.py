@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from emulator.engine import FINISH_LENGTH, FINISH_STOP
+from emulator.prefix_hash import text_token_ids
 from emulator.profile import LengthMixture, Profile
 
 _WORDS = (" the", " flow", " of", " tokens", " is", " steady", " and", " the", " gate", " holds")
@@ -53,24 +54,30 @@ def _content_text(content: Any) -> str:
     raise InvalidRequest("message content must be a string or a list of parts", "messages")
 
 
-def chat_prompt_chars(messages: Any) -> int:
+def chat_prompt_text(messages: Any) -> str:
+    """The prompt as the chat template renders it."""
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("messages must be a non-empty list", "messages")
-    chars = len("<|assistant|>\n")
+    parts: list[str] = []
     for message in messages:
         if not isinstance(message, dict) or "role" not in message:
             raise InvalidRequest("each message needs a role", "messages")
-        chars += len(f"<|{message['role']}|>\n") + len(_content_text(message.get("content"))) + 1
-    return chars
+        parts.append(f"<|{message['role']}|>\n{_content_text(message.get('content'))}\n")
+    parts.append("<|assistant|>\n")
+    return "".join(parts)
 
 
-def completion_prompt_tokens(prompt: Any, profile: Profile) -> int:
-    if isinstance(prompt, str):
-        return profile.count_tokens(len(prompt))
+def prompt_token_ids(body: dict[str, Any], chat: bool, profile: Profile) -> list[int]:
+    """The emulator's token ids of the request's prompt (``emulator.prefix_hash``)."""
+    if chat:
+        return text_token_ids(chat_prompt_text(body.get("messages")), profile.chars_per_token)
+    prompt = body.get("prompt")
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-        return len(prompt)
+        return list(prompt)
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        return profile.count_tokens(len(prompt[0]))
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        return text_token_ids(prompt, profile.chars_per_token)
     raise InvalidRequest("prompt must be a string, one string in a list, or token ids", "prompt")
 
 

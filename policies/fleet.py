@@ -53,6 +53,9 @@ class BackendView:
     """The engine's mean inter-token latency over the last few seconds: its step time now."""
     itl_floor_s: float | None = None
     """The lowest recent such mean: its step time with the lightest batch seen lately."""
+    prefix_cache_hit_rate: float | None = None
+    """Fraction of looked-up prompt tokens the engine's prefix cache served, over the signal
+    window (``vllm:prefix_cache_hits`` / ``vllm:prefix_cache_queries``), 0..1."""
     signal_age_s: float | None = None
     stale: bool = False
     peer_in_flight: int = 0

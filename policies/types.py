@@ -93,10 +93,18 @@ class WorkEstimate:
     prompt_tokens: int
     output_tokens: int
     sequences: int = 1
+    cached_prompt_tokens: int = 0
+    """Of ``prompt_tokens``, those the backend's prefix cache is expected to serve (its
+    measured hit rate, ``policies/cache_estimate.py``); 0 when unknown."""
 
     @property
     def total(self) -> int:
         return self.prompt_tokens + self.output_tokens
+
+    @property
+    def computed_total(self) -> int:
+        """What the engine is expected to compute: uncached prompt tokens and the output."""
+        return self.prompt_tokens - self.cached_prompt_tokens + self.output_tokens
 
 
 @quick_init
@@ -106,6 +114,9 @@ class Usage:
 
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int | None = None
+    """Prompt tokens the prefix cache served, where the engine reports them (vLLM's
+    ``usage.prompt_tokens_details.cached_tokens``, with ``--enable-prompt-tokens-details``)."""
 
     @property
     def total(self) -> int:

@@ -8,6 +8,7 @@ the usage and timings the gateway would report.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from policies.engine.scheduler import Scheduler, Ticket
@@ -40,13 +41,20 @@ class SchedulerAdmission:
         estimated_output_tokens: int,
         seed: int,
         max_tokens_hint: bool = False,
+        tenant_of: Callable[[str], str] | None = None,
+        marks_retries: bool = True,
     ) -> None:
+        """``tenant_of``: the tenant of an agent's session id (default: one tenant).
+        ``marks_retries`` False: a resent turn reaches the gateway as a new request, as
+        from a client that says nothing of its retries."""
         self.policy_set = build_policy(policy)
         self.scheduler = Scheduler(self.policy_set, clock=clock, rng=random.Random(seed))
         self._clock, self._model = clock, model
         self._estimate = estimated_output_tokens
         self._estimator = TokenEstimator() if max_tokens_hint else None
         self._tickets: dict[str, Ticket] = {}
+        self._tenant_of = tenant_of
+        self._marks_retries = marks_retries
 
     def submit(
         self,
@@ -60,12 +68,12 @@ class SchedulerAdmission:
     ) -> AdmissionAnswer:
         req = RequestInfo(
             request_id=request_id,
-            tenant="agents",
+            tenant=self._tenant_of(session) if self._tenant_of else "agents",
             workload_class="interactive",
             model=self._model,
             estimate=self._work(prompt_tokens, output_tokens),
             arrival=self._clock(),
-            is_retry=is_retry,
+            is_retry=is_retry and self._marks_retries,
             session_id=session,
             stream=True,
         )

@@ -14,6 +14,7 @@ import itertools
 import random
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Protocol
 
 from policies.fleet import FleetSnapshot
 from simulation.metrics import TurnRecord
@@ -49,6 +50,31 @@ class _Event:
     step: EngineStep | None = field(default=None, compare=False)
 
 
+class Prompts(Protocol):
+    """Where each agent's next prompt comes from (default: the workload's fixed size)."""
+
+    def prompt(self, agent: int) -> tuple[int, tuple[bytes, ...]]:
+        """(prompt tokens, their chained block hashes) of the agent's next turn."""
+        ...
+
+    def answered(self, agent: int, output_tokens: int) -> None:
+        """The agent's turn came back with this many tokens."""
+        ...
+
+
+class FixedPrompts:
+    """Every turn carries ``tokens`` prompt tokens that share nothing with any other."""
+
+    def __init__(self, tokens: int) -> None:
+        self._tokens = tokens
+
+    def prompt(self, agent: int) -> tuple[int, tuple[bytes, ...]]:
+        return self._tokens, ()
+
+    def answered(self, agent: int, output_tokens: int) -> None:
+        pass
+
+
 class StuckSimulation(RuntimeError):
     """The drain did not finish: some turn never ended."""
 
@@ -66,8 +92,12 @@ class Simulation:
         clock: VirtualClock,
         duration_s: float,
         seed: int,
+        prompts: Prompts | None = None,
     ) -> None:
+        """``prompts``: e.g. ``simulation.conversations.ConversationPrompts`` (growing
+        contexts the engine's prefix cache serves); default ``workload.prompt_tokens``."""
         self._workload, self._admission, self._engine = workload, admission, engine
+        self._prompts: Prompts = prompts or FixedPrompts(workload.prompt_tokens)
         self._clock, self._duration = clock, duration_s
         self._rng = random.Random(seed)
         self._heap: list[_Event] = []
@@ -130,7 +160,7 @@ class Simulation:
         verdict = self._admission.submit(
             request_id,
             f"agent-{agent}",
-            self._workload.prompt_tokens,
+            self._prompts.prompt(agent)[0],
             record.output_tokens,
             self._snapshot(),
             is_retry=len(record.attempts) > 1,
@@ -147,7 +177,8 @@ class Simulation:
             if verdict.max_tokens is not None:
                 tokens = min(tokens, verdict.max_tokens)
             self._served[rid] = tokens
-            self._engine.add(rid, self._workload.prompt_tokens, tokens, self._clock.now)
+            prompt, hashes = self._prompts.prompt(agent)
+            self._engine.add(rid, prompt, tokens, self._clock.now, block_hashes=hashes)
         elif isinstance(verdict, Deferred):
             record.deferrals.append(self._attempt_submit.pop(rid))
             del self._by_request[rid]
@@ -170,8 +201,9 @@ class Simulation:
                 record.decode_start = now
             record.finished = now
             self.records.append(record)
-            usage = (self._workload.prompt_tokens, self._served.pop(rid))
+            usage = (self._prompts.prompt(agent)[0], self._served.pop(rid))
             self._admission.release(rid, usage, record.decode_start, now)
+            self._prompts.answered(agent, usage[1])
             self._push(now + self._workload.think_s(self._rng), _Kind.THINK_END, agent=agent)
 
     def _pump(self) -> None:

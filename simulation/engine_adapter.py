@@ -30,9 +30,19 @@ class EmulatedBackend:
         self._preemptions: deque[float] = deque()
         self._signals: dict[str, float | None] = {}
         self._signals_at = float("-inf")
+        self._cache_counts: deque[tuple[float, int, int]] = deque()
+        """(time, prefix-cache queries, hits) at each signal refresh, over the window."""
 
-    def add(self, request_id: str, prompt_tokens: int, output_tokens: int, now: float) -> None:
-        self.engine.add(request_id, prompt_tokens, output_tokens, now)
+    def add(
+        self,
+        request_id: str,
+        prompt_tokens: int,
+        output_tokens: int,
+        now: float,
+        *,
+        block_hashes: tuple[bytes, ...] = (),
+    ) -> None:
+        self.engine.add(request_id, prompt_tokens, output_tokens, now, block_hashes=block_hashes)
 
     def abort(self, request_id: str) -> None:
         self.engine.abort(request_id)
@@ -73,7 +83,25 @@ class EmulatedBackend:
             **self._signals,  # type: ignore[arg-type]
         )
 
+    def _hit_rate(self, now: float) -> float | None:
+        """vLLM's counters as the scraper reads them: hits over queries in the window."""
+        queries, hits = self.engine.prefix_cache_queries, self.engine.prefix_cache_hits
+        counts = self._cache_counts
+        counts.append((now, queries, hits))
+        while len(counts) > 1 and counts[1][0] <= now - SIGNAL_WINDOW_S:
+            counts.popleft()
+        _, q0, h0 = counts[0]
+        if queries > q0:
+            return (hits - h0) / (queries - q0)
+        return hits / queries if queries else None
+
     def _window_signals(self, now: float) -> dict[str, float | None]:
+        rate = self._hit_rate(now)
+        signals = self._latency_signals(now)
+        signals["prefix_cache_hit_rate"] = rate
+        return signals
+
+    def _latency_signals(self, now: float) -> dict[str, float | None]:
         cutoff = now - SIGNAL_WINDOW_S
         while self._recent and self._recent[0].finished_at < cutoff:
             self._recent.popleft()

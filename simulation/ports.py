@@ -39,7 +39,18 @@ class EngineStep:
 
 
 class EnginePort(Protocol):
-    def add(self, request_id: str, prompt_tokens: int, output_tokens: int, now: float) -> None: ...
+    def add(
+        self,
+        request_id: str,
+        prompt_tokens: int,
+        output_tokens: int,
+        now: float,
+        *,
+        block_hashes: tuple[bytes, ...] = (),
+    ) -> None:
+        """``block_hashes``: the prompt's chained block hashes, for the prefix cache."""
+        ...
+
     def abort(self, request_id: str) -> None: ...
     def step(self, now: float) -> EngineStep | None:
         """Run one step from ``now``; None when there is nothing to run."""

@@ -120,7 +120,11 @@ def usage_from(payload: Any) -> Usage | None:
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if not isinstance(prompt, int) or not isinstance(completion, int):
         return None
-    return Usage(prompt, completion)
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if not isinstance(cached, int) or isinstance(cached, bool) or cached < 0:
+        return Usage(prompt, completion)
+    return Usage(prompt, completion, cached)
 
 
 def usage_from_body(data: bytes) -> Usage | None:

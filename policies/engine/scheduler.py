@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
+from policies.cache_estimate import expected_hit_rate, with_cached_estimate
 from policies.contracts import GateContext, Limit, QueuedEntry
 from policies.engine.flow_keys import FlowKeys
 from policies.engine.gate_chain import GateChain
@@ -124,6 +125,9 @@ class Scheduler:
             run = checked
         backend = None if self._queue or not place.may_take(req) else place.pick(req)
         room_now = backend is not None
+        req = with_cached_estimate(
+            req, expected_hit_rate(backend, () if room_now else place.view.serving(req.model))
+        )
         if self._gates:
             ctx = self._gate_context(req, now, room_now, oldest)
             gate_shadowed, verdict = self._gates.run(req, ctx)

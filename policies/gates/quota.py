@@ -6,6 +6,13 @@ the bucket (or a full bucket, if it costs more than the bucket holds); the estim
 taken on acceptance, corrected with actual usage at release, and refunded in full if the
 request never reached a backend. A rejection's Retry-After is the exact time until enough
 tokens return. Concurrency counts the tenant's requests in the system (queued or in flight).
+
+``counts`` says which tokens: ``prompt_tokens`` (default) every prompt and output token, as
+an API bills them; ``computed_tokens`` only what the engine computes, the prompt tokens its
+prefix cache does not serve and the output (a conversation resent turn after turn costs its
+new tail). At admission the cached part is ``estimate.cached_prompt_tokens`` (the backend's
+measured hit rate); at release ``usage.cached_tokens`` where the engine reports it, else the
+same hit rate applied to the actual prompt.
 """
 
 from __future__ import annotations
@@ -14,8 +21,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from policies.contracts import Gate, GateContext, Verdict
-from policies.gates.quota_params import QuotaParams
-from policies.types import Reason, RequestInfo, Usage
+from policies.gates.quota_params import QuotaCounts, QuotaParams
+from policies.types import Reason, RequestInfo, Usage, WorkEstimate
 
 
 @dataclass(slots=True)
@@ -54,7 +61,7 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
             return None
         size = limits.burst_tokens or tpm
         level = _refill(state, tenant, tpm, size, ctx.now).level
-        cost = float(req.estimate.total)
+        cost = float(self._cost(req.estimate))
         need = size if size < cost else cost  # min(cost, size)
         if level >= need:
             return None
@@ -69,7 +76,7 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
         tpm = limits.tokens_per_minute
         if tpm is not None:
             size = limits.burst_tokens or tpm
-            _refill(state, tenant, tpm, size, now).level -= req.estimate.total
+            _refill(state, tenant, tpm, size, now).level -= self._cost(req.estimate)
 
     def on_finish(
         self, state: QuotaState, req: RequestInfo, now: float, usage: Usage | None, served: bool
@@ -89,11 +96,29 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
         size = limits.burst_tokens or tpm
         bucket = _refill(state, tenant, tpm, size, now)
         if not served:
-            bucket.level += req.estimate.total
+            bucket.level += self._cost(req.estimate)
         elif usage is not None:
-            bucket.level += req.estimate.total - usage.total
+            bucket.level += self._cost(req.estimate) - self._spent(req.estimate, usage)
         level = bucket.level
         bucket.level = level if level < size else size  # min(level, size)
+
+    def _cost(self, estimate: WorkEstimate) -> int:
+        """What the bucket is charged on admission."""
+        if self.params.counts is QuotaCounts.COMPUTED_TOKENS:
+            return estimate.computed_total
+        return estimate.total
+
+    def _spent(self, estimate: WorkEstimate, usage: Usage) -> int:
+        """What the request really cost, in the tokens this quota counts."""
+        if self.params.counts is not QuotaCounts.COMPUTED_TOKENS:
+            return usage.total
+        cached = usage.cached_tokens
+        if cached is None:  # the engine does not say: the hit rate used at admission
+            cached = 0
+            if estimate.prompt_tokens > 0:
+                rate = estimate.cached_prompt_tokens / estimate.prompt_tokens
+                cached = int(usage.prompt_tokens * rate)
+        return usage.total - min(cached, usage.prompt_tokens)
 
 
 def _refill(state: QuotaState, tenant: str, tpm: int, size: int, now: float) -> Bucket:

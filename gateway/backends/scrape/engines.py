@@ -35,6 +35,10 @@ class EngineMetrics:
     that produced no output, such as a prefill chunk's, are not counted)."""
     request_success: str | None = None
     """Counter with a ``finished_reason`` label."""
+    prefix_cache_queries: str | None = None
+    """Counter of prompt tokens looked up in the prefix cache."""
+    prefix_cache_hits: str | None = None
+    """Counter of those found cached (their ratio is the engine's hit rate)."""
     admission_rejections: str | None = None
     """Counter with a ``reason`` label: the engine's own 503s."""
     queue_time: str | None = None
@@ -59,6 +63,8 @@ class EngineMetrics:
             self.steps,
             self.request_success,
             self.admission_rejections,
+            self.prefix_cache_queries,
+            self.prefix_cache_hits,
         )
 
     def gauges(self) -> tuple[str, ...]:
@@ -101,6 +107,8 @@ VLLM_0_32 = EngineMetrics(
     steps="vllm:iteration_tokens_total_count",
     request_success="vllm:request_success_total",
     admission_rejections="vllm:admission_rejections_total",
+    prefix_cache_queries="vllm:prefix_cache_queries_total",
+    prefix_cache_hits="vllm:prefix_cache_hits_total",
     queue_time="vllm:request_queue_time_seconds",
     prefill_time="vllm:request_prefill_time_seconds",
     decode_time="vllm:request_decode_time_seconds",

@@ -41,6 +41,11 @@ GAUGES: tuple[tuple[str, str, str], ...] = (
         "itl_floor_s",
         "The lowest such mean in the last 15 minutes: its step time with a light batch.",
     ),
+    (
+        "prefix_cache_hit_rate",
+        "prefix_cache_hit_rate",
+        "Prompt tokens the backend's prefix cache served over those looked up (its counters).",
+    ),
     ("signal_age_seconds", "signal_age_s", "Age of the newest successful scrape."),
     ("stale", "stale", "1 when the signal is older than the max age (counts as saturated)."),
 )

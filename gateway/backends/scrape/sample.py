@@ -21,6 +21,8 @@ COUNTER_FIELDS = (
     "steps",
     "request_success",
     "admission_rejections",
+    "prefix_cache_queries",
+    "prefix_cache_hits",
 )
 HISTOGRAM_FIELDS = (
     "queue_time",

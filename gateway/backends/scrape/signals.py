@@ -71,6 +71,9 @@ class DerivedSignals:
     """Mean inter-token latency over the last second (``step_latency.py``)."""
     itl_floor_s: float | None = None
     """The lowest such mean seen lately: the engine's step time with a light batch."""
+    prefix_cache_hit_rate: float | None = None
+    """Prompt tokens served by the engine's prefix cache over those looked up, in the window
+    (over the server's life when the window looked nothing up); None without the counters."""
 
 
 def derive(
@@ -104,7 +107,20 @@ def derive(
         running_peak=running_peak,
         itl_s=step.itl_s if step is not None else None,
         itl_floor_s=step.floor_s if step is not None else None,
+        prefix_cache_hit_rate=_hit_rate(baseline.sample if baseline else None, new),
     )
+
+
+def _hit_rate(old: MetricsSample | None, new: MetricsSample) -> float | None:
+    queries, hits = new.counters.get("prefix_cache_queries"), new.counters.get("prefix_cache_hits")
+    if queries is None or hits is None:
+        return None
+    if old is not None and "prefix_cache_queries" in old.counters:
+        window_q = counter_delta(old.counters["prefix_cache_queries"], queries)
+        if window_q > 0:
+            window_h = counter_delta(old.counters.get("prefix_cache_hits", 0.0), hits)
+            return min(1.0, window_h / window_q)
+    return min(1.0, hits / queries) if queries > 0 else None
 
 
 def _prefill_rate(hists: dict[str, Histogram]) -> float | None:

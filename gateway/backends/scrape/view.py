@@ -26,6 +26,7 @@ VIEW_FIELDS = (
     "running_peak",
     "itl_s",
     "itl_floor_s",
+    "prefix_cache_hit_rate",
     "signal_age_s",
     "stale",
 )
@@ -54,6 +55,7 @@ def view_fields(derived: DerivedSignals | None, now: float, max_age_s: float) ->
         "running_peak": derived.running_peak,
         "itl_s": derived.itl_s,
         "itl_floor_s": derived.itl_floor_s,
+        "prefix_cache_hit_rate": derived.prefix_cache_hit_rate,
         "signal_age_s": age,
         "stale": age > max_age_s,
     }

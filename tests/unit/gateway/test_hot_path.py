@@ -357,3 +357,16 @@ def test_a_relayed_answer_has_the_headers_starlette_would_give_it() -> None:
         answer = UpstreamAnswer(b'{"x":1}', status, hdrs, media)
         assert answer.raw_headers == expected.raw_headers
         assert answer.body == expected.body and answer.status_code == status
+
+
+def test_usage_carries_the_cached_tokens_vllm_reports_and_nothing_else() -> None:
+    def usage(details: object) -> Usage | None:
+        body = {"usage": {"prompt_tokens": 900, "completion_tokens": 48,
+                          "prompt_tokens_details": details}}  # fmt: skip
+        return usage_from_body(json.dumps(body).encode())
+
+    assert usage({"cached_tokens": 768, "created_cache_tokens": None}) == Usage(900, 48, 768)
+    assert usage({"cached_tokens": 0}) == Usage(900, 48, 0)
+    for absent in (None, {}, {"cached_tokens": None}, {"cached_tokens": "768"},
+                   {"cached_tokens": -1}, {"cached_tokens": True}, [768]):  # fmt: skip
+        assert usage(absent) == Usage(900, 48), absent

@@ -117,3 +117,41 @@ def test_shadow_gate_records_but_never_blocks() -> None:
 def _complete(s: Scheduler, out: Ticket | Decision) -> None:
     assert isinstance(out, Ticket)
     s.release(out, Outcome.COMPLETED)
+
+
+def computed_quota(**limits: Any) -> dict[str, Any]:
+    parameters = {"counts": "computed_tokens", "default": limits}
+    return {"gates": [{"type": "tenant_quota", "parameters": parameters}],
+            "retry_after": {"jitter": 0}}  # fmt: skip
+
+
+def test_a_computed_tokens_quota_charges_what_the_backends_cache_does_not_serve() -> None:
+    clock = ManualClock()
+    s = scheduler(clock, computed_quota(tokens_per_minute=TPM))
+    f = fleet(clock, backend(prefix_cache_hit_rate=0.9))
+    tickets = [s.submit(request(clock, prompt=2000, output=0), f) for _ in range(30)]
+    assert all(isinstance(t, Ticket) for t in tickets)  # 200 tokens each: 6,000 in all
+    assert tickets[0].request.estimate.cached_prompt_tokens == 1800  # type: ignore[union-attr]
+    out = s.submit(request(clock, prompt=2000, output=0), f)
+    assert isinstance(out, Decision) and out.reason is Reason.TENANT_QUOTA
+
+
+def test_a_computed_tokens_quota_charges_an_uncached_backend_in_full() -> None:
+    clock = ManualClock()
+    for f in (fleet(clock, backend(prefix_cache_hit_rate=0.0)), fleet(clock)):
+        s = scheduler(clock, computed_quota(tokens_per_minute=TPM))
+        assert isinstance(s.submit(request(clock, prompt=5000, output=0), f), Ticket)
+        out = s.submit(request(clock, prompt=2000, output=0), f)
+        assert isinstance(out, Decision) and out.reason is Reason.TENANT_QUOTA
+
+
+def test_a_computed_tokens_quota_takes_the_cached_tokens_the_engine_reports_at_release() -> None:
+    clock = ManualClock()
+    s = scheduler(clock, computed_quota(tokens_per_minute=TPM))
+    f = fleet(clock, backend(prefix_cache_hit_rate=0.9))
+    first = s.submit(request(clock, prompt=5000, output=0), f)  # charged 500
+    assert isinstance(first, Ticket)
+    s.release(first, Outcome.COMPLETED, Usage(5000, 0, cached_tokens=0))  # it cost 5,000
+    out = s.submit(request(clock, prompt=20_000, output=0), f)  # 2,000 > the 1,000 left
+    assert isinstance(out, Decision) and out.reason is Reason.TENANT_QUOTA
+    assert out.retry_after_s == pytest.approx((2000 - 1000) / (TPM / 60))

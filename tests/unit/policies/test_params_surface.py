@@ -14,7 +14,7 @@ from policies.disciplines.codel_params import CodelParams
 from policies.fairness.priority_params import PriorityParams
 from policies.gates.codel_admission_params import CodelAdmissionParams
 from policies.gates.deadline_params import DeadlineParams
-from policies.gates.quota_params import QuotaParams, TenantLimits
+from policies.gates.quota_params import QuotaCounts, QuotaParams, TenantLimits
 from policies.gates.reservation_params import ReservationParams
 from policies.gates.retry_budget_params import RetryBudgetParams
 from policies.ladder.ladder_params import LadderParams, LadderStep
@@ -36,7 +36,8 @@ DEFAULTS: list[tuple[type[Params], dict[str, Any]]] = [
     (ServerSignalsParams, {"max_waiting": 1.0, "max_kv_usage": 0.9, "max_queue_time_s": None,
                            "slow_start": True, "fuse": None}),
     (TenantLimits, {"tokens_per_minute": None, "burst_tokens": None, "max_concurrent": None}),
-    (QuotaParams, {"default": TenantLimits(), "tenants": {}}),
+    (QuotaParams, {"default": TenantLimits(), "tenants": {},
+                   "counts": QuotaCounts.PROMPT_TOKENS}),
 ]  # fmt: skip
 
 

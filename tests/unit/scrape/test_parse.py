@@ -17,7 +17,7 @@ def test_narrow_parser_agrees_with_prometheus_client(
     narrow = extract(parse_narrow(text, WANTED), VLLM_0_32)
     reference = extract(parse_reference(text, WANTED), VLLM_0_32)
     assert narrow == reference
-    assert narrow.families_found == 4 + 6 + 9
+    assert narrow.families_found == 4 + 8 + 9
 
 
 def test_gauges_of_the_under_load_dump(under_load: str) -> None:
@@ -32,6 +32,8 @@ def test_gauges_of_the_under_load_dump(under_load: str) -> None:
     assert sample.counters["generation_tokens"] == 1681.0
     assert sample.counters["steps"] == 396.0  # the count of vllm:iteration_tokens_total
     assert sample.counters["request_success"] == 14.0  # 14 "length", others 0
+    assert sample.counters["prefix_cache_queries"] == 198.0
+    assert sample.counters["prefix_cache_hits"] == 0.0
     queue = sample.histograms["queue_time"]
     assert (queue.count, queue.bounds[0], queue.cumulative[0]) == (14.0, 0.3, 14.0)
 

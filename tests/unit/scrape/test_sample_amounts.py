@@ -82,13 +82,16 @@ def test_kv_capacity_is_unknown_when_an_engine_states_none() -> None:
 def test_view_fields_carry_each_signal_and_staleness_past_the_age_bound() -> None:
     old = MetricsSample(running=1.0, counters={"preemptions": 1.0, "prompt_tokens": 10.0,
                                                "generation_tokens": 5.0,
-                                               "admission_rejections": 0.0})  # fmt: skip
+                                               "admission_rejections": 0.0,
+                                               "prefix_cache_queries": 100.0,
+                                               "prefix_cache_hits": 50.0})  # fmt: skip
     new = _sample(TWO_ENGINES)
     new = MetricsSample(
         new.running, new.waiting, new.waiting_by_reason, new.kv_cache_usage,
         new.kv_cache_tokens,
         {"preemptions": 5.0, "prompt_tokens": 30.0, "generation_tokens": 45.0,
-         "admission_rejections": 2.0},
+         "admission_rejections": 2.0, "prefix_cache_queries": 300.0,
+         "prefix_cache_hits": 210.0},
         new.histograms,
     )  # fmt: skip
     step = StepLatency()
@@ -103,7 +106,7 @@ def test_view_fields_carry_each_signal_and_staleness_past_the_age_bound() -> Non
         "queue_time_p50_s": 0.5 * 5.0 / 6.0, "queue_time_p90_s": 0.5,
         "ttft_p90_s": None, "e2e_p90_s": None, "capacity_estimate": 8.0,
         "prefill_tokens_per_s": None, "running_peak": 9.0,
-        "itl_s": 0.004, "itl_floor_s": 0.002,
+        "itl_s": 0.004, "itl_floor_s": 0.002, "prefix_cache_hit_rate": 0.8,
         "signal_age_s": 3.0, "stale": False,
     }  # fmt: skip
     assert view_fields(derived, now=15.5, max_age_s=3.0)["stale"] is True

@@ -115,3 +115,31 @@ def test_old_signal_is_stale_and_never_scraped_is_stale() -> None:
     assert view_fields(window.derive(None), now=3.5, max_age_s=3.0)["stale"] is True
     assert view_fields(window.derive(None), now=2.5, max_age_s=3.0)["stale"] is False
     assert view_fields(None, now=0.0, max_age_s=3.0) == {"signal_age_s": None, "stale": True}
+
+
+def cache_sample(queries: float, hits: float) -> MetricsSample:
+    return MetricsSample(counters={"prefix_cache_queries": queries, "prefix_cache_hits": hits})
+
+
+def test_prefix_cache_hit_rate_is_the_windows_hits_over_its_queries() -> None:
+    window = SignalWindow(window_s=10.0)
+    window.add(Observation(0.0, cache_sample(1000.0, 100.0)))
+    window.add(Observation(5.0, cache_sample(3000.0, 1700.0)))
+    derived = window.derive(max_num_seqs=None)
+    assert derived is not None
+    assert derived.prefix_cache_hit_rate == pytest.approx(0.8)
+
+
+def test_prefix_cache_hit_rate_falls_back_to_the_lifetime_when_the_window_is_idle() -> None:
+    window = SignalWindow(window_s=10.0)
+    window.add(Observation(0.0, cache_sample(1000.0, 250.0)))
+    window.add(Observation(5.0, cache_sample(1000.0, 250.0)))
+    derived = window.derive(max_num_seqs=None)
+    assert derived is not None
+    assert derived.prefix_cache_hit_rate == pytest.approx(0.25)
+    nothing = SignalWindow(window_s=10.0)
+    nothing.add(Observation(0.0, cache_sample(0.0, 0.0)))
+    assert nothing.derive(max_num_seqs=None).prefix_cache_hit_rate is None  # type: ignore[union-attr]
+    unexported = SignalWindow(window_s=10.0)
+    unexported.add(Observation(0.0, MetricsSample()))
+    assert unexported.derive(max_num_seqs=None).prefix_cache_hit_rate is None  # type: ignore[union-attr]

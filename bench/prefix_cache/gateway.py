@@ -1,0 +1,116 @@
+"""Multi-turn agent conversations through the gateway, on the emulator: does a preset refuse
+turns the engine serves mostly from its prefix cache?
+
+    python -m bench.prefix_cache.gateway [--duration 120] [--speed 4] [--variants ...]
+
+One emulator (``cpu-tiny``, its prefix cache on, ``--enable-prompt-tokens-details``) and the
+conversations of ``simulation.conversations`` (8 agents in 2 tenants, each tenant its own API
+key), run once per variant, side by side: ``direct`` (no gateway), ``default`` (the default
+policy), ``fair-share-prompt-tokens`` (the preset with its quota counting every prompt token,
+as it shipped before) and ``fair-share-preset`` (as it ships: computed tokens). ``--speed``
+makes the card faster, so the tenants send more tokens per minute than the preset's quota.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.noisy_neighbour.fleet import Process, start_gateway
+from bench.prefix_cache.traffic import TrafficResult, drive
+from scripts.vllm.serve import free_port
+from simulation.conversations import ConversationShape
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = "tiny"
+
+
+def _key(tenant: str) -> str:
+    return f"sk-bench-{tenant}"
+
+
+def _policy(variant: str) -> dict[str, Any] | None:
+    preset: dict[str, Any] = yaml.safe_load((REPO / "presets" / "fair-share.yaml").read_text())
+    policy: dict[str, Any] = preset["policy"]
+    if variant == "direct":
+        return None
+    if variant == "default":
+        return {}
+    if variant == "fair-share-preset":
+        return policy
+    if variant == "fair-share-prompt-tokens":
+        gates = [dict(g) for g in policy["gates"]]
+        gates[0] = {**gates[0], "parameters": {**gates[0]["parameters"], "counts": "prompt_tokens"}}
+        return {**policy, "gates": gates}
+    raise ValueError(f"unknown variant {variant!r}")
+
+
+def gateway_config(policy: dict[str, Any], url: str, shape: ConversationShape) -> dict[str, Any]:
+    tenants = sorted({shape.tenant_of(a) for a in range(shape.agents)})
+    digest = lambda t: hashlib.sha256(_key(t).encode()).hexdigest()  # noqa: E731
+    return {
+        "tenants": [{"name": t, "api_key_sha256": [digest(t)]} for t in tenants],
+        "backends": [{"name": "b0", "url": url, "models": [MODEL], "max_num_seqs": 8}],
+        "health": {"interval_s": 0.5, "timeout_s": 1.0},
+        "scrape": {"interval_s": 0.25},
+        "policy": policy,
+    }
+
+
+def start_emulator(speed: float) -> Process:
+    port = free_port()
+    argv = [sys.executable, "-m", "commands.cli", "emulate", "--profile", "cpu-tiny",
+            "--model-name", MODEL, "--port", str(port), "--speed", str(speed),
+            "--enable-prompt-tokens-details"]  # fmt: skip
+    return Process.start(argv, port, "emulator")
+
+
+def run_variant(variant: str, args: argparse.Namespace, shape: ConversationShape) -> TrafficResult:
+    engine = start_emulator(args.speed)
+    gateway = None
+    try:
+        url = engine.url
+        policy = _policy(variant)
+        if policy is not None:
+            gateway = start_gateway(gateway_config(policy, engine.url, shape))
+            url = gateway.url
+        headers = lambda tenant: {"authorization": f"Bearer {_key(tenant)}"}  # noqa: E731
+        return asyncio.run(drive(url, MODEL, shape, duration_s=args.duration,
+                                 metrics_url=engine.url, headers_of=headers))  # fmt: skip
+    finally:
+        if gateway is not None:
+            gateway.stop()
+        engine.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.prefix_cache.gateway", description=__doc__)
+    p.add_argument("--duration", type=float, default=120.0)
+    p.add_argument("--speed", type=float, default=4.0)
+    p.add_argument("--think", type=float, default=1.0)
+    p.add_argument(
+        "--variants", default="direct,default,fair-share-prompt-tokens,fair-share-preset"
+    )
+    args = p.parse_args(argv)
+    shape = ConversationShape(think_mean_s=args.think)
+    print(f"{'variant':<26} {'turns/s':>7} {'TTFT p50':>8} {'TTFT p99':>8} {'hit rate':>8} "
+          f"{'refused':>7}", flush=True)  # fmt: skip
+    base = None
+    for variant in args.variants.split(","):
+        r = run_variant(variant, args, shape)
+        rate = len(r.ok) / r.elapsed_s
+        base = base or rate
+        print(f"{variant:<26} {rate:7.2f} {r.ttft_quantile(0.5) * 1000:8.1f} "
+              f"{r.ttft_quantile(0.99) * 1000:8.1f} {r.hit_rate:8.3f} {r.refused:7d}"
+              f"   ({rate / base:.2f}x direct)", flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
