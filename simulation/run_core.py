@@ -277,7 +277,11 @@ class RunSimulation:
         self._served[rid] = tokens
         if (live := self._live.get(self._owner[rid])) is not None:
             live.record.started = True
-        self._backend.add(rid, req.estimate.prompt_tokens, tokens, self._clock.now)
+        self._engine_for(ticket).add(rid, req.estimate.prompt_tokens, tokens, self._clock.now)
+
+    def _engine_for(self, ticket: Ticket) -> CuttableBackend:
+        """The engine a dispatched ticket runs on: the one backend here."""
+        return self._backend
 
     def _engine_step(self, step: EngineStep) -> None:
         now = self._clock.now

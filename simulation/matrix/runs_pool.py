@@ -80,16 +80,10 @@ class PooledRunSimulation(RunSimulation):
         if (ret := self._returning.pop(rid, None)) is not None:
             ret.admitted = True
         self._where[rid] = ticket.backend
-        req = ticket.request
-        assert req.max_tokens is not None
-        tokens = req.max_tokens
-        if (cap := ticket.decision.degradation.max_tokens) is not None:
-            tokens = min(tokens, cap)
-        self._tickets[rid] = ticket
-        self._served[rid] = tokens
-        if (live := self._live.get(self._owner[rid])) is not None:
-            live.record.started = True
-        self.pool[ticket.backend].add(rid, req.estimate.prompt_tokens, tokens, self._clock.now)
+        super()._dispatch(ticket)
+
+    def _engine_for(self, ticket: Ticket) -> CuttableBackend:
+        return self.pool[ticket.backend]
 
     def _engine_step(self, step: EngineStep) -> None:
         now = self._clock.now
