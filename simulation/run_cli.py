@@ -27,7 +27,9 @@ from simulation.run_core import CuttableBackend, RunSimulation
 from simulation.run_metrics import RunRecord, RunSummary, summarise_run_records
 from simulation.workload import BackoffPolicy
 
-PRESETS = Path(__file__).parents[1] / "presets"
+PRESET_DIRS = (Path(__file__).parents[1] / "presets", Path.cwd() / "presets")
+"""Where shipped presets live: beside the package (a checkout), else in the working directory
+(an installed package, such as the compiled core, run from a checkout)."""
 MODEL = "sim-model"
 
 
@@ -55,13 +57,20 @@ class RunRow:
         return cls(source, policy, load, rate, **asdict(s))
 
 
+def shipped_preset_names() -> list[str]:
+    """Every shipped preset's name, from the first of ``PRESET_DIRS`` that holds any."""
+    for d in PRESET_DIRS:
+        names = sorted(p.stem for p in d.glob("*.yaml"))
+        if names:
+            return names
+    return []
+
+
 def resolve_policy(name: str) -> tuple[str, dict[str, Any]]:
     """``default`` (every default), a shipped preset's name, or a YAML file's path."""
     if name == "default":
         return name, {"name": "default"}
-    # beside the package (a checkout), else in the working directory (an installed package
-    # run from a checkout)
-    shipped = [d / f"{name}.yaml" for d in (PRESETS, Path.cwd() / "presets")]
+    shipped = [d / f"{name}.yaml" for d in PRESET_DIRS]
     path = next((p for p in shipped if p.exists()), Path(name))
     if not path.exists():
         raise ValueError(f"unknown policy {name!r}: not default, a preset, nor a file")

@@ -6,16 +6,14 @@ from __future__ import annotations
 import multiprocessing
 import re
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from simulation.matrix.cells import Cell
 from simulation.matrix.guard import CellRow, TenantRow, fair_shares
 from simulation.matrix.measure import Measured, capacity_of, run_cell
 from simulation.matrix.workloads import WORKLOADS, Capacity
-from simulation.run_cli import resolve_policy
+from simulation.run_cli import resolve_policy, shipped_preset_names
 
-PRESETS = Path(__file__).parents[2] / "presets"
 DEFAULT = "default"
 ALONE_POLICY: dict[str, Any] = {"name": DEFAULT}
 """A tenant's value alone is measured under the default policy."""
@@ -25,7 +23,7 @@ Policies = list[tuple[str, dict[str, Any]]]
 
 def shipped_policies() -> Policies:
     """The default and every shipped preset, by name."""
-    names = [DEFAULT, *sorted(p.stem for p in PRESETS.glob("*.yaml"))]
+    names = [DEFAULT, *shipped_preset_names()]
     return [resolve_policy(n) for n in names]
 
 

@@ -382,8 +382,8 @@ class TenantTokens:
             submit, step = runner.submit, engine.step
 
             def tagged_submit(req_id: str, prompt: int, output: int, max_tokens: int,
-                              reason: str, submit: Any = submit) -> None:  # fmt: skip
-                submit(req_id, prompt, output, max_tokens, reason)
+                              reason: str, submit: Any = submit, **kw: Any) -> None:  # fmt: skip
+                submit(req_id, prompt, output, max_tokens, reason, **kw)
                 owner[req_id] = tags[max_tokens]
 
             def counted_step(start: float, step: Any = step) -> Any:
@@ -438,16 +438,21 @@ async def test_fair_share_holds_for_a_tenant_entering_through_one_replica(
         seqs = emulator.runner.profile.engine.max_num_seqs
         clients_of = {"solo": 2 * seqs, "spread": 2 * seqs * len(f.replicas)}
         tasks = [asyncio.ensure_future(ask(t)) for t in tokens for _ in range(clients_of[t])]
-        await wait_for(lambda: sum(counts.served.values()) > 0, 60.0, "first tokens served")
-        await asyncio.sleep(5.0)  # the counters settle; the window starts from here
-        start = dict(counts.served)
-        await asyncio.sleep(20.0)
-        solo = counts.share(start, "solo")
-        served = {t: counts.served[t] - start[t] for t in tokens}
-        done.set()
-        await asyncio.gather(*tasks)
-        for client in clients.values():
-            await client.aclose()
+        try:
+            await wait_for(lambda: sum(counts.served.values()) > 0, 60.0, "first tokens served")
+            await asyncio.sleep(5.0)  # the counters settle; the window starts from here
+            start = dict(counts.served)
+            await asyncio.sleep(20.0)
+            solo = counts.share(start, "solo")
+            served = {t: counts.served[t] - start[t] for t in tokens}
+            done.set()
+            await asyncio.gather(*tasks)
+        finally:  # a failure above still stops the clients and closes their sockets
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for client in clients.values():
+                await client.aclose()
     print(f"fleet fair share [{'shared' if fair_share else 'per replica'}]: engine tokens "
           f"{served}, solo's share {solo:.3f}")  # fmt: skip
     if fair_share:
