@@ -41,20 +41,12 @@ class RunRow:
     policy: str
     load: float
     rate_rps: float
-    arrived: int
-    completed: int
-    completed_rps: float
-    p50_latency_s: float
-    p99_latency_s: float
-    wasted_tokens: int
-    wasted_share: float
-    p99_first_call_wait_s: float
-    never_started: int
-    refusals: int
+    summary: RunSummary
 
-    @classmethod
-    def of(cls, source: str, policy: str, load: float, rate: float, s: RunSummary) -> RunRow:
-        return cls(source, policy, load, rate, **asdict(s))
+    def flat(self) -> dict[str, Any]:
+        """The row as one CSV record: its own fields, then the summary's."""
+        own = {"source": self.source, "policy": self.policy, "load": self.load}
+        return {**own, "rate_rps": self.rate_rps, **asdict(self.summary)}
 
 
 def shipped_preset_names() -> list[str]:
@@ -117,7 +109,7 @@ def measure(
             window = (duration_s - warmup_s) * len(seeds)
             summary = summarise_run_records(records, warmup_s, duration_s)
             summary = _per_window(summary, window)
-            rows.append(RunRow.of("simulate", label, load, load * capacity, summary))
+            rows.append(RunRow("simulate", label, load, load * capacity, summary))
             if progress is not None:
                 progress(describe(rows[-1]))
     return rows
@@ -131,15 +123,17 @@ def _per_window(s: RunSummary, seconds: float) -> RunSummary:
 
 
 def describe(row: RunRow) -> str:
+    s = row.summary
     return (
-        f"{row.policy:<14} {row.load:4.2g}x  runs/s {row.completed_rps:.4f}  "
-        f"latency p50 {row.p50_latency_s:5.1f}s p99 {row.p99_latency_s:5.1f}s  "
-        f"wasted {row.wasted_tokens:8d} ({row.wasted_share:4.0%})  "
-        f"first-call p99 {row.p99_first_call_wait_s:5.1f}s  never {row.never_started}"
+        f"{row.policy:<14} {row.load:4.2g}x  runs/s {s.completed_rps:.4f}  "
+        f"latency p50 {s.p50_latency_s:5.1f}s p99 {s.p99_latency_s:5.1f}s  "
+        f"wasted {s.wasted_tokens:8d} ({s.wasted_share:4.0%})  "
+        f"first-call p99 {s.p99_first_call_wait_s:5.1f}s  never {s.never_started}"
     )
 
 
-COLUMNS = [f.name for f in fields(RunRow)]
+COLUMNS = [*(f.name for f in fields(RunRow) if f.name != "summary"),
+           *(f.name for f in fields(RunSummary))]  # fmt: skip
 
 
 def write_rows(rows: list[RunRow], path: Path) -> None:
@@ -148,7 +142,7 @@ def write_rows(rows: list[RunRow], path: Path) -> None:
         out = csv.DictWriter(f, fieldnames=COLUMNS)
         out.writeheader()
         for row in rows:
-            out.writerow(asdict(row))
+            out.writerow(row.flat())
 
 
 def format_rows(rows: list[RunRow]) -> str:
@@ -156,10 +150,11 @@ def format_rows(rows: list[RunRow]) -> str:
             "| wasted share | first-call wait p99 s | never started |")  # fmt: skip
     lines = [head, "|" + "---|" * 9]
     for r in rows:
+        s = r.summary
         lines.append(
-            f"| {r.load:g}x | {r.policy} | {r.completed_rps:.4f} | {r.p50_latency_s:.1f} | "
-            f"{r.p99_latency_s:.1f} | {r.wasted_tokens} | {r.wasted_share:.1%} | "
-            f"{r.p99_first_call_wait_s:.1f} | {r.never_started} |"
+            f"| {r.load:g}x | {r.policy} | {s.completed_rps:.4f} | {s.p50_latency_s:.1f} | "
+            f"{s.p99_latency_s:.1f} | {s.wasted_tokens} | {s.wasted_share:.1%} | "
+            f"{s.p99_first_call_wait_s:.1f} | {s.never_started} |"
         )
     return "\n".join(lines)
 

@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     plans = arrivals(workload, rate, args.duration, args.seed)
     swarm = asyncio.run(swarm_runs(args, workload, plans))
     summary = summarise_run_records(swarm.records, args.warmup, args.duration)
-    rows = [RunRow.of("swarm", args.label, args.load, rate, summary)]
+    rows = [RunRow("swarm", args.label, args.load, rate, summary)]
     write_rows(rows, args.out.with_suffix(".csv"))
     print(format_rows(rows))
     if swarm.failures:

@@ -28,7 +28,7 @@ from bench.hotpath.cpu import group_cpu_s, settle
 from bench.hotpath.loadgen import CellResult, run_wrk
 from bench.hotpath.payloads import STREAM_TOKENS
 from bench.hotpath.procs import Proc, free_port, wait_http
-from bench.hotpath.run import warm_up
+from bench.hotpath.run import cell_args, warm_up
 from bench.hotpath.setups import MODEL, Direct, Setup, Sluicegate
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -49,22 +49,10 @@ class Sample:
 
 def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="1 round of 2 s cells, no RESULTS.md")
-    p.add_argument("--rounds", type=int, default=None)
-    p.add_argument("--duration", type=float, default=None, help="seconds per cell (<= 10)")
     p.add_argument("--conns", default="1,64,256")
     p.add_argument("--setups", default="sluicegate,envoy,envoy-epp")
     p.add_argument("--modes", default="non-stream,stream")
-    p.add_argument("--output", type=Path, default=None)
-    args = p.parse_args(argv)
-    args.rounds = args.rounds or (1 if args.quick else 2)
-    args.duration = min(args.duration or (2.0 if args.quick else 4.0), 10.0)
-    args.conns = [int(c) for c in args.conns.split(",")]
-    args.setups = [s for s in args.setups.split(",") if s]
-    args.modes = [m for m in args.modes.split(",") if m]
-    if args.output is None and not args.quick:
-        args.output = RESULTS
-    return args
+    return cell_args(p, argv, rounds=2, duration_s=4.0, results=RESULTS)
 
 
 def start_all(args: argparse.Namespace, workdir: Path) -> tuple[Proc, list[Setup]]:

@@ -36,26 +36,36 @@ ALL_SETUPS = ("direct", "nginx", "litellm", "sluicegate", "naive")
 same pass-through on the gateway's upstream pool (how much of the gain is the client)."""
 
 
-def _args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cell_args(
+    p: argparse.ArgumentParser, argv: Sequence[str] | None, *, rounds: int, duration_s: float,
+    results: Path,
+) -> argparse.Namespace:  # fmt: skip
+    """The flags every cell-by-cell benchmark shares, parsed. ``p`` holds its own flags and
+    its ``--conns``/``--setups``/``--modes`` defaults; ``rounds`` and ``duration_s`` are a
+    full run's (``--quick``: 1 round of 2 s cells, nothing written)."""
     p.add_argument("--quick", action="store_true", help="1 round of 2 s cells, no RESULTS.md")
     p.add_argument("--rounds", type=int, default=None)
     p.add_argument("--duration", type=float, default=None, help="seconds per cell (<= 10)")
-    p.add_argument("--conns", default="1,16,64,256", help="comma-separated C values")
-    p.add_argument("--setups", default=",".join(ALL_SETUPS))
-    p.add_argument("--modes", default=",".join(MODES))
-    p.add_argument("--output", type=Path, default=None, help=f"default {RESULTS} (full runs)")
-    p.add_argument("--load-cpus", default="0", help="cores of wrk and the fake backend")
-    p.add_argument("--proxy-cpus", default="1", help="core(s) of the proxy under test")
+    p.add_argument("--output", type=Path, default=None, help=f"default {results} (full runs)")
     args = p.parse_args(argv)
-    args.rounds = args.rounds or (1 if args.quick else 3)
-    args.duration = min(args.duration or (2.0 if args.quick else 5.0), 10.0)
+    args.rounds = args.rounds or (1 if args.quick else rounds)
+    args.duration = min(args.duration or (2.0 if args.quick else duration_s), 10.0)
     args.conns = [int(c) for c in args.conns.split(",")]
     args.setups = [s for s in args.setups.split(",") if s]
     args.modes = [m for m in args.modes.split(",") if m]
     if args.output is None and not args.quick:
-        args.output = RESULTS
+        args.output = results
     return args
+
+
+def _args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--conns", default="1,16,64,256", help="comma-separated C values")
+    p.add_argument("--setups", default=",".join(ALL_SETUPS))
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--load-cpus", default="0", help="cores of wrk and the fake backend")
+    p.add_argument("--proxy-cpus", default="1", help="core(s) of the proxy under test")
+    return cell_args(p, argv, rounds=3, duration_s=5.0, results=RESULTS)
 
 
 def start_all(args: argparse.Namespace, workdir: Path) -> tuple[Proc, list[Setup], list[str]]:
