@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from gateway.config.schema import StateConfig
 from gateway.state import scripts
