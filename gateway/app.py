@@ -199,7 +199,7 @@ def _context(
     )  # fmt: skip
     metrics.add_scrape_time_gauges(lambda: _scheduler_gauges(ctx))
     metrics.add_scrape_time_gauges(event_loop_gauges)
-    admission.on_run_end = RunMetrics(metrics, lambda: ctx.scheduler.run_stats()).ended
+    admission.on_run_end = RunMetrics(metrics, lambda: ctx.scheduler.runs.stats()).ended
     if scraper is not None:
         register_backend_metrics(metrics.registry, scraper, clock=clock, health=pool.health)
     return ctx
