@@ -40,13 +40,14 @@ from bench.overhead import free_port
 from commands.gc_tuning import tune_gc
 from gateway.config.schema import StateConfig
 from gateway.state.contract import Grant, Refusal, SharedState
-from gateway.state.fallback import effective, quota_limits
+from gateway.state.fallback import quota_limits
 from gateway.state.local import LocalState
 from gateway.state.redis_store import RedisState, connect
 from gateway.state.shared_retries import SharedRetries
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.policy_set import PolicySet
 from policies.registry import build_policy
+from policies.shared_mode import for_mode
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
 
 Samples = tuple[list[int], list[int]]
@@ -139,7 +140,7 @@ async def step(side: Side, req: RequestInfo, rng: random.Random, fleet: Fleet) -
 
 def side(name: str, shared: SharedState, clock: VirtualClock) -> Side:
     full = build_policy(POLICY)
-    sched = Scheduler(effective(full, shared.mode, 1), clock=clock, rng=random.Random(7))
+    sched = Scheduler(for_mode(full, shared.mode, 1), clock=clock, rng=random.Random(7))
     return Side(name, shared, sched, full)
 
 

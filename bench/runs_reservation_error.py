@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
                                 backend=CuttableBackend(profile, model=run_cli.MODEL),
                                 clock=VirtualClock(), seed=seed, model=run_cli.MODEL)  # fmt: skip
             sim.run()
-            error = sim.scheduler.run_stats().reservation_error
+            error = sim.scheduler.runs.stats().reservation_error
             print(f"hints {args.hints}; load {load}x; seed {seed}: reservation error {error}")
     return 0
 

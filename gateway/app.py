@@ -53,11 +53,11 @@ from gateway.metrics.exporter import GatewayMetrics, GaugeSample
 from gateway.metrics.records import RecordSink
 from gateway.metrics.runs import RunMetrics
 from gateway.state.exposition import SharedStateCollector
-from gateway.state.fallback import effective
 from policies.engine.scheduler import Scheduler
 from policies.estimate import TokenEstimator
 from policies.fairness.fleet_share import FleetShare, ShareReport
 from policies.policy_set import PolicySet
+from policies.shared_mode import SharedMode, for_mode
 from policies.types import Clock
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def create_app(
         ctx.shared = _redis_state(ctx)
         if ctx.scraper is not None:
             ctx.scraper.share = _shared_scrapes(ctx, ctx.scraper, closers)
-        scheduler.swap(effective(scheduler.policy, ctx.shared.mode, ctx.shared.replicas))
+        scheduler.swap(for_mode(scheduler.policy, ctx.shared.mode, ctx.shared.replicas))
     ctx.metrics.registry.register(SharedStateCollector(lambda: ctx.shared))
     if config_path is not None:
         ctx.reloader = Reloader(
@@ -133,9 +133,9 @@ def _redis_state(ctx: GatewayContext) -> Any:
         stats = ctx.scheduler.stats()
         return {"queued": stats.queued, "in_flight": stats.in_flight}
 
-    def on_mode(mode: str, replicas: int) -> None:
+    def on_mode(mode: SharedMode, replicas: int) -> None:
         if ctx.full_policy is not None:
-            ctx.scheduler.swap(effective(ctx.full_policy, mode, replicas))
+            ctx.scheduler.swap(for_mode(ctx.full_policy, mode, replicas))
 
     def in_flight() -> dict[str, int]:
         return dict(ctx.scheduler.stats().in_flight_by_backend)
@@ -199,7 +199,7 @@ def _context(
     )  # fmt: skip
     metrics.add_scrape_time_gauges(lambda: _scheduler_gauges(ctx))
     metrics.add_scrape_time_gauges(event_loop_gauges)
-    admission.on_run_end = RunMetrics(metrics, lambda: ctx.scheduler.run_stats()).ended
+    admission.on_run_end = RunMetrics(metrics, lambda: ctx.scheduler.runs.stats()).ended
     if scraper is not None:
         register_backend_metrics(metrics.registry, scraper, clock=clock, health=pool.health)
     return ctx
@@ -262,7 +262,7 @@ def _scraper(
 def _apply(ctx: GatewayContext, loaded: LoadedConfig, policy: PolicySet) -> None:
     """The swap: one scheduler call and one reference; queues and tickets stay."""
     ctx.full_policy = policy
-    ctx.scheduler.swap(effective(policy, ctx.shared.mode, ctx.shared.replicas))
+    ctx.scheduler.swap(for_mode(policy, ctx.shared.mode, ctx.shared.replicas))
     ctx.runtime = Runtime(loaded, Authenticator(loaded.config))
     cfg = loaded.config
     ctx.metrics.set_tenants([t.name for t in cfg.tenants], cfg.server.tenant_label_limit)

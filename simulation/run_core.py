@@ -8,7 +8,7 @@ submits a step's calls together, waits for all of them (the join), thinks, goes 
 refused call is retried after Retry-After (and its own backoff) while the run's deadline
 allows, else the run is given up (and, with runs enabled, cancelled at the gateway); at
 its deadline a run is abandoned and its calls in flight are cut. With runs enabled the
-scheduler also ends runs (deadline), and the calls it names in ``take_run_ends`` are cut
+scheduler also ends runs (deadline), and the calls it names in ``runs.take_ends`` are cut
 in the engine and released CANCELLED, as the gateway cuts them upstream.
 """
 
@@ -233,7 +233,7 @@ class RunSimulation:
             return
         self._end(live, completed=True)
         if self._runs_on:  # the client says it is done (POST /v1/runs/{id}/complete)
-            self.scheduler.end_run(TENANT, f"run-{live.plan.index}", cancel=False)
+            self.scheduler.runs.end(TENANT, f"run-{live.plan.index}", cancel=False)
 
     def _give_up(self, live: _LiveRun, *, at_deadline: bool) -> None:
         """The client stops the run: its calls in flight are cut, queued ones withdrawn;
@@ -245,7 +245,7 @@ class RunSimulation:
                 self._forget(rid)
         self._end(live, completed=False)
         if self._runs_on and not at_deadline:
-            for out in self.scheduler.end_run(TENANT, f"run-{live.plan.index}") or []:
+            for out in self.scheduler.runs.end(TENANT, f"run-{live.plan.index}") or []:
                 self._forget(out.request_id)
 
     def _end(self, live: _LiveRun, *, completed: bool) -> None:
@@ -317,7 +317,7 @@ class RunSimulation:
     def _pump(self) -> None:
         for out in self.scheduler.poll(self._snapshot()):
             self._answer(out)
-        for ended in self.scheduler.take_run_ends():
+        for ended in self.scheduler.runs.take_ends():
             for rid in ended.cut:
                 index = self._owner.get(rid)
                 if rid in self._tickets:

@@ -23,9 +23,20 @@ from policies.fairness.fleet_share import FleetShare, ShareReport
 from policies.fleet import FleetSnapshot, Health
 from policies.policy_set import PolicySet
 from policies.runs.run import RunEnded, RunStats
+from policies.runs.run_state import RunState
 from policies.types import Clock, Decision, Outcome, RequestInfo, Usage
 
 log = logging.getLogger("sluicegate.admission")
+
+
+class RunsLike(Protocol):
+    """The agent runs of the decision core (``policies.runs.coordinator.RunCoordinator``):
+    what the gateway reads and ends (docs/runs.md)."""
+
+    def end(self, tenant: str, run_id: str, *, cancel: bool = True) -> list[Decision] | None: ...
+    def state(self, tenant: str, run_id: str) -> RunState | None: ...
+    def take_ends(self) -> Sequence[RunEnded]: ...
+    def stats(self) -> RunStats: ...
 
 
 class SchedulerLike(Protocol):
@@ -34,6 +45,8 @@ class SchedulerLike(Protocol):
 
     @property
     def policy(self) -> PolicySet: ...
+    @property
+    def runs(self) -> RunsLike: ...
 
     def submit(self, req: RequestInfo, fleet: FleetSnapshot) -> Ticket | Decision: ...
     def poll(self, fleet: FleetSnapshot) -> list[Ticket | Decision]: ...
@@ -54,14 +67,6 @@ class SchedulerLike(Protocol):
     def retry_after(self, seconds: float | None) -> float: ...
     def stats(self) -> SchedulerStats: ...
     def swap(self, policy: PolicySet) -> None: ...
-    def end_run(
-        self, tenant: str, run_id: str, *, cancel: bool = True
-    ) -> list[Decision] | None: ...
-    def run_state(self, tenant: str, run_id: str) -> dict[str, object] | None: ...
-    def take_run_ends(self) -> Sequence[RunEnded]: ...
-    def run_stats(self) -> RunStats: ...
-
-
 Result = Ticket | Decision
 """What a submit or poll hands out: a Ticket, or a Decision (DELAY from ``submit`` only,
 REJECT from either); a DELAY never leaves ``wait_dispatch``."""
@@ -180,7 +185,7 @@ class Admission:
         """End ``tenant``'s open run ``run_id``: cancelled (its queued calls refused at once,
         those in flight cut) or, with ``cancel`` False, completed once its calls are done.
         False: no such open run of this tenant."""
-        refused = self.scheduler.end_run(tenant, run_id, cancel=cancel)
+        refused = self.scheduler.runs.end(tenant, run_id, cancel=cancel)
         if refused is None:
             return False
         for decision in refused:
@@ -190,7 +195,7 @@ class Admission:
         return True
 
     def _report_run_ends(self) -> None:
-        for ended in self.scheduler.take_run_ends():
+        for ended in self.scheduler.runs.take_ends():
             self.run_cuts.cut(ended)
             if self.on_run_end is not None:
                 self.on_run_end(ended)

@@ -40,6 +40,7 @@ from gateway.front.inbound import ParsedBody
 from gateway.state.contract import Refusal
 from gateway.state.fallback import quota_limits
 from policies.engine.scheduler_types import Ticket, make_decision
+from policies.shared_mode import rules
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
 
 log = logging.getLogger("sluicegate.async_jobs")
@@ -214,7 +215,7 @@ class AsyncJobs:
     async def _admit(self, flight: Flight, req: RequestInfo) -> Ticket | Decision:
         """A Ticket, or the refusal (shared limits first in fleet mode) to wait out."""
         ctx = self.ctx
-        if ctx.shared.mode != "local" and flight.grant is None:  # kept after a failed try
+        if rules(ctx.shared.mode).consults_store and flight.grant is None:  # kept if a try failed
             held = await ctx.shared.admit(req, quota_limits(ctx.scheduler.policy, req.tenant))
             if isinstance(held, Refusal):
                 return _refusal(ctx, req, held)

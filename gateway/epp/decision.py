@@ -35,6 +35,7 @@ from gateway.front.errors import ApiError
 from gateway.front.inbound import decode_json_object, request_id_from
 from gateway.front.responses import refuse, rejection
 from policies.engine.scheduler_types import make_decision
+from policies.shared_mode import rules
 from policies.types import Decision, DecisionKind, Outcome, Reason
 
 
@@ -123,7 +124,7 @@ async def _admit(
     avoid = frozenset() if inbound.subset is None else endpoints.outside(inbound.subset)
     if avoid and avoid >= frozenset(endpoints.by_name):
         return _no_endpoint(ctx, flight, prepared)
-    if ctx.shared.mode != "local":
+    if rules(ctx.shared.mode).consults_store:
         refusal = await admit_shared(ctx, flight, prepared.request)
         if refusal is not None:
             return rejection(flight, refusal)

@@ -59,6 +59,7 @@ from gateway.state.contract import Refusal
 from gateway.state.fallback import quota_limits
 from policies.engine.scheduler import DuplicateRequestId
 from policies.engine.scheduler_types import Ticket, make_decision
+from policies.shared_mode import rules
 from policies.types import (
     Decision,
     DecisionKind,
@@ -244,7 +245,7 @@ async def _dispatch(
     if prepared.request.is_retry:
         cls = prepared.request.workload_class
         ctx.metrics.retries.labels(ctx.metrics.tenant_label(prepared.request.tenant), cls).inc()
-    if ctx.shared.mode != "local":
+    if rules(ctx.shared.mode).consults_store:
         refusal = await admit_shared(ctx, flight, prepared.request)
         if refusal is not None:
             return _refused(ctx, flight, prepared, refusal)

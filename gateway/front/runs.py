@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 from gateway.context import GatewayContext
 from gateway.front.errors import error_body
 from gateway.front.inbound import valid_run_id
+from policies.runs.run_state import EndedRunState, RunState
 
 
 async def run_state(ctx: GatewayContext, request: Request) -> Response:
@@ -43,8 +44,26 @@ def _answer(ctx: GatewayContext, request: Request, cancel: bool | None) -> Respo
         return JSONResponse(body, status_code=400)
     if cancel is not None:
         ctx.admission.end_run(tenant.name, run_id, cancel=cancel)
-    state = ctx.scheduler.run_state(tenant.name, run_id)
+    state = ctx.scheduler.runs.state(tenant.name, run_id)
     if state is None:
         body = error_body(f"no agent run {run_id!r}", "not_found_error", None, "run_not_found")
         return JSONResponse(body, status_code=404)
-    return JSONResponse(state)
+    return JSONResponse(run_body(state))
+
+
+def run_body(state: RunState) -> dict[str, object]:
+    """The ``agent.run`` object of a run's state (docs/runs.md); no prompt, no output."""
+    if isinstance(state, EndedRunState):
+        return {"id": state.run_id, "object": "agent.run", "status": "ended",
+                "reason": state.reason.value}  # fmt: skip
+    res = state.reserved
+    return {
+        "id": state.run_id, "object": "agent.run",
+        "status": "closing" if state.closing else "open",
+        "age_s": state.age_s, "deadline_in_s": state.deadline_in_s,
+        "reserved": {"tokens": res.tokens, "calls": res.calls, "branches": res.branches,
+                     "source": res.source},
+        "drawn_tokens": state.drawn_tokens, "spent_tokens": state.spent_tokens,
+        "calls": state.calls, "in_flight": state.in_flight, "queued": state.queued,
+        "waiting_for_branch": state.waiting_for_branch, "peak_parallel": state.peak_parallel,
+    }  # fmt: skip

@@ -2,7 +2,7 @@
 cancelled), run latency, the tokens of runs that never completed ("wasted"), and the
 reservations outstanding.
 
-The counts live in the run book (``Scheduler.run_stats``) and are exported at scrape
+The counts live in the run book (``Scheduler.runs.stats``) and are exported at scrape
 time, so nothing is counted twice on the request path; the latency histogram is observed
 once per completed run as the dispatcher reports the run's end.
 """

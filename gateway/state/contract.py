@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from policies.gates.quota_params import TenantLimits
+from policies.shared_mode import SharedMode
 from policies.types import Reason, RequestInfo, Usage
 
 
@@ -40,9 +41,8 @@ class SharedState(Protocol):
     """Redis calls that failed or timed out so far (0 for one replica)."""
 
     @property
-    def mode(self) -> str:
-        """``local`` (one replica), ``shared`` (Redis answers), ``fallback`` (local share
-        of the global limits) or ``closed`` (quota-gated work refused)."""
+    def mode(self) -> SharedMode:
+        """Where the shared limits are decided now (``rules(mode)`` says what it implies)."""
 
     async def admit(self, req: RequestInfo, limits: TenantLimits | None) -> Grant | Refusal | None:
         """None: nothing shared to take (the core's own gates decide alone)."""

@@ -8,8 +8,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from gateway.state.contract import SharedState
-
-MODES = ("local", "shared", "fallback", "closed")
+from policies.shared_mode import SharedMode
 
 
 class SharedStateCollector:
@@ -27,8 +26,8 @@ class SharedStateCollector:
             "1 for the shared state's current mode (fallback/closed: Redis does not answer)",
             labels=["mode"],
         )
-        for name in MODES:
-            mode.add_metric([name], 1.0 if state.mode == name else 0.0)
+        for each in SharedMode:
+            mode.add_metric([each.value], 1.0 if state.mode is each else 0.0)
         yield mode
         yield GaugeMetricFamily(
             "sluicegate_fleet_replicas", "Gateway replicas alive at the last heartbeat",

@@ -7,11 +7,12 @@ from typing import Any
 
 from gateway.state.contract import Grant, Refusal
 from policies.gates.quota_params import TenantLimits
+from policies.shared_mode import SharedMode
 from policies.types import RequestInfo, Usage
 
 
 class LocalState:
-    mode = "local"
+    mode = SharedMode.LOCAL
     replicas = 1
     failures = 0
 
@@ -25,7 +26,7 @@ class LocalState:
         await asyncio.Event().wait()  # nothing to do in the background; ends on cancel
 
     async def fleet(self) -> dict[str, Any]:
-        return {"mode": self.mode, "replicas": self.replicas, "members": []}
+        return {"mode": self.mode.value, "replicas": self.replicas, "members": []}
 
     async def aclose(self) -> None:
         return None

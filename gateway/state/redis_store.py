@@ -3,10 +3,11 @@
 One script call at admission (``ADMIT``) and one at release (``RELEASE``); a heartbeat every
 ``sync_interval_ms`` registers the replica, learns N and renews the leases this replica holds
 (their TTL bounds how long a dead replica's requests keep their slots). Any error or a call
-slower than ``command_timeout_ms`` puts the replica in fallback at once: it enforces its local
-share (global // N, ``fallback.py``) or, with ``on_failure: closed``, refuses quota-gated work;
-the heartbeat keeps trying every ``retry_interval_ms`` and rejoins when Redis answers,
-writing back the leases it took meanwhile and the releases it could not send.
+slower than ``command_timeout_ms`` puts the replica in fallback at once: the decision core
+enforces its local share (global // N, ``policies.shared_mode.for_mode``), or, with
+``on_failure: closed``, quota-gated work is refused here; the heartbeat keeps trying every
+``retry_interval_ms`` and rejoins when Redis answers, writing back the leases it took
+meanwhile and the releases it could not send.
 """
 
 from __future__ import annotations
@@ -33,11 +34,12 @@ from gateway.state.shared_retries import SharedRetries
 from policies.fairness.fleet_share import FleetShare, ShareReport, share_of
 from policies.gates.quota_params import TenantLimits
 from policies.policy_set import PolicySet
+from policies.shared_mode import SharedMode, rules
 from policies.types import Reason, RequestInfo, Usage
 
 log = logging.getLogger("sluicegate.state")
 
-ModeListener = Callable[[str, int], None]
+ModeListener = Callable[[SharedMode, int], None]
 """Called with the new mode and the last known replica count when the mode changes."""
 
 FAIR_COUNTERS_KEEP_MS = 600_000
@@ -121,7 +123,7 @@ class RedisState:
         self._held: dict[str, _Held] = {}
         self._unsent: list[_Settlement] = []
         self._tasks: set[asyncio.Task[None]] = set()
-        self._mode = "shared"
+        self._mode = SharedMode.SHARED
         self.replicas = cfg.initial_replicas
         self.failures = 0
         self.rebuilds = 0
@@ -130,7 +132,7 @@ class RedisState:
         """The data generation this replica last saw (a new one: Redis lost its data)."""
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> SharedMode:
         return self._mode
 
     @property
@@ -146,17 +148,17 @@ class RedisState:
         retry = self.retries.counted(req)
         if limits is None and retry is None:
             return None
-        if self._mode == "closed" and limits is not None:
+        if rules(self._mode).refuses_quota_work and limits is not None:
             return Refusal(Reason.TENANT_QUOTA, self._cfg.retry_interval_ms / 1000)
         member = f"{self.replica_id}:{req.request_id}:{uuid.uuid4().hex[:8]}"
         grant = None if limits is None else Grant(member, req.tenant, limits, req.estimate.total)
-        if self._mode != "shared":
+        if not rules(self._mode).store_decides:
             return self._unshared(grant)
         try:
             answer = await self._call(self._admit_call(req, member, limits, retry))
         except Exception as exc:
             self._failed("admit", exc)
-            if self._mode == "closed" and limits is not None:
+            if rules(self._mode).refuses_quota_work and limits is not None:
                 return Refusal(Reason.TENANT_QUOTA, self._cfg.retry_interval_ms / 1000)
             return self._unshared(grant)
         granted, why, wait_ms = (int(v) for v in answer)
@@ -191,7 +193,7 @@ class RedisState:
             return
         give_back = grant.cost if not served else (grant.cost - usage.total if usage else 0)
         settlement = _Settlement(grant, give_back)
-        if self._mode != "shared":
+        if not rules(self._mode).store_decides:
             self._unsent.append(settlement)
             return
         task = asyncio.ensure_future(self._settle(settlement))
@@ -231,7 +233,7 @@ class RedisState:
 
     async def _fair_syncs(self) -> None:
         while True:
-            if self._mode == "shared":
+            if rules(self._mode).store_decides:
                 await self.sync_fair_share()
             await asyncio.sleep(self._cfg.fair_share_interval_ms / 1000)
 
@@ -276,7 +278,7 @@ class RedisState:
 
     async def _retry_syncs(self) -> None:
         while True:
-            if self._mode == "shared":
+            if rules(self._mode).store_decides:
                 await self.sync_retries()
             await asyncio.sleep(self._cfg.peer_sync_interval_ms / 1000)
 
@@ -289,7 +291,7 @@ class RedisState:
 
     async def _peer_syncs(self) -> None:
         while True:
-            if self._mode == "shared":
+            if rules(self._mode).store_decides:
                 await self.sync_peers()
             await asyncio.sleep(self._cfg.peer_sync_interval_ms / 1000)
 
@@ -314,7 +316,7 @@ class RedisState:
         """Heartbeats until cancelled; faster while Redis does not answer."""
         while True:
             await self.beat()
-            interval = self._cfg.sync_interval_ms if self._mode == "shared" else (
+            interval = self._cfg.sync_interval_ms if rules(self._mode).store_decides else (
                 self._cfg.retry_interval_ms)  # fmt: skip
             await asyncio.sleep(interval / 1000)
 
@@ -324,7 +326,7 @@ class RedisState:
         keys = [self._key("replicas"), self._key("replica-info"), self._key("epoch")]
         keys += [self._key("lease", h.grant.tenant) for h in held]
         flags = "".join("r" if h.confirmed else "a" for h in held)
-        info = json.dumps({"started": self._started, "mode": self._mode,
+        info = json.dumps({"started": self._started, "mode": self._mode.value,
                            "leases": len(held), **self._info()})  # fmt: skip
         args: list[str | int] = [self.replica_id, self._ttl_ms, info, flags, self._epoch]
         args += [h.grant.member for h in held]
@@ -342,7 +344,7 @@ class RedisState:
             self.rebuilds += 1
             log.warning("shared state: Redis had lost its data; rebuilt from this replica's "
                         "%d leases", len(held))  # fmt: skip
-        self._set_mode("shared")
+        self._set_mode(SharedMode.SHARED)
 
     async def _flush_unsent(self) -> None:
         if not self._unsent:
@@ -359,21 +361,23 @@ class RedisState:
 
     def _failed(self, op: str, exc: BaseException) -> None:
         self.failures += 1
-        if self._mode == "shared":
+        if rules(self._mode).store_decides:
+            failed = SharedMode.CLOSED if self._cfg.on_failure == "closed" else SharedMode.FALLBACK
             log.warning("shared state: Redis %s failed (%s); %s%s", op, type(exc).__name__,
-                        "refusing quota-gated work" if self._cfg.on_failure == "closed"
+                        "refusing quota-gated work" if rules(failed).refuses_quota_work
                         else f"enforcing the local share of 1/{self.replicas}",
                         "; fair share within this replica only" if self._fair else "",
                         )  # fmt: skip
-            self._set_mode("closed" if self._cfg.on_failure == "closed" else "fallback")
+            self._set_mode(failed)
 
-    def _set_mode(self, mode: str) -> None:
-        if mode == self._mode:
+    def _set_mode(self, mode: SharedMode) -> None:
+        if mode is self._mode:
             return
-        if mode == "shared":
+        store_decides = rules(mode).store_decides
+        if store_decides:
             log.warning("shared state: Redis answers again; %d replicas", self.replicas)
         self._mode = mode
-        if mode != "shared" and self._fair is not None:
+        if not store_decides and self._fair is not None:
             self._fair.merge(None, None)
         if self._on_mode is not None:
             self._on_mode(mode, self.replicas)
@@ -381,7 +385,7 @@ class RedisState:
     # -- admin ---------------------------------------------------------------------------
 
     async def fleet(self) -> dict[str, Any]:
-        view: dict[str, Any] = {"mode": self._mode, "replica": self.replica_id}
+        view: dict[str, Any] = {"mode": self._mode.value, "replica": self.replica_id}
         view.update(replicas=self.replicas, held_leases=len(self._held))
         try:
             view.update(await self._call(self._read_fleet()))

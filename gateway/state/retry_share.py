@@ -1,23 +1,22 @@
-"""The retry budget across replicas: what the request path and the policy swap need.
+"""The retry budget across replicas: what the request path needs.
 
 In shared mode Redis decides a retry (``retry_scripts.ADMIT_RETRY``: the fleet's retries in
-the window are counted exactly, one per admitted retry), so the decision core's own
-``retry_budget`` gate is taken out of the policy it runs (it would count this replica's
-retries only). The budget's other side, first attempts, costs no round trip: each replica
-counts its own here (``FirstAttempts``) and publishes them every ``peer_sync_interval_ms``;
-the script adds the other replicas' last published counts to this replica's current one.
-While Redis fails the core's gate is back with its floor divided by N (the ratio already
-sums over replicas: each holds its retries to ``ratio`` of its own first attempts).
+the window are counted exactly, one per admitted retry), so the decision core leaves its own
+``retry_budget`` gate out of the policy it runs in that mode (it would count this replica's
+retries only; ``policies.shared_mode.for_mode``). The budget's other side, first attempts,
+costs no round trip: each replica counts its own here (``FirstAttempts``) and publishes them
+every ``peer_sync_interval_ms``; the script adds the other replicas' last published counts to
+this replica's current one. While Redis fails the core's gate is back with its floor divided
+by N (the ratio already sums over replicas: each holds its retries to ``ratio`` of its own
+first attempts).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from dataclasses import dataclass
 
 from gateway.state.gate_kind import is_a
-from policies.contracts import NamedGate
 from policies.gates.retry_budget import RetryBudget
 from policies.gates.retry_budget_params import RetryBudgetParams
 from policies.policy_set import PolicySet
@@ -53,31 +52,6 @@ def retry_rule(policy: PolicySet | None) -> RetryRule | None:
         if is_a(named.gate, RetryBudget) and not named.shadow:
             return RetryRule(named.gate.params)
     return None
-
-
-def without_retry_budget(policy: PolicySet) -> PolicySet:
-    """Shared mode: Redis decides retries; the core keeps every other gate."""
-    gates = tuple(g for g in policy.gates if not _enforcing_budget(g))
-    return policy if len(gates) == len(policy.gates) else dataclasses.replace(policy, gates=gates)
-
-
-def retry_share(policy: PolicySet, replicas: int) -> PolicySet:
-    """Redis fails: each replica's retry budget keeps its ratio, its floor divided by N."""
-    if replicas <= 1:
-        return policy
-    gates = tuple(_divided(g, replicas) if _enforcing_budget(g) else g for g in policy.gates)
-    return dataclasses.replace(policy, gates=gates)
-
-
-def _enforcing_budget(named: NamedGate) -> bool:
-    return is_a(named.gate, RetryBudget) and not named.shadow
-
-
-def _divided(named: NamedGate, replicas: int) -> NamedGate:
-    assert is_a(named.gate, RetryBudget)
-    params = named.gate.params
-    divided = params.model_copy(update={"min_retries_per_s": params.min_retries_per_s / replicas})
-    return NamedGate(named.name, RetryBudget(divided), named.shadow)
 
 
 class FirstAttempts:

@@ -25,8 +25,8 @@ from policies.fairness.fleet_share import FleetShare, ShareReport
 from policies.fleet import BackendView, FleetSnapshot
 from policies.ladder.ladder import apply_ladder, update_active
 from policies.policy_set import PolicySet
-from policies.runs.book import RunBook
-from policies.runs.run import Reservation, Run, RunEnd, RunEnded, RunStats
+from policies.runs.coordinator import RunCoordinator
+from policies.runs.runs_params import RunsParams
 from policies.types import (
     NO_DEGRADATION,
     Clock,
@@ -75,9 +75,8 @@ class Scheduler:
         self._saturation = 0.0
         self._charged = 0
         self._released = 0
-        self._runs = RunBook()
-        self._held = QueueBook()
-        """Calls waiting in their run's own queue (beyond its fan-out ceiling)."""
+        self.runs = RunCoordinator(self, clock)
+        """Agent runs (docs/runs.md): the gateway reads and ends them here."""
 
     @property
     def policy(self) -> PolicySet:
@@ -97,7 +96,7 @@ class Scheduler:
         """Ticket: dispatched now. Decision DELAY: queued, comes out of ``poll``. REJECT:
         terminal, nothing taken. Raises ``DuplicateRequestId`` for a live id."""
         rid = req.request_id
-        if self._queue.get(rid) is not None or rid in self._in_flight or self._held.get(rid):
+        if self._queue.get(rid) is not None or rid in self._in_flight or self.runs.holds(rid):
             raise DuplicateRequestId(rid)
         now = self._observe(fleet)
         place = self._place
@@ -117,12 +116,9 @@ class Scheduler:
                 return self._reject(req, lad.reject, None, now, shadowed=lad.shadowed)
             req, degradation, shadowed = lad.request, lad.degradation, lad.shadowed
         kind = DecisionKind.DEGRADE if degradation.steps else DecisionKind.ADMIT
-        run: Run | Reservation | None = None
-        if req.run is not None and self._policy.runs.enabled:
-            checked = self._run_check(req, now)
-            if isinstance(checked, Decision):
-                return checked
-            run = checked
+        run = None if req.run is None else self.runs.check(req, now)
+        if isinstance(run, Decision):
+            return run
         backend = None if self._queue or not place.may_take(req) else place.pick(req)
         room_now = backend is not None
         req = with_cached_estimate(
@@ -141,10 +137,10 @@ class Scheduler:
             return self._reject(req, Reason.QUEUE_FULL, None, now, shadowed=shadowed)
         gate_names = self._gates.accept(req, now)
         entry = self._new_entry(req, kind, degradation, shadowed, now)
-        if isinstance(run, Reservation):  # the run's first call: its admission
-            run = self._runs.open(req, run, now)
-        if run is not None and not run.room():
-            return self._hold(run, entry, gate_names)
+        if run is not None:
+            held = self.runs.admit(run, entry, gate_names)
+            if held is not None:
+                return held
         if backend is not None:
             self._policy.discipline.on_empty(self._states.discipline)
             return self._dispatch(entry, backend, now, gate_names)
@@ -183,9 +179,7 @@ class Scheduler:
         self._full_drain.tick(entry.enqueued_at, True)
         self._policy.fairness.push(self._states.fairness, entry, entry.enqueued_at)
         if req.run is not None:
-            run = self._runs.find(req.tenant, req.run.run_id)
-            if run is not None:
-                self._runs.enqueued(run, entry)
+            self.runs.enqueued(entry)
         return make_decision(
             self._policy, req, DecisionKind.DELAY, Reason.QUEUED_FOR_CAPACITY,
             queue_position=len(self._queue), degradation=entry.degradation,
@@ -199,10 +193,10 @@ class Scheduler:
         now = self._observe(fleet)
         queue = self._queue
         out: list[Ticket | Decision] = []
-        if self._runs:
-            out += self._end_due_runs(now)
-        if queue.due(now) or self._held.due(now):
+        out += self.runs.end_due(now)
+        if queue.due(now):
             out += self._expire(now)
+        out += self.runs.expire_held(now)
         blocked: set[str] = set()
         deferred: list[QueuedEntry] = []
         fairness, fstate = self._policy.fairness, self._states.fairness
@@ -218,8 +212,7 @@ class Scheduler:
             entry = fairness.pop(fstate, now, allow)
             if entry is None:
                 break
-            if self._runs.continuations:
-                entry = self._precedence(entry, deferred)
+            entry = self.runs.precedence(entry, deferred)
             if allow is not None and not allow(entry):
                 deferred.append(entry)  # over its share with headroom low; others may go
                 continue
@@ -256,8 +249,6 @@ class Scheduler:
         for entry in self._queue.expired(now):
             self._policy.fairness.discard(self._states.fairness, entry)
             yield self._leave_queue(entry, entry_reason=entry.expiry_reason, now=now)
-        for entry in self._held.expired(now):
-            yield self._leave_held(entry, entry.expiry_reason, now)
 
     def _leave_queue(self, entry: QueuedEntry, *, entry_reason: Reason, now: float) -> Decision:
         """A queued request ends without service: REJECT with a computed Retry-After."""
@@ -265,7 +256,7 @@ class Scheduler:
         req = entry.request
         self._gates.finish(req, now, None, served=False, names=names)
         if req.run is not None:
-            self._run_left(req.request_id, now)
+            self.runs.left(req.request_id, now)
         return self._reject(req, entry_reason, None, now, shadowed=entry.shadowed)
 
     def _dispatch(
@@ -289,7 +280,7 @@ class Scheduler:
         self._in_flight[req.request_id] = gate_names
         self._drain.tick(now, True)
         if req.run is not None:
-            self._runs.dispatched(req, now)
+            self.runs.dispatched(req, now)
         return ticket
 
     def release(
@@ -319,10 +310,7 @@ class Scheduler:
             self._exec.add(total, latency_s)
         self._gates.finish(req, now, usage, served=True, names=gate_names)
         if req.run is not None:
-            used = None if usage is None else usage.total
-            promote = self._runs.released(self._policy.runs, req, outcome, used, now)
-            if promote is not None:
-                self._promote(promote, now)
+            self.runs.released(req, outcome, usage, now)
         if self._limit_learns:
             self._policy.limit.on_sample(
                 self._states.limit, self._place.view.get(ticket.backend), load, ttft_s, latency_s,
@@ -351,62 +339,62 @@ class Scheduler:
         """The client went away while queued: removed at once (outcome CANCELLED)."""
         entry = self._queue.get(request_id)
         if entry is None:
-            held = self._held.get(request_id)
-            if held is not None:
-                self._leave_held(held, Reason.OVERLOADED, self._clock())
-            return held is not None
+            return self.runs.cancel_held(request_id)
         self._policy.fairness.discard(self._states.fairness, entry)
         names = self._queue.remove(entry)
         now = self._clock()
         self._gates.finish(entry.request, now, None, served=False, names=names)
         if entry.request.run is not None:
-            self._run_left(request_id, now)
+            self.runs.left(request_id, now)
         return True
 
-    # -- agent runs (docs/runs.md) --------------------------------------------------------
+    # -- what the run coordinator asks back (RunHost) --------------------------------------
 
-    def _run_check(self, req: RequestInfo, now: float) -> Run | Reservation | Decision:
-        """The call's open run; for a run's first call, what it would reserve (admission);
-        a REJECT for a call of an ended run, past its deadline, or over the promise."""
-        hints = req.run
-        assert hints is not None
-        book, params = self._runs, self._policy.runs
-        refused = book.refusal(req.tenant, hints.run_id)
-        if refused is not None:
-            return self._reject(req, refused, None, now)
-        run = book.find(req.tenant, hints.run_id)
-        deadline = hints.deadline if run is None else run.deadline
-        if deadline is not None and deadline <= now:
-            return self._reject(req, Reason.RUN_DEADLINE_EXPIRED, None, now)
-        if run is not None:
-            return run
-        plan = book.plan(params, req)
-        drain = self._full_drain if params.promise_rate == "saturated" else self._drain
-        wait = book.promise_wait(params, plan, drain.rate(now), now, deadline)
-        if wait is not None:
-            return self._reject(req, Reason.RUN_RESERVATIONS_FULL, wait, now)
-        return plan
+    def runs_params(self) -> RunsParams:
+        return self._policy.runs
 
-    def _hold(self, run: Run, entry: QueuedEntry, gate_names: tuple[str, ...]) -> Decision:
-        """``entry`` waits in its run's own queue: the run has its most parallel calls."""
-        self._held.add(entry, gate_names)
-        self._runs.held(run, entry.request.request_id, entry.enqueued_at)
+    def refuse(
+        self, req: RequestInfo, reason: Reason, seconds: float | None, now: float,
+        shadowed: tuple[str, ...] = (),
+    ) -> Decision:  # fmt: skip
+        return self._reject(req, reason, seconds, now, shadowed=shadowed)
+
+    def delayed(self, entry: QueuedEntry, position: int) -> Decision:
         return make_decision(
             self._policy, entry.request, DecisionKind.DELAY, Reason.QUEUED_FOR_CAPACITY,
-            queue_position=len(run.held), degradation=entry.degradation,
-            shadowed=entry.shadowed, flow=entry.flow,
+            queue_position=position, degradation=entry.degradation, shadowed=entry.shadowed,
+            flow=entry.flow,
         )  # fmt: skip
 
-    def _promote(self, request_id: str, now: float) -> None:
-        """A held call goes to the gateway queue: a call of its run left."""
-        old = self._held.get(request_id)
-        if old is None:
-            return
-        names = self._held.remove(old)
-        entry = self._alive_copy(old)
-        self._queue.add(entry, names)
-        self._policy.fairness.push(self._states.fairness, entry, now)
-        self._runs.promoted(request_id, entry)
+    def drain_rate(self, saturated: bool, now: float) -> float | None:
+        return (self._full_drain if saturated else self._drain).rate(now)
+
+    def queued(self, request_id: str) -> QueuedEntry | None:
+        return self._queue.get(request_id)
+
+    def enqueue_copy(self, entry: QueuedEntry, names: tuple[str, ...], now: float) -> QueuedEntry:
+        copy = self._alive_copy(entry)
+        self._queue.add(copy, names)
+        self._policy.fairness.push(self._states.fairness, copy, now)
+        return copy
+
+    def take_copy(self, entry: QueuedEntry) -> QueuedEntry:
+        self._policy.fairness.discard(self._states.fairness, entry)
+        # ``entry`` leaves the fairness structures as if popped: it is marked dead (so no
+        # copy of it there can come out again) and a live copy takes its place in the queue.
+        taken = self._alive_copy(entry)
+        self._queue.add(taken, self._queue.remove(entry))
+        return taken
+
+    def put_back(self, entry: QueuedEntry) -> None:
+        self._policy.fairness.push_back(self._states.fairness, entry)
+
+    def unqueue(self, entry: QueuedEntry) -> tuple[str, ...]:
+        self._policy.fairness.discard(self._states.fairness, entry)
+        return self._queue.remove(entry)
+
+    def unserved(self, req: RequestInfo, now: float, gate_names: tuple[str, ...]) -> None:
+        self._gates.finish(req, now, None, served=False, names=gate_names)
 
     def _alive_copy(self, entry: QueuedEntry) -> QueuedEntry:
         """A live copy of a queued entry that moves from one structure to another; the
@@ -417,96 +405,6 @@ class Scheduler:
             entry.request, entry.kind, entry.degradation, entry.shadowed, entry.enqueued_at,
             entry.expires_at, entry.expiry_reason, self._seq, entry.flow,
         )  # fmt: skip
-
-    def _leave_held(self, entry: QueuedEntry, reason: Reason, now: float) -> Decision:
-        names = self._held.remove(entry)
-        req = entry.request
-        self._gates.finish(req, now, None, served=False, names=names)
-        self._run_left(req.request_id, now)
-        return self._reject(req, reason, None, now, shadowed=entry.shadowed)
-
-    def _run_left(self, request_id: str, now: float) -> None:
-        promote = self._runs.left(self._policy.runs, request_id, now)
-        if promote is not None:
-            self._promote(promote, now)
-
-    def _precedence(self, entry: QueuedEntry, deferred: list[QueuedEntry]) -> QueuedEntry:
-        """``entry``, or in its place its tenant's oldest continuation of an admitted run:
-        started work goes first within the tenant's turn (fair share is unchanged).
-        Continuations already set aside in this poll (``deferred``) are not taken again."""
-        req = entry.request
-        book = self._runs
-        if book.has_precedence(req.request_id, req.tenant):
-            return entry
-        other = book.first_continuation(req.tenant, req.model, deferred)
-        if other is None:
-            return entry
-        fairness, fstate = self._policy.fairness, self._states.fairness
-        fairness.discard(fstate, other)
-        # ``other`` leaves the fairness structures as if popped: it is marked dead (so no
-        # copy of it there can come out again) and a live copy takes its place in the queue.
-        taken = self._alive_copy(other)
-        self._queue.add(taken, self._queue.remove(other))
-        book.replaced(taken)
-        fairness.push_back(fstate, entry)
-        return taken
-
-    def _end_due_runs(self, now: float) -> list[Decision]:
-        out: list[Decision] = []
-        for run, end, reason in self._runs.due(self._policy.runs, now):
-            out += self._end_run(run, end, reason, now)
-        return out
-
-    def _end_run(self, run: Run, end: RunEnd, reason: Reason, now: float) -> list[Decision]:
-        """End ``run``; its queued and held calls are refused at once (REJECT ``reason``)."""
-        self._runs.end(self._policy.runs, run, end, now, reason)
-        queued, held = self._runs.forget_calls(run)
-        out: list[Decision] = []
-        for rid in queued:
-            entry = self._queue.get(rid)
-            if entry is not None:
-                self._policy.fairness.discard(self._states.fairness, entry)
-                names = self._queue.remove(entry)
-                self._gates.finish(entry.request, now, None, served=False, names=names)
-                out.append(self._reject(entry.request, reason, None, now))
-        for rid in held:
-            entry = self._held.get(rid)
-            if entry is not None:
-                names = self._held.remove(entry)
-                self._gates.finish(entry.request, now, None, served=False, names=names)
-                out.append(self._reject(entry.request, reason, None, now))
-        return out
-
-    def end_run(self, tenant: str, run_id: str, *, cancel: bool = True) -> list[Decision] | None:
-        """The client ends its run. ``cancel``: at once, its queued calls refused (returned,
-        REJECT run_cancelled) and those in flight named for cutting (``take_run_ends``);
-        else it completes once its calls queued or in flight are done. None: no such open
-        run of ``tenant``."""
-        run = self._runs.find(tenant, run_id)
-        if run is None:
-            return None
-        now = self._clock()
-        if not cancel:
-            self._runs.close(self._policy.runs, run, now)
-            return []
-        return self._end_run(run, RunEnd.CANCELLED, Reason.RUN_CANCELLED, now)
-
-    def run_state(self, tenant: str, run_id: str) -> dict[str, object] | None:
-        """An open run's state, an ended run's reason, or None (unknown to ``tenant``)."""
-        run = self._runs.find(tenant, run_id)
-        if run is not None:
-            return run.describe(self._clock())
-        reason = self._runs.refusal(tenant, run_id)
-        if reason is None:
-            return None
-        return {"id": run_id, "object": "agent.run", "status": "ended", "reason": reason.value}
-
-    def take_run_ends(self) -> list[RunEnded]:
-        """Runs ended since the last call, each once (calls in flight to cut, metrics)."""
-        return self._runs.take_ends()
-
-    def run_stats(self) -> RunStats:
-        return self._runs.stats(len(self._held))
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -552,10 +450,9 @@ class Scheduler:
     def next_wakeup(self) -> float | None:
         """The earliest clock time at which ``poll`` has work without any other event."""
         expiry = self._queue.next_expiry()
-        if self._runs:
-            for other in (self._held.next_expiry(), self._runs.next_due()):
-                if other is not None and (expiry is None or other < expiry):
-                    expiry = other
+        runs = self.runs.next_wakeup()
+        if runs is not None and (expiry is None or runs < expiry):
+            expiry = runs
         prefill = self._place.prefill
         if prefill is None or not self._queue:
             return expiry

@@ -141,18 +141,3 @@ class Run:
         """Whether a call of ``tokens`` estimated tokens fits what is left reserved."""
         res = self.reservation
         return self.calls < res.calls and self.drawn + tokens <= res.tokens
-
-    def describe(self, now: float) -> dict[str, object]:
-        """The run's state for an operator (``GET /v1/runs/{id}``); no prompt, no output."""
-        res = self.reservation
-        return {
-            "id": self.run_id, "object": "agent.run",
-            "status": "closing" if self.closing else "open",
-            "age_s": now - self.started_at,
-            "deadline_in_s": None if self.deadline is None else self.deadline - now,
-            "reserved": {"tokens": res.tokens, "calls": res.calls, "branches": res.branches,
-                         "source": res.source},
-            "drawn_tokens": self.drawn, "spent_tokens": self.spent, "calls": self.calls,
-            "in_flight": len(self.in_flight), "queued": len(self.queued),
-            "waiting_for_branch": len(self.held), "peak_parallel": self.peak,
-        }  # fmt: skip

@@ -86,7 +86,7 @@ async def test_two_tenants_agents_finish_their_runs(start_emulator: StartEmulato
         agents = [_agent(gw, tenant, f"{tenant}-{i}", turns=3, fan_out=3)
                   for tenant in ("alice", "bob") for i in range(4)]  # fmt: skip
         await asyncio.gather(*agents)
-        await wait_for(lambda: gw.ctx.scheduler.run_stats().open_runs == 0, what="runs ended")
+        await wait_for(lambda: gw.ctx.scheduler.runs.stats().open_runs == 0, what="runs ended")
         m = await gw.metrics()
         for tenant in ("alice", "bob"):
             assert m[f"sluicegate_runs_started_total{{tenant={tenant}}}"] == 4
@@ -134,7 +134,7 @@ async def test_delete_frees_the_engine_slots_and_refuses_the_waiting_call(
         streams = [asyncio.ensure_future(stream()) for _ in range(3)]
         waiting = asyncio.ensure_future(client.post("/v1/chat/completions", json=chat_body(8)))
         await wait_for(lambda: emu.runner.engine.num_running == 3, what="3 running in the engine")
-        await wait_for(lambda: gw.ctx.scheduler.run_stats().held_calls == 1, what="one held")
+        await wait_for(lambda: gw.ctx.scheduler.runs.stats().held_calls == 1, what="one held")
         async with gw.client("bob") as other:
             assert (await other.delete("/v1/runs/doomed")).status_code == 404
         cancelled = await client.delete("/v1/runs/doomed")

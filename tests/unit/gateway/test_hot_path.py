@@ -218,7 +218,13 @@ class Scheduler:
     def cancel(self, request_id: str) -> bool:
         return True
 
-    def take_run_ends(self) -> tuple[()]:
+    @property
+    def runs(self) -> Runs:
+        return Runs()
+
+
+class Runs:
+    def take_ends(self) -> tuple[()]:
         return ()
 
 

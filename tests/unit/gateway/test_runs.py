@@ -118,7 +118,7 @@ async def test_an_idle_run_ends_completed_with_nothing_else_happening() -> None:
     async with over_loopback(make_config(policy=policy), fleet) as h:
         r = await h.client.post(CHAT, headers=_run("brief"), json=_body())
         assert r.status_code == 200
-        await wait_until(lambda: h.ctx.scheduler.run_stats().open_runs == 0)
+        await wait_until(lambda: h.ctx.scheduler.runs.stats().open_runs == 0)
         state = (await h.client.get("/v1/runs/brief", headers=auth())).json()
         assert state["reason"] == "run_ended"
         ended = h.ctx.metrics.exposition().decode()

@@ -7,6 +7,7 @@ from typing import Any
 
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.runs.run import RunEnd
+from policies.runs.run_state import EndedRunState, OpenRunState
 from policies.types import Decision, DecisionKind, Outcome, Reason, RequestInfo, RunHints, Usage
 
 from .helpers import ManualClock, backend, fleet, request, scheduler
@@ -24,9 +25,11 @@ def call(clock: ManualClock, run_id: str, tenant: str = "t1", **hints: Any) -> R
 
 
 def reserved(s: Scheduler, run_id: str, tenant: str = "t1") -> Any:
-    state = s.run_state(tenant, run_id)
-    assert state is not None
-    return state["reserved"]
+    state = s.runs.state(tenant, run_id)
+    assert isinstance(state, OpenRunState)
+    res = state.reserved
+    return {"tokens": res.tokens, "calls": res.calls, "branches": res.branches,
+            "source": res.source}  # fmt: skip
 
 
 def test_hints_reserve_the_run_and_each_call_draws_on_it() -> None:
@@ -36,13 +39,13 @@ def test_hints_reserve_the_run_and_each_call_draws_on_it() -> None:
     first = s.submit(call(clock, "a", tokens=1000, calls=5, branches=3), f)
     assert isinstance(first, Ticket)
     assert reserved(s, "a") == {"tokens": 1000, "calls": 5, "branches": 3, "source": "hints"}
-    assert s.run_stats().promised_tokens == 800  # 1000 reserved - 200 drawn at dispatch
+    assert s.runs.stats().promised_tokens == 800  # 1000 reserved - 200 drawn at dispatch
     s.release(first, Outcome.COMPLETED, Usage(100, 50))
-    assert s.run_stats().promised_tokens == 850  # the draw corrected to the 150 used
+    assert s.runs.stats().promised_tokens == 850  # the draw corrected to the 150 used
     second = s.submit(call(clock, "a"), f)
     assert isinstance(second, Ticket)
-    assert s.run_stats().promised_tokens == 650
-    assert s.run_stats().open_runs == 1 and s.run_stats().started == {"t1": 1}
+    assert s.runs.stats().promised_tokens == 650
+    assert s.runs.stats().open_runs == 1 and s.runs.stats().started == {"t1": 1}
 
 
 def test_without_hints_a_new_flow_reserves_default_calls_of_its_first_call() -> None:
@@ -60,13 +63,13 @@ def test_a_flow_learns_its_runs_from_those_that_completed() -> None:
         t = s.submit(call(clock, "done"), f)
         assert isinstance(t, Ticket)
         s.release(t, Outcome.COMPLETED, Usage(100, 60))
-    assert s.end_run("t1", "done", cancel=False) == []
-    (ended,) = s.take_run_ends()
+    assert s.runs.end("t1", "done", cancel=False) == []
+    (ended,) = s.runs.take_ends()
     assert (ended.end, ended.calls, ended.spent_tokens) == (RunEnd.COMPLETED, 3, 480)
     s.submit(call(clock, "next"), f)
     assert reserved(s, "next") == {"tokens": 480, "calls": 3, "branches": None,
                                    "source": "learned"}  # fmt: skip
-    assert s.run_stats().reservation_error == (800 - 480) / 480  # the default reserved 800
+    assert s.runs.stats().reservation_error == (800 - 480) / 480  # the default reserved 800
 
 
 def _started_run_then_new_run_queued(s: Scheduler, clock: ManualClock) -> tuple[str, str]:
@@ -137,12 +140,12 @@ def test_calls_beyond_the_branch_limit_wait_in_the_run_queue() -> None:
     held = [o for o in out if isinstance(o, Decision)]
     assert len(tickets) == 2 and [d.queue_position for d in held] == [1, 2]
     assert s.stats().queued == 0  # not in the tenant's queue
-    assert s.run_stats().held_calls == 2
+    assert s.runs.stats().held_calls == 2
     assert s.poll(f) == []
     s.release(tickets[0], Outcome.COMPLETED, Usage(100, 100))
     moved = s.poll(f)
     assert [t.request_id for t in moved if isinstance(t, Ticket)] == [held[0].request_id]
-    assert s.run_stats().held_calls == 1
+    assert s.runs.stats().held_calls == 1
 
 
 def test_cancel_refuses_queued_calls_names_those_in_flight_and_releases_the_run() -> None:
@@ -153,23 +156,22 @@ def test_cancel_refuses_queued_calls_names_those_in_flight_and_releases_the_run(
     queued = s.submit(call(clock, "a"), f)
     held = s.submit(call(clock, "a"), f)
     assert isinstance(running, Ticket) and isinstance(queued, Decision)
-    assert isinstance(held, Decision) and s.run_stats().held_calls == 1
-    assert s.end_run("t2", "a") is None  # another tenant's run is not visible
-    refused = s.end_run("t1", "a")
+    assert isinstance(held, Decision) and s.runs.stats().held_calls == 1
+    assert s.runs.end("t2", "a") is None  # another tenant's run is not visible
+    refused = s.runs.end("t1", "a")
     assert refused is not None
     assert sorted(d.request_id for d in refused) == sorted([queued.request_id, held.request_id])
     assert {d.reason for d in refused} == {Reason.RUN_CANCELLED}
-    assert s.stats().queued == 0 and s.run_stats().held_calls == 0
-    assert s.run_stats().promised_tokens == 0
-    (ended,) = s.take_run_ends()
+    assert s.stats().queued == 0 and s.runs.stats().held_calls == 0
+    assert s.runs.stats().promised_tokens == 0
+    (ended,) = s.runs.take_ends()
     assert (ended.end, ended.cut) == (RunEnd.CANCELLED, (running.request_id,))
     s.release(running, Outcome.CANCELLED, Usage(100, 7))
-    assert s.run_stats().wasted_tokens == {"t1": 107}
+    assert s.runs.stats().wasted_tokens == {"t1": 107}
     late = s.submit(call(clock, "a"), f)
     assert isinstance(late, Decision) and late.reason is Reason.RUN_CANCELLED
-    assert s.run_state("t1", "a") == {"id": "a", "object": "agent.run", "status": "ended",
-                                      "reason": "run_cancelled"}  # fmt: skip
-    assert s.stats().in_flight == 0 and s.run_stats().ended == {("t1", "cancelled"): 1}
+    assert s.runs.state("t1", "a") == EndedRunState("a", Reason.RUN_CANCELLED)
+    assert s.stats().in_flight == 0 and s.runs.stats().ended == {("t1", "cancelled"): 1}
 
 
 def test_a_passing_run_deadline_abandons_the_run() -> None:
@@ -184,9 +186,9 @@ def test_a_passing_run_deadline_abandons_the_run() -> None:
     (refused,) = s.poll(f)
     assert isinstance(refused, Decision)
     assert (refused.request_id, refused.reason) == (queued.request_id, Reason.RUN_DEADLINE_EXPIRED)
-    (ended,) = s.take_run_ends()
+    (ended,) = s.runs.take_ends()
     assert (ended.end, ended.cut) == (RunEnd.ABANDONED, (running.request_id,))
-    assert s.run_stats().promised_tokens == 0 and s.run_stats().open_runs == 0
+    assert s.runs.stats().promised_tokens == 0 and s.runs.stats().open_runs == 0
 
 
 def test_an_idle_run_ends_completed_at_its_last_call() -> None:
@@ -199,12 +201,12 @@ def test_an_idle_run_ends_completed_at_its_last_call() -> None:
     s.release(t, Outcome.COMPLETED, Usage(100, 100))
     assert s.next_wakeup() == clock.now + 30.0
     clock.advance(29.0)
-    assert s.poll(f) == [] and s.take_run_ends() == []
+    assert s.poll(f) == [] and s.runs.take_ends() == []
     clock.advance(1.0)
     assert s.poll(f) == []
-    (ended,) = s.take_run_ends()
+    (ended,) = s.runs.take_ends()
     assert ended.end is RunEnd.COMPLETED and ended.ended_at - ended.started_at == 2.0
-    assert s.run_stats().promised_tokens == 0 and s.run_stats().wasted_tokens == {}
+    assert s.runs.stats().promised_tokens == 0 and s.runs.stats().wasted_tokens == {}
 
 
 def test_an_idle_run_whose_last_call_failed_is_abandoned_and_its_tokens_wasted() -> None:
@@ -215,8 +217,8 @@ def test_an_idle_run_whose_last_call_failed_is_abandoned_and_its_tokens_wasted()
     s.release(t, Outcome.FAILED, Usage(100, 20))
     clock.advance(30.0)
     s.poll(fleet(clock))
-    (ended,) = s.take_run_ends()
-    assert ended.end is RunEnd.ABANDONED and s.run_stats().wasted_tokens == {"t1": 120}
+    (ended,) = s.runs.take_ends()
+    assert ended.end is RunEnd.ABANDONED and s.runs.stats().wasted_tokens == {"t1": 120}
 
 
 def test_a_new_run_beyond_the_promise_horizon_is_refused() -> None:
@@ -229,12 +231,12 @@ def test_a_new_run_beyond_the_promise_horizon_is_refused() -> None:
     s.release(plain, Outcome.COMPLETED, Usage(500, 500))
     first = s.submit(call(clock, "a", tokens=6000), f)
     assert isinstance(first, Ticket)
-    assert s.run_stats().promised_tokens == 5800
+    assert s.runs.stats().promised_tokens == 5800
     second = s.submit(call(clock, "b", tokens=4400), f)  # 5800 + 4400: 10.2 s
     assert isinstance(second, Decision)
     assert second.decision is DecisionKind.REJECT
     assert second.reason is Reason.RUN_RESERVATIONS_FULL
-    assert s.run_state("t1", "b") is None  # nothing was taken
+    assert s.runs.state("t1", "b") is None  # nothing was taken
     fits = s.submit(call(clock, "c", tokens=4200), f)  # 5800 + 4200 = 10 s of drain
     assert isinstance(fits, Ticket)
 
@@ -245,7 +247,7 @@ def test_runs_off_ignores_run_hints() -> None:
     f = fleet(clock, backend(max_num_seqs=8))
     out = [s.submit(call(clock, "a", branches=1), f) for _ in range(3)]
     assert all(isinstance(o, Ticket) for o in out)
-    assert s.run_state("t1", "a") is None and s.run_stats().open_runs == 0
+    assert s.runs.state("t1", "a") is None and s.runs.stats().open_runs == 0
 
 
 def test_a_continuation_set_aside_by_headroom_is_neither_lost_nor_dispatched_twice() -> None:
@@ -305,10 +307,10 @@ def test_calls_queued_for_capacity_count_against_the_branch_limit() -> None:
     fill = [s.submit(request(clock, tenant="t2"), f) for _ in range(2)]
     out = [s.submit(call(clock, "a", branches=2), f) for _ in range(4)]
     assert all(isinstance(d, Decision) for d in out)
-    assert s.stats().queued == 2 and s.run_stats().held_calls == 2
+    assert s.stats().queued == 2 and s.runs.stats().held_calls == 2
     for ticket in fill:
         assert isinstance(ticket, Ticket)
         s.release(ticket, Outcome.COMPLETED, Usage(100, 100))
     dispatched = [t for t in s.poll(f) if isinstance(t, Ticket)]
     assert sorted(t.request_id for t in dispatched) == sorted(d.request_id for d in out[:2])
-    assert s.poll(f) == [] and s.run_stats().held_calls == 2
+    assert s.poll(f) == [] and s.runs.stats().held_calls == 2

@@ -63,7 +63,7 @@ def test_the_saturated_rate_is_what_drained_while_calls_queued() -> None:
     s.release(a, Outcome.COMPLETED, Usage(100, 500))  # 600 tokens in 2 s full: 300/s
     (b_ticket,) = s.poll(fleet(clock))
     assert isinstance(b_ticket, Ticket)
-    assert s.run_stats().promised_tokens == (6000 - 600) + (4400 - 200)
+    assert s.runs.stats().promised_tokens == (6000 - 600) + (4400 - 200)
     late = s.submit(call(clock, "c", 300), fleet(clock))
     assert isinstance(late, Decision) and late.reason is Reason.RUN_RESERVATIONS_FULL
     # 9600 promised + 300 = 9900 tokens at 300/s: 33 s, 23 s past the horizon (at the busy

@@ -43,13 +43,13 @@ class RunLedger(Ledger):
     runs: dict[str, tuple[str, str]]
 
     def take_ends(self) -> None:
-        for ended in self.scheduler.take_run_ends():
+        for ended in self.scheduler.runs.take_ends():
             for rid in ended.cut:  # the gateway cuts these upstream and releases them
                 self.release(rid, Outcome.CANCELLED, None)
 
     def end_run(self, n: int, cancel: bool) -> None:
         tenant, run_id, _ = _run_of(n)
-        ended = self.scheduler.end_run(tenant, run_id, cancel=cancel)
+        ended = self.scheduler.runs.end(tenant, run_id, cancel=cancel)
         for out in ended or []:
             assert out.request_id in self.delayed
             self.take(out)
@@ -88,7 +88,7 @@ def test_every_call_of_every_run_ends_once(start: int, ops: list[tuple[Any, ...]
         if name == "call":
             tenant, run_id, deadline_in = _run_of(a)
             hint = None if a % 2 else 2  # tenant t0's runs say 2 branches; t1's do not
-            if ledger.scheduler.run_state(tenant, run_id) is None:  # the next call opens it
+            if ledger.scheduler.runs.state(tenant, run_id) is None:  # the next call opens it
                 limit = hint if hint is not None else default
                 if limit is None:
                     branches.pop((tenant, run_id), None)
@@ -118,7 +118,7 @@ def test_every_call_of_every_run_ends_once(start: int, ops: list[tuple[Any, ...]
     clock.advance(60.0)  # every run is idle past its timeout (or past its deadline)
     ledger.poll()
     ledger.take_ends()
-    stats = ledger.scheduler.run_stats()
+    stats = ledger.scheduler.runs.stats()
     assert (stats.open_runs, stats.promised_tokens, stats.held_calls) == (0, 0, 0)
     started = sum(stats.started.values())
     assert sum(stats.ended.values()) == started

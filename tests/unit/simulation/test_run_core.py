@@ -53,7 +53,7 @@ def test_every_run_ends_and_nothing_is_left_taken(profile: Profile) -> None:
         assert all(r.ended is not None for r in sim.records)
         stats = sim.scheduler.stats()
         assert (stats.queued, stats.in_flight) == (0, 0)
-        assert sim.scheduler.run_stats().open_runs == 0
+        assert sim.scheduler.runs.stats().open_runs == 0
         assert not sim._backend.engine.has_work
 
 

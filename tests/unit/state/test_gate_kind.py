@@ -3,11 +3,12 @@ interpreted ``isinstance`` against a compiled gate class answers True for any ga
 
 from __future__ import annotations
 
-from gateway.state.fallback import local_share, quota_limits
-from gateway.state.retry_share import retry_rule, without_retry_budget
+from gateway.state.fallback import quota_limits
+from gateway.state.retry_share import retry_rule
 from policies.gates.quota import TenantQuota
 from policies.gates.retry_budget import RetryBudget
 from policies.registry import build_policy
+from policies.shared_mode import local_share, without_retry_budget
 
 GATES = [
     {"name": "budget", "type": "retry_budget", "parameters": {"ratio": 0.25}},

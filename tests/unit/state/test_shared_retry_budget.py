@@ -11,13 +11,13 @@ import pytest
 
 from gateway.config.schema import StateConfig
 from gateway.state.contract import Grant, Refusal
-from gateway.state.fallback import effective
 from gateway.state.redis_store import RedisState, connect
 from gateway.state.retry_share import retry_rule
 from policies.gates.quota_params import TenantLimits
 from policies.gates.retry_budget import RetryBudget
 from policies.policy_set import PolicySet
 from policies.registry import build_policy
+from policies.shared_mode import SharedMode, for_mode
 from policies.types import Reason, RequestInfo, WorkEstimate
 from tests.redis_server import RedisServer
 
@@ -124,12 +124,13 @@ def floor(policy: PolicySet) -> float | None:
 
 def test_the_core_gate_leaves_when_shared_and_returns_divided_when_redis_fails() -> None:
     policy = budget(ratio=0.2, window_s=10, min_retries_per_s=0.9)
-    assert not any(isinstance(g.gate, RetryBudget) for g in effective(policy, "shared", 3).gates)
-    assert floor(effective(policy, "fallback", 3)) == pytest.approx(0.3)
-    assert floor(effective(policy, "closed", 3)) == pytest.approx(0.3)
-    rule = retry_rule(effective(policy, "fallback", 3))
+    shared = for_mode(policy, SharedMode.SHARED, 3)
+    assert not any(isinstance(g.gate, RetryBudget) for g in shared.gates)
+    assert floor(for_mode(policy, SharedMode.FALLBACK, 3)) == pytest.approx(0.3)
+    assert floor(for_mode(policy, SharedMode.CLOSED, 3)) == pytest.approx(0.3)
+    rule = retry_rule(for_mode(policy, SharedMode.FALLBACK, 3))
     assert rule is not None and rule.params.ratio == 0.2  # each holds ratio x its own firsts
-    assert effective(policy, "local", 1) is policy
+    assert for_mode(policy, SharedMode.LOCAL, 1) is policy
 
 
 async def test_a_retry_while_redis_hangs_is_left_to_the_local_share(
