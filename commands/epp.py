@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import sys
+from typing import Any
 
 import uvicorn
 import uvloop
@@ -25,9 +26,12 @@ from commands.gc_tuning import tune_gc
 from commands.serve import _logging
 from gateway.app import create_app
 from gateway.config.schema import ConfigError, LoadedConfig, load_config
-from gateway.epp.server import start_picker
 
 log = logging.getLogger("sluicegate.epp")
+EPP_PACKAGES = ("grpc", "grpc_health", "envoy", "google", "udpa", "xds", "validate")
+"""The top-level modules of the ``epp`` extra (grpcio, grpcio-health-checking, xds-protos
+and what they bring)."""
+MISSING_EXTRA = "install the epp extra: pip install 'sluicegate[epp]'"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,8 +47,20 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def picker() -> Any:
+    """``start_picker``; without the ``epp`` extra, an exit with one line naming it."""
+    try:
+        from gateway.epp.server import start_picker
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".", 1)[0] not in EPP_PACKAGES:
+            raise
+        raise SystemExit(f"sluicegate epp: {exc.name} is missing; {MISSING_EXTRA}") from None
+    return start_picker
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    start_picker = picker()
     _logging(args.log_level, records=not args.no_records)
     try:
         loaded = load_config(args.config)
@@ -55,11 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     tune_gc()
     factory = uvloop.new_event_loop if args.loop == "uvloop" else None
     with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(_serve(app, loaded, args))
+        runner.run(_serve(app, loaded, args, start_picker))
     return 0
 
 
-async def _serve(app: FastAPI, loaded: LoadedConfig, args: argparse.Namespace) -> None:
+async def _serve(
+    app: FastAPI, loaded: LoadedConfig, args: argparse.Namespace, start_picker: Any
+) -> None:
     """The HTTP side first (its startup runs the dispatcher, the first probes and scrapes),
     then the gRPC server: Envoy's first request finds the picker ready."""
     cfg = loaded.config
