@@ -43,15 +43,15 @@ from gateway.context import Estimator, GatewayContext, Runtime
 from gateway.forward.stall import StallBounds
 from gateway.front import async_routes
 from gateway.front.async_routes import ASYNC_PATH
-from gateway.front.auth import Authenticator
 from gateway.front.completions import handle_completion
-from gateway.front.errors import error_body
-from gateway.front.inbound import CHAT, COMPLETIONS, request_id_from
 from gateway.front.runs import cancel_run, complete_run, run_state
 from gateway.metrics.event_loop import event_loop_gauges
 from gateway.metrics.exporter import GatewayMetrics, GaugeSample
 from gateway.metrics.records import RecordSink
 from gateway.metrics.runs import RunMetrics
+from gateway.request.auth import Authenticator
+from gateway.request.errors import error_body
+from gateway.request.inbound import CHAT, COMPLETIONS, request_id_from
 from gateway.state.exposition import SharedStateCollector
 from gateway.state.fallback import effective
 from policies.engine.scheduler import Scheduler

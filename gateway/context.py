@@ -10,9 +10,9 @@ from gateway.admission.dispatcher import Admission, SchedulerLike
 from gateway.backends.pool import BackendPool
 from gateway.config.schema import LoadedConfig
 from gateway.forward.stall import StallBounds
-from gateway.front.auth import Authenticator
 from gateway.metrics.exporter import GatewayMetrics
 from gateway.metrics.records import RecordSink
+from gateway.request.auth import Authenticator
 from gateway.state.contract import SharedState
 from gateway.state.local import LocalState
 from policies.estimate import FanOut

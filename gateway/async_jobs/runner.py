@@ -36,7 +36,7 @@ from gateway.async_jobs.store import (
 )
 from gateway.context import GatewayContext
 from gateway.forward.upstream import BackendBusy, open_upstream, upstream_body, usage_from_body
-from gateway.front.inbound import ParsedBody
+from gateway.request.inbound import ParsedBody
 from gateway.state.contract import Refusal
 from gateway.state.fallback import quota_limits
 from policies.engine.scheduler_types import Ticket, make_decision

@@ -22,7 +22,6 @@ from gateway.context import GatewayContext, Runtime
 from gateway.epp.endpoints import Endpoints
 from gateway.epp.headers import FAIRNESS_ID, MODEL_REWRITE, OBJECTIVE
 from gateway.forward.upstream import upstream_body
-from gateway.front.auth import Tenant
 from gateway.front.completions import (
     Prepared,
     admit,
@@ -31,9 +30,10 @@ from gateway.front.completions import (
     prepare,
     request_record,
 )
-from gateway.front.errors import ApiError
-from gateway.front.inbound import decode_json_object, request_id_from
-from gateway.front.responses import refuse, rejection
+from gateway.request.auth import Tenant
+from gateway.request.errors import ApiError
+from gateway.request.inbound import decode_json_object, request_id_from
+from gateway.request.responses import refuse, rejection
 from policies.engine.scheduler_types import make_decision
 from policies.types import Decision, DecisionKind, Outcome, Reason
 

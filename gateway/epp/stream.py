@@ -58,10 +58,10 @@ from gateway.epp.mutations import (
 )
 from gateway.epp.response import ResponseWatch
 from gateway.front.completions import too_large
-from gateway.front.errors import ApiError, error_body, retry_after_headers
-from gateway.front.inbound import CHAT, COMPLETIONS, request_id_from
-from gateway.front.responses import headers as disclosure_headers
-from gateway.front.responses import refuse
+from gateway.request.errors import ApiError, error_body, retry_after_headers
+from gateway.request.inbound import CHAT, COMPLETIONS, request_id_from
+from gateway.request.responses import headers as disclosure_headers
+from gateway.request.responses import refuse
 from policies.types import Outcome
 
 log = logging.getLogger("sluicegate.epp")

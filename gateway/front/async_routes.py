@@ -19,9 +19,9 @@ from gateway.admission.flight import Flight
 from gateway.async_jobs.runner import AsyncJobs, AsyncWork
 from gateway.async_jobs.store import Job, TenantFull
 from gateway.context import GatewayContext
-from gateway.front.errors import error_body, retry_after_headers
-from gateway.front.inbound import ParsedBody
-from gateway.front.responses import headers, rejection
+from gateway.request.errors import error_body, retry_after_headers
+from gateway.request.inbound import ParsedBody
+from gateway.request.responses import headers, rejection
 from policies.types import Decision
 
 ASYNC_PATH = "/v1/async/{job_id}"

@@ -32,10 +32,12 @@ from gateway.forward.upstream import (
     usage_from_body,
 )
 from gateway.front.async_routes import hand_off
-from gateway.front.auth import Tenant
 from gateway.front.disconnect import DisconnectWatch
-from gateway.front.errors import ApiError
-from gateway.front.inbound import (
+from gateway.front.prefer import prefers_async
+from gateway.metrics.records import RequestRecord, prompt_sha256, run_digest
+from gateway.request.auth import Tenant
+from gateway.request.errors import ApiError
+from gateway.request.inbound import (
     ParsedBody,
     RunHeaders,
     decode_json_object,
@@ -44,8 +46,7 @@ from gateway.front.inbound import (
     parse_metadata,
     request_id_from,
 )
-from gateway.front.prefer import prefers_async
-from gateway.front.responses import (
+from gateway.request.responses import (
     UpstreamAnswer,
     error_response,
     exhausted,
@@ -54,7 +55,6 @@ from gateway.front.responses import (
     rejection,
     run_ended,
 )
-from gateway.metrics.records import RequestRecord, prompt_sha256, run_digest
 from gateway.state.contract import Refusal
 from gateway.state.fallback import quota_limits
 from policies.engine.scheduler import DuplicateRequestId

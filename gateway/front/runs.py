@@ -14,8 +14,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway.context import GatewayContext
-from gateway.front.errors import error_body
-from gateway.front.inbound import valid_run_id
+from gateway.request.errors import error_body
+from gateway.request.inbound import valid_run_id
 
 
 async def run_state(ctx: GatewayContext, request: Request) -> Response:

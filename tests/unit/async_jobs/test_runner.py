@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from gateway.config.schema import GatewayConfig, load_config
-from gateway.front.auth import key_digest
+from gateway.request.auth import key_digest
 from gateway.state.contract import Grant, Refusal
 from policies.gates.quota_params import TenantLimits
 from policies.types import Reason, RequestInfo, Usage

@@ -13,7 +13,8 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.admission.flight import Flight
 from gateway.context import GatewayContext, Runtime
-from gateway.front.errors import (
+from gateway.metrics.records import RequestRecord
+from gateway.request.errors import (
     RUN_ENDED_REASONS,
     ApiError,
     error_body,
@@ -21,7 +22,6 @@ from gateway.front.errors import (
     rejection_status,
     retry_after_headers,
 )
-from gateway.metrics.records import RequestRecord
 from policies.types import Decision, Outcome, Reason
 
 
