@@ -52,6 +52,7 @@ from gateway.metrics.runs import RunMetrics
 from gateway.request.auth import Authenticator
 from gateway.request.errors import error_body
 from gateway.request.inbound import CHAT, COMPLETIONS, request_id_from
+from gateway.request.responses import NOT_SERVED, not_served, refusal_headers
 from gateway.state.exposition import SharedStateCollector
 from gateway.state.fallback import effective
 from policies.engine.scheduler import Scheduler
@@ -395,27 +396,19 @@ def _async_routes(app: FastAPI, ctx: GatewayContext) -> None:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
-    kind, reason = _HTTP_ERRORS.get(status, ("invalid_request_error", "invalid_request"))
-    message = str(getattr(exc, "detail", "error")) if status not in (404, 405) else reason
-    return JSONResponse(error_body(message, kind), status_code=status,
-                        headers=_refusal_headers(request, reason))  # fmt: skip
+    request_id = request_id_from(request.headers)
+    if status in NOT_SERVED:
+        return not_served(status, request_id)
+    message = str(getattr(exc, "detail", "error"))
+    return JSONResponse(error_body(message, "invalid_request_error"), status_code=status,
+                        headers=refusal_headers(request_id, "invalid_request"))  # fmt: skip
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
     log.error("unhandled error", exc_info=exc)
     return JSONResponse(error_body("internal gateway error", "server_error"), status_code=500,
-                        headers=_refusal_headers(request, "internal_error"))  # fmt: skip
-
-
-_HTTP_ERRORS = {
-    404: ("not_found_error", "not_found"),
-    405: ("invalid_request_error", "method_not_allowed"),
-}
-
-
-def _refusal_headers(request: Request, reason: str) -> dict[str, str]:
-    return {"x-request-id": request_id_from(request.headers),
-            "x-sluicegate-decision": "reject", "x-sluicegate-reason": reason}  # fmt: skip
+                        headers=refusal_headers(request_id_from(request.headers),
+                                                "internal_error"))  # fmt: skip
 
 
 def _finite(value: Any) -> Any:
