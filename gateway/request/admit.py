@@ -16,16 +16,20 @@ from policies.engine.scheduler_types import Ticket, make_decision
 from policies.types import Decision, DecisionKind, RequestInfo
 
 
-async def admit_shared(ctx: GatewayContext, flight: Flight, req: RequestInfo) -> Decision | None:
+async def admit_shared(
+    ctx: GatewayContext, flight: Flight, req: RequestInfo, *, count_refusal: bool = True
+) -> Decision | None:
     """The tenant's global lease and token reservation (fleet mode), before the core decides;
-    a refusal is returned to answer, a grant is released by ``Flight.finish``."""
+    a refusal is returned to answer, a grant is released by ``Flight.finish``.
+    ``count_refusal``: False for a refusal that is waited out, not answered (async jobs)."""
     policy = ctx.scheduler.policy
     held = await ctx.shared.admit(req, quota_limits(policy, req.tenant))
     if isinstance(held, Refusal):
         after = ctx.scheduler.retry_after(held.retry_after_s)
         decision = make_decision(policy, req, DecisionKind.REJECT, held.reason,
                                  retry_after_s=after)  # fmt: skip
-        flight.decided(decision)
+        if count_refusal:
+            flight.decided(decision)
         return decision
     flight.grant = held
     return None
@@ -37,10 +41,13 @@ async def admit(
     req: RequestInfo,
     gone: asyncio.Future[None],
     avoid: frozenset[str],
+    *,
+    count_refusal: bool = True,
 ) -> Ticket | Decision | None:
     """A Ticket, a REJECT Decision, or None when the client left while queued.
     Backends in ``avoid`` just refused this request (connect error, engine busy): it is
-    not sent there again at once (if it queues, the dispatcher may pick them later)."""
+    not sent there again at once (if it queues, the dispatcher may pick them later).
+    ``count_refusal``: as for ``admit_shared``."""
     try:
         result = ctx.admission.submit(req, avoid=avoid)
     except DuplicateRequestId:
@@ -55,7 +62,8 @@ async def admit(
             return None
         result = waited
     if isinstance(result, Decision):
-        flight.decided(result)
+        if count_refusal:
+            flight.decided(result)
         return result
     flight.dispatched(result)
     return result

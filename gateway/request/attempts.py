@@ -24,6 +24,8 @@ class Failed:
     ``kind``: "connect", "busy", "stall", or the front's own."""
 
     kind: str
+    avoid: bool = True
+    """The tries after avoid the backend that failed."""
 
 
 @dataclass(frozen=True)
@@ -38,16 +40,19 @@ async def attempt(
     ctx: GatewayContext, flight: Flight, request: RequestInfo,
     send: Callable[[Ticket], Awaitable[T | Failed]], *, tries: int,
     gone: asyncio.Future[None], avoid: frozenset[str] = frozenset(),
+    count_refusal: bool = True,
 ) -> T | Decision | Failed | Gone:  # fmt: skip
     """What ``send`` made of the first ticket it did not fail; the refusal (a REJECT
     Decision); the last failure when every try failed, or when only backends that failed
     this request were left (no healthy backend); ``GONE``. Backends in ``avoid`` are never
-    chosen; a failed backend outside it is avoided by the tries after."""
+    chosen; a failed backend outside it is avoided by the tries after (when the failure
+    says so). ``count_refusal``: as for ``admit.admit``."""
     failed: set[str] = set()
     last = Failed("busy")
     for n in range(1, tries + 1):
         req = request if n == 1 else replace(request, request_id=f"{request.request_id}~{n}")
-        admitted = await admit(ctx, flight, req, gone, avoid | failed)
+        admitted = await admit(ctx, flight, req, gone, avoid | failed,
+                               count_refusal=count_refusal)  # fmt: skip
         if admitted is None:
             return GONE
         if isinstance(admitted, Decision):
@@ -58,6 +63,6 @@ async def attempt(
         if not isinstance(outcome, Failed):
             return outcome
         last = outcome
-        if admitted.backend not in avoid:
+        if outcome.avoid and admitted.backend not in avoid:
             failed.add(admitted.backend)
     return last
