@@ -141,12 +141,7 @@ async def _open(
         if upstream is not None:
             ctx.pool.note_success(ticket.backend)
         if not started or upstream is None:
-            if watch.reason == "ended":
-                return run_ended(flight, watch.ended_by)
-            if watch.reason != "gone":
-                return _stalled(ctx, flight, ticket.backend)
-            flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
-            return Response(status_code=CLIENT_CLOSED_REQUEST)
+            return _cut(ctx, flight, watch, ticket.backend)
         response = await _respond(ctx, flight, prepared, upstream, watch)
         handed_over = isinstance(response, RelayResponse)
         return response
@@ -185,6 +180,18 @@ def _watch(
     return StallWatch(bound, down=down, gone=gone, ended=ended, progress=progress)
 
 
+def _cut(ctx: GatewayContext, flight: Flight, watch: StallWatch, backend: str) -> Response | Failed:
+    """The watchdog cut the wait before anything reached the client: the agent run ended
+    (409), the client left (499, recorded), or the backend went down or silent (another
+    attempt may help)."""
+    if watch.reason == "ended":
+        return run_ended(flight, watch.ended_by)
+    if watch.reason != "gone":
+        return _stalled(ctx, flight, backend)
+    flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
+    return Response(status_code=CLIENT_CLOSED_REQUEST)
+
+
 def _stalled(ctx: GatewayContext, flight: Flight, backend: str) -> Failed:
     """The backend went down or silent before anything reached the client: give the
     ticket back, and let the request try a healthy backend."""
@@ -208,12 +215,7 @@ async def _respond(
             raise
         if first is None:
             await upstream.aclose()
-            if watch.reason == "ended":
-                return run_ended(flight, watch.ended_by)
-            if watch.reason != "gone":
-                return _stalled(ctx, flight, backend)
-            flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
-            return Response(status_code=CLIENT_CLOSED_REQUEST)
+            return _cut(ctx, flight, watch, backend)
         if ctx.stalls is not None:
             watch.rebound(ctx.stalls.inter_token_s(backend))
         relayed = relay_stream(flight, upstream, relay, watch=watch, chunks=chunks, first=first)
@@ -226,12 +228,7 @@ async def _respond(
     finally:
         await upstream.aclose()
     if not done or data is None:
-        if watch.reason == "ended":
-            return run_ended(flight, watch.ended_by)
-        if watch.reason != "gone":
-            return _stalled(ctx, flight, backend)
-        flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
-        return Response(status_code=CLIENT_CLOSED_REQUEST)
+        return _cut(ctx, flight, watch, backend)
     flight.first_byte()
     usage = usage_from_body(data) if upstream.status_code == 200 else None
     status = upstream.status_code
