@@ -1,7 +1,10 @@
-"""``create_app``: all wiring of the gateway in one place.
+"""All wiring of the gateway in one place: ``build_gateway`` (the context and the work
+beside the requests, for any front), ``http_app`` (the HTTP front over it), ``create_app``
+(both).
 
 Handlers receive a ``GatewayContext`` through closures; nothing reaches into
-``app.state`` on the request path (``app.state.ctx`` is exposed for tests and tools).
+``app.state`` on the request path (``app.state.ctx`` and ``app.state.async_jobs`` are
+exposed for tests and tools).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +72,18 @@ log = logging.getLogger("sluicegate.app")
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
+@dataclass(frozen=True)
+class Gateway:
+    """The gateway without a front: what every front is given (``ctx``, ``async_jobs``),
+    and ``running``, the work beside the requests (dispatcher, probes, scrapes, reloads,
+    discovery, async jobs) for as long as a front serves."""
+
+    ctx: GatewayContext
+    async_jobs: AsyncJobs
+    """Calls handed off with ``Prefer: respond-async`` (``async_jobs:``, docs/async.md)."""
+    running: Callable[[], contextlib.AbstractAsyncContextManager[None]]
+
+
 def create_app(
     config: GatewayConfig | LoadedConfig,
     *,
@@ -80,6 +96,25 @@ def create_app(
     background: bool = True,
     batch_records: bool = False,
 ) -> FastAPI:
+    """The gateway behind its HTTP front (``build_gateway``, then ``http_app``)."""
+    return http_app(build_gateway(
+        config, clock=clock, transport=transport, scheduler=scheduler, estimator=estimator,
+        config_path=config_path, rng=rng, background=background, batch_records=batch_records,
+    ))  # fmt: skip
+
+
+def build_gateway(
+    config: GatewayConfig | LoadedConfig,
+    *,
+    clock: Clock = time.monotonic,
+    transport: httpx.AsyncBaseTransport | None = None,
+    scheduler: SchedulerLike | None = None,
+    estimator: Estimator | None = None,
+    config_path: str | Path | None = None,
+    rng: random.Random | None = None,
+    background: bool = True,
+    batch_records: bool = False,
+) -> Gateway:
     """Build the gateway. ``transport`` replaces the network for every upstream call
     (tests); ``config_path`` enables SIGHUP/file-change reload; ``background=False`` skips
     health probes, scraping and file watching (the dispatcher always runs);
@@ -94,7 +129,7 @@ def create_app(
         loaded, scheduler, estimator or TokenEstimator(), clock, transport, closers, batch_records
     )
     ctx.full_policy = scheduler.policy
-    ctx.async_jobs = AsyncJobs(ctx)
+    jobs = AsyncJobs(ctx)
     if loaded.config.state.backend == "redis":
         ctx.shared = _redis_state(ctx)
         if ctx.scraper is not None:
@@ -112,13 +147,25 @@ def create_app(
     )
     if watcher is not None:
         ctx.metrics.registry.register(DiscoveryCollector(watcher))
+    return Gateway(ctx, jobs, _running(ctx, jobs, ctx.scraper, background, closers, watcher))
+
+
+def http_app(gateway: Gateway) -> FastAPI:
+    """The HTTP front over ``gateway``: its lifespan runs ``gateway.running``."""
+    ctx, jobs = gateway.ctx, gateway.async_jobs
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with gateway.running():
+            yield
+
     app = GatewayApp(
-        lifespan=_lifespan(ctx, ctx.scraper, background, closers, watcher), docs_url=None,
-        redoc_url=None, openapi_url=None, **_without_otel(),
-    )  # fmt: skip
+        lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None, **_without_otel()
+    )
     app.state.ctx = ctx
-    _routes(app, ctx, ctx.scraper)
-    app.hot = {p: _completion(ctx, p) for p in (CHAT, COMPLETIONS)}
+    app.state.async_jobs = jobs
+    _routes(app, ctx, jobs, ctx.scraper)
+    app.hot = {p: _completion(ctx, jobs, p) for p in (CHAT, COMPLETIONS)}
     return app
 
 
@@ -165,9 +212,9 @@ def _shared_scrapes(ctx: GatewayContext, scraper: MetricsScraper, closers: list[
     return share
 
 
-def _completion(ctx: GatewayContext, path: str) -> Endpoint:
+def _completion(ctx: GatewayContext, jobs: AsyncJobs, path: str) -> Endpoint:
     """``handle_completion`` for one path, called directly (no coroutine in between)."""
-    return lambda request: handle_completion(ctx, request, path)
+    return lambda request: handle_completion(ctx, request, path, jobs)
 
 
 def _context(
@@ -271,15 +318,13 @@ def _apply(ctx: GatewayContext, loaded: LoadedConfig, policy: PolicySet) -> None
     ctx.metrics.config_info.labels(loaded.version).set(1)
 
 
-def _lifespan(
-    ctx: GatewayContext, scraper: MetricsScraper | None, background: bool, closers: list[Any],
-    watcher: InferencePoolWatcher | None = None,
-) -> Any:  # fmt: skip
+def _running(
+    ctx: GatewayContext, async_jobs: AsyncJobs, scraper: MetricsScraper | None,
+    background: bool, closers: list[Any], watcher: InferencePoolWatcher | None = None,
+) -> Callable[[], contextlib.AbstractAsyncContextManager[None]]:  # fmt: skip
     @contextlib.asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        jobs = [ctx.admission.run(), ctx.shared.run()]
-        if ctx.async_jobs is not None:
-            jobs.append(ctx.async_jobs.run())
+    async def running() -> AsyncIterator[None]:
+        jobs = [ctx.admission.run(), ctx.shared.run(), async_jobs.run()]
         if watcher is not None:  # the backends come from it: runs without background jobs too
             jobs.append(watcher.run())
         tasks = [asyncio.ensure_future(job) for job in jobs]
@@ -305,8 +350,7 @@ def _lifespan(
         try:
             yield
         finally:
-            if ctx.async_jobs is not None:  # pending jobs end cancelled, tickets released
-                await ctx.async_jobs.aclose()
+            await async_jobs.aclose()  # pending jobs end cancelled, tickets released
             if scraper is not None:
                 scraper.stop()
             for task in tasks:
@@ -318,15 +362,17 @@ def _lifespan(
             await ctx.shared.aclose()
             ctx.records.flush()
 
-    return lifespan
+    return running
 
 
-def _routes(app: FastAPI, ctx: GatewayContext, scraper: MetricsScraper | None) -> None:
+def _routes(
+    app: FastAPI, ctx: GatewayContext, async_jobs: AsyncJobs, scraper: MetricsScraper | None
+) -> None:
     async def chat(request: Request) -> Response:
-        return await handle_completion(ctx, request, CHAT)
+        return await handle_completion(ctx, request, CHAT, async_jobs)
 
     async def completions(request: Request) -> Response:
-        return await handle_completion(ctx, request, COMPLETIONS)
+        return await handle_completion(ctx, request, COMPLETIONS, async_jobs)
 
     async def models(_request: Request) -> Response:
         data = [{"id": m, "object": "model", "owned_by": "sluicegate", "max_model_len": n}
@@ -376,19 +422,19 @@ def _routes(app: FastAPI, ctx: GatewayContext, scraper: MetricsScraper | None) -
     app.add_route("/v1/runs/{run_id}", run_delete, methods=["DELETE"])
     app.add_route("/v1/runs/{run_id}/complete", run_complete, methods=["POST"])
     app.add_route("/admin/fleet", admin_fleet, methods=["GET"])
-    _async_routes(app, ctx)
+    _async_routes(app, ctx, async_jobs)
     app.add_route("/admin/backends", admin_backends, methods=["GET"])
     app.add_route("/admin/scheduler", admin_scheduler, methods=["GET"])
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
 
 
-def _async_routes(app: FastAPI, ctx: GatewayContext) -> None:
+def _async_routes(app: FastAPI, ctx: GatewayContext, jobs: AsyncJobs) -> None:
     async def poll(request: Request) -> Response:
-        return await async_routes.poll(ctx, request)
+        return await async_routes.poll(ctx, jobs, request)
 
     async def cancel(request: Request) -> Response:
-        return await async_routes.cancel(ctx, request)
+        return await async_routes.cancel(ctx, jobs, request)
 
     app.add_route(ASYNC_PATH, poll, methods=["GET"])
     app.add_route(ASYNC_PATH, cancel, methods=["DELETE"])

@@ -20,7 +20,6 @@ from policies.policy_set import PolicySet
 from policies.types import Clock, Usage, WorkEstimate
 
 if TYPE_CHECKING:  # these import this module's neighbours; only their types are needed here
-    from gateway.async_jobs.runner import AsyncJobs
     from gateway.backends.scrape.scraper import MetricsScraper
     from gateway.config.reload import Reloader
 
@@ -83,8 +82,6 @@ class GatewayContext:
     """The loaded policy; the scheduler runs its local share while Redis does not answer."""
     stalls: StallBounds | None = None
     """The silence bounds of upstream responses, from each backend's measurements."""
-    async_jobs: AsyncJobs | None = None
-    """Calls handed off with ``Prefer: respond-async`` (``async_jobs:``, docs/async.md)."""
 
     @property
     def scheduler(self) -> SchedulerLike:

@@ -14,6 +14,7 @@ from starlette.responses import Response
 from starlette.types import Receive
 
 from gateway.admission.flight import CLIENT_CLOSED_REQUEST, Flight
+from gateway.async_jobs.runner import AsyncJobs
 from gateway.context import GatewayContext, Runtime
 from gateway.forward.stall import StallWatch
 from gateway.forward.stream_relay import first_events, relay_stream
@@ -47,13 +48,19 @@ from policies.engine.scheduler_types import Ticket
 from policies.types import Decision, Outcome
 
 
-async def handle_completion(ctx: GatewayContext, request: Request, path: str) -> Response:
-    return await handle(ctx, HttpFront(ctx, request, path))
+async def handle_completion(
+    ctx: GatewayContext, request: Request, path: str, jobs: AsyncJobs | None = None
+) -> Response:
+    """``jobs``: where a refused call that prefers an async answer is handed off."""
+    return await handle(ctx, HttpFront(ctx, request, path, jobs))
 
 
 class HttpFront(Front[Response]):
-    def __init__(self, ctx: GatewayContext, request: Request, path: str) -> None:
+    def __init__(
+        self, ctx: GatewayContext, request: Request, path: str, jobs: AsyncJobs | None
+    ) -> None:
         self.ctx = ctx
+        self.jobs = jobs
         self.request = request
         self.headers = header_map(request.scope["headers"])
         self.path = path
@@ -83,7 +90,7 @@ class HttpFront(Front[Response]):
         asked for it (``Prefer: respond-async``, docs/async.md)."""
         if prepared.prefer_async:
             work = (prepared.path, prepared.parsed, prepared.raw)
-            handed = hand_off(self.ctx, flight, decision, work)
+            handed = hand_off(self.jobs, flight, decision, work)
             if handed is not None:
                 return handed
         return rejection(flight, decision)
