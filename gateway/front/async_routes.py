@@ -19,7 +19,8 @@ from gateway.admission.flight import Flight
 from gateway.async_jobs.runner import AsyncJobs, AsyncWork
 from gateway.async_jobs.store import Job, TenantFull
 from gateway.context import GatewayContext
-from gateway.request.errors import error_body, retry_after_headers
+from gateway.request.auth import authenticate
+from gateway.request.errors import ApiError, error_body, retry_after_headers
 from gateway.request.inbound import ParsedBody
 from gateway.request.responses import headers, rejection
 from policies.types import Decision
@@ -87,11 +88,10 @@ def _find(
     ctx: GatewayContext, jobs: AsyncJobs | None, request: Request
 ) -> tuple[AsyncJobs, Job] | Response:
     """The caller's job, or the 401/404 to answer (another tenant's job is not found)."""
-    tenant = ctx.runtime.auth.authenticate(request.headers.get("authorization"))
-    if tenant is None:
-        body = error_body("missing or unknown API key", "authentication_error", None,
-                          "invalid_api_key")  # fmt: skip
-        return JSONResponse(body, status_code=401)
+    try:
+        tenant = authenticate(ctx.runtime.auth, request.headers)
+    except ApiError as err:
+        return JSONResponse(err.body(), status_code=err.status)
     job = None if jobs is None else jobs.store.get(request.path_params["job_id"], tenant.name)
     if jobs is None or job is None:
         body = error_body("no such async job", "not_found_error", None, "async_job_not_found")
