@@ -4,10 +4,12 @@ end in exactly one terminal outcome, measured on its ``Flight``.
 
 A front (the HTTP endpoints, the Endpoint Picker) is an adapter: a ``Front`` says where
 the body comes from, how to send an admitted request on, and what each outcome looks
-like in its protocol; ``handle`` does the rest. Until the request is prepared nothing is
-taken, so every refusal before needs no cleanup (``refuse`` counts and records it); after,
-every path ends the flight once: by the front's answer, or by ``flight_of`` when an error
-or a cancellation escapes.
+like in its protocol; ``handle`` does the rest. An async job carries on the flight of a
+call the HTTP front handed off, through the same attempt loop (``attempts.attempt``).
+
+Until the request is prepared nothing is taken, so every refusal before needs no cleanup
+(``refuse`` counts and records it); after, every path ends the flight once: by the front's
+answer, or by ``flight_of`` when an error or a cancellation escapes.
 """
 
 from __future__ import annotations
