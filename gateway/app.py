@@ -84,23 +84,9 @@ class Gateway:
     running: Callable[[], contextlib.AbstractAsyncContextManager[None]]
 
 
-def create_app(
-    config: GatewayConfig | LoadedConfig,
-    *,
-    clock: Clock = time.monotonic,
-    transport: httpx.AsyncBaseTransport | None = None,
-    scheduler: SchedulerLike | None = None,
-    estimator: Estimator | None = None,
-    config_path: str | Path | None = None,
-    rng: random.Random | None = None,
-    background: bool = True,
-    batch_records: bool = False,
-) -> FastAPI:
-    """The gateway behind its HTTP front (``build_gateway``, then ``http_app``)."""
-    return http_app(build_gateway(
-        config, clock=clock, transport=transport, scheduler=scheduler, estimator=estimator,
-        config_path=config_path, rng=rng, background=background, batch_records=batch_records,
-    ))  # fmt: skip
+def create_app(config: GatewayConfig | LoadedConfig, **options: Any) -> FastAPI:
+    """The gateway behind its HTTP front: ``http_app(build_gateway(config, **options))``."""
+    return http_app(build_gateway(config, **options))
 
 
 def build_gateway(
