@@ -11,7 +11,7 @@ chat endpoint does); everything else runs here, in the system python.
 
 Corpus (seeded, built locally): chat requests whose content is code (slices of Python stdlib
 sources), prose (stdlib docstrings) or JSON tool output (generated records), short and long,
-one to six messages, sometimes with a system prompt. They go through ``gateway.front.inbound.
+one to six messages, sometimes with a system prompt. They go through ``gateway.request.inbound.
 parse_body`` for ``prompt_chars`` and then through ``estimate()``/``observe()`` in order, as the
 gateway does. The same requests are also sized with the static 4 chars/token prior.
 
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.profile import load_profile
-from gateway.front.inbound import CHAT, parse_body
+from gateway.request.inbound import CHAT, parse_body
 from policies.estimate import TokenEstimator
 from policies.types import Usage
 from scripts.vllm.serve import model_cache, vllm_venv

@@ -34,7 +34,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.fleet_state import cpu_s, processes
 from bench.overhead import free_port, wait_healthy
-from gateway.front.auth import key_digest
+from gateway.request.auth import key_digest
 
 USAGE = {"prompt_tokens": 60, "completion_tokens": 16, "total_tokens": 76}
 BODY = {"model": "fake", "messages": [{"role": "user", "content": "hello " * 50}],

@@ -28,7 +28,7 @@ from commands.serve import DEMO_KEY
 from emulator.embedded import EmulatorFleet, EmulatorSpec, start_emulators
 from gateway.app import create_app
 from gateway.config.schema import GatewayConfig, LoadedConfig, load_config_bytes
-from gateway.front.auth import key_digest
+from gateway.request.auth import key_digest
 from policies.build import core
 
 MODEL = "emulated"

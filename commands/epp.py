@@ -15,19 +15,22 @@ import asyncio
 import contextlib
 import logging
 import sys
+from typing import Any
 
 import uvicorn
 import uvloop
-from fastapi import FastAPI
 
 from commands.check_config import print_issues
 from commands.gc_tuning import tune_gc
 from commands.serve import _logging
-from gateway.app import create_app
+from gateway.app import Gateway, build_gateway, http_app
 from gateway.config.schema import ConfigError, LoadedConfig, load_config
-from gateway.epp.server import start_picker
 
 log = logging.getLogger("sluicegate.epp")
+EPP_PACKAGES = ("grpc", "grpc_health", "envoy", "google", "udpa", "xds", "validate")
+"""The top-level modules of the ``epp`` extra (grpcio, grpcio-health-checking, xds-protos
+and what they bring)."""
+MISSING_EXTRA = "install the epp extra: pip install 'sluicegate[epp]'"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,29 +46,44 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def picker() -> Any:
+    """``start_picker``; without the ``epp`` extra, an exit with one line naming it."""
+    try:
+        from gateway.epp.server import start_picker
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".", 1)[0] not in EPP_PACKAGES:
+            raise
+        raise SystemExit(f"sluicegate epp: {exc.name} is missing; {MISSING_EXTRA}") from None
+    return start_picker
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    start_picker = picker()
     _logging(args.log_level, records=not args.no_records)
     try:
         loaded = load_config(args.config)
-        app = create_app(loaded, config_path=args.config, batch_records=True)
+        gateway = build_gateway(loaded, config_path=args.config, batch_records=True)
     except ConfigError as exc:
         print_issues(exc.issues)
         return 2
     tune_gc()
     factory = uvloop.new_event_loop if args.loop == "uvloop" else None
     with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(_serve(app, loaded, args))
+        runner.run(_serve(gateway, loaded, args, start_picker))
     return 0
 
 
-async def _serve(app: FastAPI, loaded: LoadedConfig, args: argparse.Namespace) -> None:
-    """The HTTP side first (its startup runs the dispatcher, the first probes and scrapes),
-    then the gRPC server: Envoy's first request finds the picker ready."""
+async def _serve(
+    gateway: Gateway, loaded: LoadedConfig, args: argparse.Namespace, start_picker: Any
+) -> None:
+    """The HTTP side first (``/metrics``, ``/admin/*``, health; its startup runs the
+    gateway's dispatcher, first probes and scrapes), then the gRPC server over the same
+    gateway: Envoy's first request finds the picker ready."""
     cfg = loaded.config
     http = uvicorn.Server(
         uvicorn.Config(
-            app, host=cfg.server.host,
+            http_app(gateway), host=cfg.server.host,
             port=args.http_port if args.http_port is not None else cfg.server.port,
             log_level=args.log_level, access_log=False, lifespan="on",
         )
@@ -78,7 +96,7 @@ async def _serve(app: FastAPI, loaded: LoadedConfig, args: argparse.Namespace) -
         return
     host = args.host or cfg.epp.host
     port = args.port if args.port is not None else cfg.epp.port
-    server, bound, health = await start_picker(app.state.ctx, host, port, cfg.epp.tls)
+    server, bound, health = await start_picker(gateway.ctx, host, port, cfg.epp.tls)
     over = "TLS" if cfg.epp.tls is not None else "cleartext"
     print(f"sluicegate epp: ext_proc on {host}:{bound} ({over})", file=sys.stderr, flush=True)
     ready = asyncio.ensure_future(health.run())

@@ -27,8 +27,8 @@ from gateway.config.schema import (
     load_config,
     load_config_bytes,
 )
-from gateway.front.auth import key_digest
 from gateway.front.http_guard import guarded_http
+from gateway.request.auth import key_digest
 from policies.build import compiled_modules, core
 
 DEMO_KEY = "sk-sluicegate-demo"

@@ -1,7 +1,10 @@
-"""``create_app``: all wiring of the gateway in one place.
+"""All wiring of the gateway in one place: ``build_gateway`` (the context and the work
+beside the requests, for any front), ``http_app`` (the HTTP front over it), ``create_app``
+(both).
 
 Handlers receive a ``GatewayContext`` through closures; nothing reaches into
-``app.state`` on the request path (``app.state.ctx`` is exposed for tests and tools).
+``app.state`` on the request path (``app.state.ctx`` and ``app.state.async_jobs`` are
+exposed for tests and tools).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,15 +47,16 @@ from gateway.context import Estimator, GatewayContext, Runtime
 from gateway.forward.stall import StallBounds
 from gateway.front import async_routes
 from gateway.front.async_routes import ASYNC_PATH
-from gateway.front.auth import Authenticator
 from gateway.front.completions import handle_completion
-from gateway.front.errors import error_body
-from gateway.front.inbound import CHAT, COMPLETIONS, request_id_from
 from gateway.front.runs import cancel_run, complete_run, run_state
 from gateway.metrics.event_loop import event_loop_gauges
 from gateway.metrics.exporter import GatewayMetrics, GaugeSample
 from gateway.metrics.records import RecordSink
 from gateway.metrics.runs import RunMetrics
+from gateway.request.auth import Authenticator
+from gateway.request.errors import error_body
+from gateway.request.inbound import CHAT, COMPLETIONS, request_id_from
+from gateway.request.responses import NOT_SERVED, not_served, refusal_headers
 from gateway.state.exposition import SharedStateCollector
 from policies.engine.scheduler import Scheduler
 from policies.estimate import TokenEstimator
@@ -67,7 +72,24 @@ log = logging.getLogger("sluicegate.app")
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def create_app(
+@dataclass(frozen=True)
+class Gateway:
+    """The gateway without a front: what every front is given (``ctx``, ``async_jobs``),
+    and ``running``, the work beside the requests (dispatcher, probes, scrapes, reloads,
+    discovery, async jobs) for as long as a front serves."""
+
+    ctx: GatewayContext
+    async_jobs: AsyncJobs
+    """Calls handed off with ``Prefer: respond-async`` (``async_jobs:``, docs/async.md)."""
+    running: Callable[[], contextlib.AbstractAsyncContextManager[None]]
+
+
+def create_app(config: GatewayConfig | LoadedConfig, **options: Any) -> FastAPI:
+    """The gateway behind its HTTP front: ``http_app(build_gateway(config, **options))``."""
+    return http_app(build_gateway(config, **options))
+
+
+def build_gateway(
     config: GatewayConfig | LoadedConfig,
     *,
     clock: Clock = time.monotonic,
@@ -78,7 +100,7 @@ def create_app(
     rng: random.Random | None = None,
     background: bool = True,
     batch_records: bool = False,
-) -> FastAPI:
+) -> Gateway:
     """Build the gateway. ``transport`` replaces the network for every upstream call
     (tests); ``config_path`` enables SIGHUP/file-change reload; ``background=False`` skips
     health probes, scraping and file watching (the dispatcher always runs);
@@ -93,7 +115,7 @@ def create_app(
         loaded, scheduler, estimator or TokenEstimator(), clock, transport, closers, batch_records
     )
     ctx.full_policy = scheduler.policy
-    ctx.async_jobs = AsyncJobs(ctx)
+    jobs = AsyncJobs(ctx)
     if loaded.config.state.backend == "redis":
         ctx.shared = _redis_state(ctx)
         if ctx.scraper is not None:
@@ -111,13 +133,25 @@ def create_app(
     )
     if watcher is not None:
         ctx.metrics.registry.register(DiscoveryCollector(watcher))
+    return Gateway(ctx, jobs, _running(ctx, jobs, ctx.scraper, background, closers, watcher))
+
+
+def http_app(gateway: Gateway) -> FastAPI:
+    """The HTTP front over ``gateway``: its lifespan runs ``gateway.running``."""
+    ctx, jobs = gateway.ctx, gateway.async_jobs
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with gateway.running():
+            yield
+
     app = GatewayApp(
-        lifespan=_lifespan(ctx, ctx.scraper, background, closers, watcher), docs_url=None,
-        redoc_url=None, openapi_url=None, **_without_otel(),
-    )  # fmt: skip
+        lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None, **_without_otel()
+    )
     app.state.ctx = ctx
-    _routes(app, ctx, ctx.scraper)
-    app.hot = {p: _completion(ctx, p) for p in (CHAT, COMPLETIONS)}
+    app.state.async_jobs = jobs
+    _routes(app, ctx, jobs, ctx.scraper)
+    app.hot = {p: _completion(ctx, jobs, p) for p in (CHAT, COMPLETIONS)}
     return app
 
 
@@ -164,9 +198,9 @@ def _shared_scrapes(ctx: GatewayContext, scraper: MetricsScraper, closers: list[
     return share
 
 
-def _completion(ctx: GatewayContext, path: str) -> Endpoint:
+def _completion(ctx: GatewayContext, jobs: AsyncJobs, path: str) -> Endpoint:
     """``handle_completion`` for one path, called directly (no coroutine in between)."""
-    return lambda request: handle_completion(ctx, request, path)
+    return lambda request: handle_completion(ctx, request, path, jobs)
 
 
 def _context(
@@ -270,15 +304,13 @@ def _apply(ctx: GatewayContext, loaded: LoadedConfig, policy: PolicySet) -> None
     ctx.metrics.config_info.labels(loaded.version).set(1)
 
 
-def _lifespan(
-    ctx: GatewayContext, scraper: MetricsScraper | None, background: bool, closers: list[Any],
-    watcher: InferencePoolWatcher | None = None,
-) -> Any:  # fmt: skip
+def _running(
+    ctx: GatewayContext, async_jobs: AsyncJobs, scraper: MetricsScraper | None,
+    background: bool, closers: list[Any], watcher: InferencePoolWatcher | None = None,
+) -> Callable[[], contextlib.AbstractAsyncContextManager[None]]:  # fmt: skip
     @contextlib.asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        jobs = [ctx.admission.run(), ctx.shared.run()]
-        if ctx.async_jobs is not None:
-            jobs.append(ctx.async_jobs.run())
+    async def running() -> AsyncIterator[None]:
+        jobs = [ctx.admission.run(), ctx.shared.run(), async_jobs.run()]
         if watcher is not None:  # the backends come from it: runs without background jobs too
             jobs.append(watcher.run())
         tasks = [asyncio.ensure_future(job) for job in jobs]
@@ -304,8 +336,7 @@ def _lifespan(
         try:
             yield
         finally:
-            if ctx.async_jobs is not None:  # pending jobs end cancelled, tickets released
-                await ctx.async_jobs.aclose()
+            await async_jobs.aclose()  # pending jobs end cancelled, tickets released
             if scraper is not None:
                 scraper.stop()
             for task in tasks:
@@ -317,15 +348,17 @@ def _lifespan(
             await ctx.shared.aclose()
             ctx.records.flush()
 
-    return lifespan
+    return running
 
 
-def _routes(app: FastAPI, ctx: GatewayContext, scraper: MetricsScraper | None) -> None:
+def _routes(
+    app: FastAPI, ctx: GatewayContext, async_jobs: AsyncJobs, scraper: MetricsScraper | None
+) -> None:
     async def chat(request: Request) -> Response:
-        return await handle_completion(ctx, request, CHAT)
+        return await handle_completion(ctx, request, CHAT, async_jobs)
 
     async def completions(request: Request) -> Response:
-        return await handle_completion(ctx, request, COMPLETIONS)
+        return await handle_completion(ctx, request, COMPLETIONS, async_jobs)
 
     async def models(_request: Request) -> Response:
         data = [{"id": m, "object": "model", "owned_by": "sluicegate", "max_model_len": n}
@@ -375,19 +408,19 @@ def _routes(app: FastAPI, ctx: GatewayContext, scraper: MetricsScraper | None) -
     app.add_route("/v1/runs/{run_id}", run_delete, methods=["DELETE"])
     app.add_route("/v1/runs/{run_id}/complete", run_complete, methods=["POST"])
     app.add_route("/admin/fleet", admin_fleet, methods=["GET"])
-    _async_routes(app, ctx)
+    _async_routes(app, ctx, async_jobs)
     app.add_route("/admin/backends", admin_backends, methods=["GET"])
     app.add_route("/admin/scheduler", admin_scheduler, methods=["GET"])
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
 
 
-def _async_routes(app: FastAPI, ctx: GatewayContext) -> None:
+def _async_routes(app: FastAPI, ctx: GatewayContext, jobs: AsyncJobs) -> None:
     async def poll(request: Request) -> Response:
-        return await async_routes.poll(ctx, request)
+        return await async_routes.poll(ctx, jobs, request)
 
     async def cancel(request: Request) -> Response:
-        return await async_routes.cancel(ctx, request)
+        return await async_routes.cancel(ctx, jobs, request)
 
     app.add_route(ASYNC_PATH, poll, methods=["GET"])
     app.add_route(ASYNC_PATH, cancel, methods=["DELETE"])
@@ -395,27 +428,19 @@ def _async_routes(app: FastAPI, ctx: GatewayContext) -> None:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
-    kind, reason = _HTTP_ERRORS.get(status, ("invalid_request_error", "invalid_request"))
-    message = str(getattr(exc, "detail", "error")) if status not in (404, 405) else reason
-    return JSONResponse(error_body(message, kind), status_code=status,
-                        headers=_refusal_headers(request, reason))  # fmt: skip
+    request_id = request_id_from(request.headers)
+    if status in NOT_SERVED:
+        return not_served(status, request_id)
+    message = str(getattr(exc, "detail", "error"))
+    return JSONResponse(error_body(message, "invalid_request_error"), status_code=status,
+                        headers=refusal_headers(request_id, "invalid_request"))  # fmt: skip
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
     log.error("unhandled error", exc_info=exc)
     return JSONResponse(error_body("internal gateway error", "server_error"), status_code=500,
-                        headers=_refusal_headers(request, "internal_error"))  # fmt: skip
-
-
-_HTTP_ERRORS = {
-    404: ("not_found_error", "not_found"),
-    405: ("invalid_request_error", "method_not_allowed"),
-}
-
-
-def _refusal_headers(request: Request, reason: str) -> dict[str, str]:
-    return {"x-request-id": request_id_from(request.headers),
-            "x-sluicegate-decision": "reject", "x-sluicegate-reason": reason}  # fmt: skip
+                        headers=refusal_headers(request_id_from(request.headers),
+                                                "internal_error"))  # fmt: skip
 
 
 def _finite(value: Any) -> Any:

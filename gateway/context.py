@@ -10,9 +10,9 @@ from gateway.admission.dispatcher import Admission, SchedulerLike
 from gateway.backends.pool import BackendPool
 from gateway.config.schema import LoadedConfig
 from gateway.forward.stall import StallBounds
-from gateway.front.auth import Authenticator
 from gateway.metrics.exporter import GatewayMetrics
 from gateway.metrics.records import RecordSink
+from gateway.request.auth import Authenticator
 from gateway.state.contract import SharedState
 from gateway.state.local import LocalState
 from policies.estimate import FanOut
@@ -20,7 +20,6 @@ from policies.policy_set import PolicySet
 from policies.types import Clock, Usage, WorkEstimate
 
 if TYPE_CHECKING:  # these import this module's neighbours; only their types are needed here
-    from gateway.async_jobs.runner import AsyncJobs
     from gateway.backends.scrape.scraper import MetricsScraper
     from gateway.config.reload import Reloader
 
@@ -83,8 +82,6 @@ class GatewayContext:
     """The loaded policy; the scheduler runs its local share while Redis does not answer."""
     stalls: StallBounds | None = None
     """The silence bounds of upstream responses, from each backend's measurements."""
-    async_jobs: AsyncJobs | None = None
-    """Calls handed off with ``Prefer: respond-async`` (``async_jobs:``, docs/async.md)."""
 
     @property
     def scheduler(self) -> SchedulerLike:

@@ -23,9 +23,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from gateway.forward.streaming_response import wait_disconnect
 from gateway.front.disconnect import DisconnectWatch
-from gateway.front.inbound import loads_as_json
 from gateway.metrics.exporter import QUEUE_WAIT_BUCKETS
 from gateway.metrics.tally import CounterTally, HistogramTally
+from gateway.request.inbound import loads_as_json
 
 BODY = b'{"model":"fake","messages":[{"role":"user","content":"hello bench"}],"max_tokens":16}'
 LABELS = ("admit", "capacity_available", "acme", "interactive")

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import httpx
@@ -36,12 +36,12 @@ from gateway.async_jobs.store import (
 )
 from gateway.context import GatewayContext
 from gateway.forward.upstream import BackendBusy, open_upstream, upstream_body, usage_from_body
-from gateway.front.inbound import ParsedBody
-from gateway.state.contract import Refusal
-from gateway.state.fallback import quota_limits
-from policies.engine.scheduler_types import Ticket, make_decision
+from gateway.request.admit import admit_shared
+from gateway.request.attempts import Failed, Gone, attempt
+from gateway.request.inbound import ParsedBody
 from policies.shared_mode import rules
-from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
+from policies.engine.scheduler_types import Ticket
+from policies.types import Decision, Outcome, RequestInfo, Usage
 
 log = logging.getLogger("sluicegate.async_jobs")
 
@@ -71,6 +71,9 @@ class Ending:
     state: JobState
     result: Result
     usage: Usage | None = None
+
+
+Send = Callable[[Ticket], Awaitable[Ending | Failed]]
 
 
 def limits_of(cfg: AsyncJobsConfig) -> StoreLimits:
@@ -175,24 +178,52 @@ class AsyncJobs:
         self._changed.set()
 
     async def _serve(self, job: Job, flight: Flight) -> Ending:
+        """The job through the attempt loop, as every call goes: a refusal is waited out
+        (not counted against the attempts), a failed attempt sends it back to the queue."""
         assert flight.request is not None and isinstance(job.work, AsyncWork)
         work, req = job.work, self._background(flight.request, job.id)
+        max_attempts = self.ctx.runtime.loaded.config.server.max_attempts
         failures = 0
-        while True:
-            await self._turn()
-            admitted = await self._admit(flight, req)
-            if isinstance(admitted, Decision):
-                await asyncio.sleep(self._pause(admitted.retry_after_s))
-                continue
+
+        async def send(ticket: Ticket) -> Ending | Failed:
+            nonlocal failures
             self.store.start(job)
-            ending = await self._forward(flight, work, admitted)
+            ending = await self._forward(flight, job.id, work, ticket)
             if ending is not None:
                 return ending
             failures += 1
-            if failures >= flight.ctx.runtime.loaded.config.server.max_attempts:
-                return Ending(JobState.FAILED, _NO_BACKEND)
-            self.store.requeue(job)
-            await asyncio.sleep(self.config.retry_interval_s)  # not straight back at a busy engine
+            if failures < max_attempts:
+                self.store.requeue(job)
+                await asyncio.sleep(self.config.retry_interval_s)  # not straight back at it
+                await self._turn()
+            return Failed("failed", avoid=False)
+
+        while True:
+            await self._turn()
+            outcome = await self._attempt(flight, req, send, max_attempts - failures)
+            if isinstance(outcome, Decision):
+                if flight.grant is not None:
+                    self.ctx.shared.release(flight.grant, None, served=False)
+                    flight.grant = None
+                await asyncio.sleep(self._pause(outcome.retry_after_s))
+                continue
+            if isinstance(outcome, Ending):
+                return outcome
+            return Ending(JobState.FAILED, _NO_BACKEND)
+
+    async def _attempt(
+        self, flight: Flight, req: RequestInfo, send: Send, tries: int
+    ) -> Ending | Decision | Failed | Gone:  # fmt: skip
+        """Shared limits first in fleet mode (a grant is kept after a failed try), then the
+        attempt loop; a refusal is waited out, so it is not counted as a decision."""
+        ctx = self.ctx
+        if rules(ctx.shared.mode).consults_store and flight.grant is None:
+            refusal = await admit_shared(ctx, flight, req, count_refusal=False)
+            if refusal is not None:
+                return refusal
+        async with _never() as gone:  # cancellation comes as the task's own
+            return await attempt(ctx, flight, req, send, tries=tries, gone=gone,
+                                 count_refusal=False)  # fmt: skip
 
     def _background(self, req: RequestInfo, job_id: str) -> RequestInfo:
         """The call as background work: the job's id, class and band; no deadline (its
@@ -212,36 +243,15 @@ class AsyncJobs:
         interval = self.config.retry_interval_s
         return interval if retry_after_s is None else min(interval, max(retry_after_s, 0.0))
 
-    async def _admit(self, flight: Flight, req: RequestInfo) -> Ticket | Decision:
-        """A Ticket, or the refusal (shared limits first in fleet mode) to wait out."""
-        ctx = self.ctx
-        if rules(ctx.shared.mode).consults_store and flight.grant is None:  # kept if a try failed
-            held = await ctx.shared.admit(req, quota_limits(ctx.scheduler.policy, req.tenant))
-            if isinstance(held, Refusal):
-                return _refusal(ctx, req, held)
-            flight.grant = held
-        result = ctx.admission.submit(req)
-        if isinstance(result, Decision) and result.decision is DecisionKind.DELAY:
-            flight.decided(result)
-            async with _never() as gone:  # cancellation comes as the task's own
-                waited = await ctx.admission.wait_dispatch(result, gone)
-            assert waited is not None
-            result = waited
-        if isinstance(result, Ticket):
-            flight.dispatched(result)
-            return result
-        if flight.grant is not None:
-            ctx.shared.release(flight.grant, None, served=False)
-            flight.grant = None
-        return result
-
-    async def _forward(self, flight: Flight, work: AsyncWork, ticket: Ticket) -> Ending | None:
+    async def _forward(
+        self, flight: Flight, job_id: str, work: AsyncWork, ticket: Ticket
+    ) -> Ending | None:
         """Send, read the whole answer (bounded), end; None when another try may help."""
         ctx, backend = self.ctx, ticket.backend
         try:
             upstream = await open_upstream(
                 ctx.pool.client(backend), ctx.pool.upstream(backend), work.path,
-                job_body(work, ticket.request), ticket.request_id,
+                job_body(work, ticket.request), job_id,
             )  # fmt: skip
         except (httpx.ConnectError, httpx.ConnectTimeout, BackendBusy) as exc:
             kind = "busy" if isinstance(exc, BackendBusy) else "connect"
@@ -301,12 +311,6 @@ async def _never() -> AsyncIterator[asyncio.Future[None]]:
         yield future
     finally:
         future.cancel()
-
-
-def _refusal(ctx: GatewayContext, req: RequestInfo, held: Refusal) -> Decision:
-    after = ctx.scheduler.retry_after(held.retry_after_s)
-    return make_decision(ctx.scheduler.policy, req, DecisionKind.REJECT, held.reason,
-                         retry_after_s=after)  # fmt: skip
 
 
 _GATEWAY_ERROR = error_result(500, "internal gateway error", "server_error", "internal_error")

@@ -1,6 +1,5 @@
-"""One request's decision for Envoy, with the HTTP front's own code: the same parser, the
-same admission, the same refusals (as a ``Response`` the stream turns into an
-``ImmediateResponse``).
+"""One request's decision for Envoy: the request pipeline (``gateway.request.pipeline``),
+as every front runs it, behind the ext_proc protocol.
 
 ``decide`` returns a ``Routed`` (admitted or degraded: where to, and the body to forward),
 a ``Response`` (refused, rejected, no endpoint), or None when Envoy ended the stream while
@@ -11,31 +10,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from starlette.responses import Response
 
-from gateway.admission.flight import CLIENT_CLOSED_REQUEST, Flight
+from gateway.admission.flight import Flight
 from gateway.config.schema import EppConfig
 from gateway.context import GatewayContext, Runtime
 from gateway.epp.endpoints import Endpoints
 from gateway.epp.headers import FAIRNESS_ID, MODEL_REWRITE, OBJECTIVE
 from gateway.forward.upstream import upstream_body
-from gateway.front.auth import Tenant
-from gateway.front.completions import (
-    Prepared,
-    admit,
-    admit_shared,
-    authenticate,
-    prepare,
-    request_record,
-)
-from gateway.front.errors import ApiError
-from gateway.front.inbound import decode_json_object, request_id_from
-from gateway.front.responses import refuse, rejection
-from policies.engine.scheduler_types import make_decision
-from policies.shared_mode import rules
+from gateway.request.attempts import Failed
+from gateway.request.auth import Tenant, authenticate, tenant_named
+from gateway.request.inbound import decode_json_object
+from gateway.request.pipeline import Front, handle
+from gateway.request.prepare import Prepared
+from gateway.request.responses import rejection
+from policies.engine.scheduler_types import Ticket, make_decision
 from policies.types import Decision, DecisionKind, Outcome, Reason
 
 
@@ -62,106 +55,88 @@ class Inbound:
 
 
 async def decide(
-    ctx: GatewayContext, settings: EppConfig, inbound: Inbound, gone: asyncio.Future[None]
+    ctx: GatewayContext, runtime: Runtime, inbound: Inbound, gone: asyncio.Future[None]
 ) -> Routed | Response | None:
-    hdrs = inbound.headers
-    request_id, arrival, runtime = request_id_from(hdrs), ctx.clock(), ctx.runtime
-    try:
-        prepared = _prepare(ctx, runtime, settings, inbound, request_id, arrival)
-    except ApiError as err:
-        return refuse(ctx, err, request_id, inbound.path, arrival)
-    flight = Flight(ctx, request_record(prepared, arrival), prepared.request)
-    flight.prompt_chars = prepared.parsed.prompt_chars
-    flight.fan_out = prepared.parsed.fan_out
-    try:
-        return await _admit(ctx, settings, flight, prepared, inbound, gone)
-    except asyncio.CancelledError:
-        flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST, error="cancelled")
-        raise
-    except BaseException:
-        flight.finish(Outcome.FAILED, status=500, error="gateway error")
-        raise
+    """The request through the pipeline, under ``runtime`` (the stream's one read of the
+    config); ``gone``: Envoy ended the call."""
+    return await handle(ctx, PickerFront(ctx, runtime, inbound, gone), runtime)
 
 
-def _prepare(
-    ctx: GatewayContext, runtime: Runtime, settings: EppConfig, inbound: Inbound,
-    request_id: str, arrival: float,
-) -> Prepared:  # fmt: skip
-    """The HTTP front's ``prepare``, after the protocol's headers have had their say: the
-    fairness id as the tenant (when configured), the objective as the workload class (when
-    the tenant may use it and none was asked for), the model rewrite in the body."""
-    hdrs = dict(inbound.headers)
-    tenant = _tenant(runtime, settings, hdrs)
-    objective = hdrs.get(OBJECTIVE)
-    if objective and "x-workload-class" not in hdrs and objective in tenant.workload_classes:
-        hdrs["x-workload-class"] = objective
-    raw, body = inbound.raw, None
-    rewrite = hdrs.get(MODEL_REWRITE)
-    if rewrite:
+class PickerFront(Front[Routed | None]):
+    """The pipeline behind Envoy: the protocol's headers have their say (the fairness id
+    as the tenant, when configured; the objective as the workload class, when the tenant
+    may use it and none was asked for; the model rewrite in the body); an admitted request
+    is routed, not sent (Envoy sends it); a refusal is a ``Response`` the stream turns into
+    an ``ImmediateResponse``."""
+
+    def __init__(
+        self, ctx: GatewayContext, runtime: Runtime, inbound: Inbound, gone: asyncio.Future[None]
+    ) -> None:
+        self.ctx = ctx
+        self.settings: EppConfig = runtime.loaded.config.epp
+        self.inbound = inbound
+        self.rewritten = dict(inbound.headers)
+        """The headers, the objective's workload class added."""
+        self.headers = self.rewritten
+        self.path = inbound.path
+        self.gone_future = gone
+        self.endpoints = Endpoints.of(ctx.pool.configs())
+        subset = inbound.subset
+        self.avoid = frozenset() if subset is None else self.endpoints.outside(subset)
+
+    def tenant(self, runtime: Runtime) -> Tenant:
+        fairness_id = self.headers.get(FAIRNESS_ID)
+        if self.settings.fairness_id == "tenant" and fairness_id:
+            tenant = tenant_named(runtime.auth, fairness_id, FAIRNESS_ID)
+        else:
+            tenant = authenticate(runtime.auth, self.headers)
+        objective = self.headers.get(OBJECTIVE)
+        if (objective and "x-workload-class" not in self.headers
+                and objective in tenant.workload_classes):  # fmt: skip
+            self.rewritten["x-workload-class"] = objective
+        return tenant
+
+    async def body(self, runtime: Runtime, tenant: Tenant) -> tuple[bytes, dict[str, Any] | None]:
+        raw = self.inbound.raw
+        rewrite = self.headers.get(MODEL_REWRITE)
+        if not rewrite:
+            return raw, None
         body = decode_json_object(raw)
         body["model"] = rewrite
-        raw = orjson.dumps(body)
-    return prepare(ctx, runtime, tenant, hdrs, inbound.path, request_id, arrival, raw, body)
+        return orjson.dumps(body), body
 
+    def listen(self) -> asyncio.Future[None]:
+        return self.gone_future
 
-def _tenant(runtime: Runtime, settings: EppConfig, hdrs: Mapping[str, str]) -> Tenant:
-    fairness_id = hdrs.get(FAIRNESS_ID)
-    if settings.fairness_id == "tenant" and fairness_id:
-        tenant = runtime.auth.named(fairness_id)
-        if tenant is None:
-            raise ApiError(401, f"unknown tenant {fairness_id!r} in {FAIRNESS_ID}",
-                           type_="authentication_error", code="unknown_tenant",
-                           reason="unauthenticated")  # fmt: skip
-        return tenant
-    return authenticate(runtime, hdrs)
+    def unservable(self) -> bool:
+        return bool(self.avoid) and self.avoid >= frozenset(self.endpoints.by_name)
 
+    async def send(self, flight: Flight, prepared: Prepared, ticket: Ticket) -> Routed | Failed:
+        if ticket.backend in self.avoid:  # dispatched from the queue outside the subset
+            flight.release_attempt(Outcome.CANCELLED)
+            return Failed("outside_subset")
+        return self._routed(flight, prepared, ticket.backend)
 
-async def _admit(
-    ctx: GatewayContext, settings: EppConfig, flight: Flight, prepared: Prepared,
-    inbound: Inbound, gone: asyncio.Future[None],
-) -> Routed | Response | None:  # fmt: skip
-    endpoints = Endpoints.of(ctx.pool.configs())
-    avoid = frozenset() if inbound.subset is None else endpoints.outside(inbound.subset)
-    if avoid and avoid >= frozenset(endpoints.by_name):
-        return _no_endpoint(ctx, flight, prepared)
-    if rules(ctx.shared.mode).consults_store:
-        refusal = await admit_shared(ctx, flight, prepared.request)
-        if refusal is not None:
-            return rejection(flight, refusal)
-    req = prepared.request
-    for attempt in range(1, prepared.runtime.loaded.config.server.max_attempts + 1):
-        if attempt > 1:
-            req = replace(prepared.request, request_id=f"{prepared.request.request_id}~{attempt}")
-        admitted = await admit(ctx, flight, req, gone, avoid)
-        if admitted is None:
-            flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
-            return None
-        if isinstance(admitted, Decision):
-            return rejection(flight, admitted)
-        if admitted.backend not in avoid:
-            return _routed(ctx, settings, flight, prepared, endpoints, admitted.backend, inbound)
-        flight.release_attempt(Outcome.CANCELLED)  # dispatched from the queue outside the subset
-    return _no_endpoint(ctx, flight, prepared)
+    def refused(self, flight: Flight, prepared: Prepared, decision: Decision) -> Response:
+        return rejection(flight, decision)
 
+    def exhausted(self, flight: Flight, prepared: Prepared, failure: str) -> Response:
+        """503 with the HTTP front's body: no endpoint the gateway allows is available."""
+        after = self.ctx.scheduler.retry_after(prepared.runtime.loaded.config.health.interval_s)
+        decision = make_decision(self.ctx.scheduler.policy, prepared.request, DecisionKind.REJECT,
+                                 Reason.NO_HEALTHY_BACKEND, retry_after_s=after)  # fmt: skip
+        flight.decided(decision)
+        return rejection(flight, decision)
 
-def _no_endpoint(ctx: GatewayContext, flight: Flight, prepared: Prepared) -> Response:
-    """503 with the HTTP front's body: no endpoint the gateway allows is available."""
-    after = ctx.scheduler.retry_after(prepared.runtime.loaded.config.health.interval_s)
-    decision = make_decision(ctx.scheduler.policy, prepared.request, DecisionKind.REJECT,
-                             Reason.NO_HEALTHY_BACKEND, retry_after_s=after)  # fmt: skip
-    flight.decided(decision)
-    return rejection(flight, decision)
+    def gone(self, flight: Flight) -> None:
+        return None
 
-
-def _routed(
-    ctx: GatewayContext, settings: EppConfig, flight: Flight, prepared: Prepared,
-    endpoints: Endpoints, backend: str, inbound: Inbound,
-) -> Routed:  # fmt: skip
-    assert flight.ticket is not None
-    sent, parsed = flight.ticket.request, prepared.parsed
-    body = upstream_body(parsed.body, model=sent.model, max_tokens=sent.max_tokens,
-                         stream=parsed.stream, raw=prepared.raw,
-                         key=parsed.max_tokens_field)  # fmt: skip
-    avoid = frozenset() if inbound.subset is None else endpoints.outside(inbound.subset)
-    route = endpoints.route(backend, sent.model, ctx.pool.snapshot(), settings.fallbacks, avoid)
-    return Routed(flight, prepared, route, body, changed=body != inbound.raw)
+    def _routed(self, flight: Flight, prepared: Prepared, backend: str) -> Routed:
+        assert flight.ticket is not None
+        sent, parsed = flight.ticket.request, prepared.parsed
+        body = upstream_body(parsed.body, model=sent.model, max_tokens=sent.max_tokens,
+                             stream=parsed.stream, raw=prepared.raw,
+                             key=parsed.max_tokens_field)  # fmt: skip
+        route = self.endpoints.route(backend, sent.model, self.ctx.pool.snapshot(),
+                                     self.settings.fallbacks, self.avoid)  # fmt: skip
+        return Routed(flight, prepared, route, body, changed=body != self.inbound.raw)

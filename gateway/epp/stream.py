@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.admission.flight import Flight
 from gateway.config.schema import EppConfig
-from gateway.context import GatewayContext
+from gateway.context import GatewayContext, Runtime
 from gateway.epp.decision import Inbound, Routed, decide
 from gateway.epp.endpoints import Endpoints
 from gateway.epp.headers import (
@@ -57,11 +57,11 @@ from gateway.epp.mutations import (
     streamed_bodies,
 )
 from gateway.epp.response import ResponseWatch
-from gateway.front.completions import too_large
-from gateway.front.errors import ApiError, error_body, retry_after_headers
-from gateway.front.inbound import CHAT, COMPLETIONS, request_id_from
-from gateway.front.responses import headers as disclosure_headers
-from gateway.front.responses import refuse
+from gateway.request.body import read_body
+from gateway.request.errors import ApiError, error_body, retry_after_headers
+from gateway.request.inbound import CHAT, COMPLETIONS, request_id_from
+from gateway.request.responses import headers as disclosure_headers
+from gateway.request.responses import not_served, refuse
 from policies.types import Outcome
 
 log = logging.getLogger("sluicegate.epp")
@@ -70,10 +70,16 @@ _MODE_NAME = processing_mode_pb2.ProcessingMode.BodySendMode.Name
 _DECIDED_PATHS = (CHAT, COMPLETIONS)
 
 
+class _Ended(Exception):
+    """Envoy ended the call before the request body was whole."""
+
+
 class ProcessStream:
     def __init__(self, ctx: GatewayContext, context: Any) -> None:
         self.ctx = ctx
-        self.settings: EppConfig = ctx.runtime.loaded.config.epp
+        self.runtime: Runtime = ctx.runtime
+        """The one read of the config for this call's request."""
+        self.settings: EppConfig = self.runtime.loaded.config.epp
         self.context = context
         self.gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.request_mode = self.settings.request_body_mode
@@ -143,7 +149,8 @@ class ProcessStream:
             await self._pass_through(subset)
             return
         if method != "POST" or path not in _DECIDED_PATHS:
-            await self._send(immediate(_not_served(path in _DECIDED_PATHS, hdrs)))
+            status = 405 if path in _DECIDED_PATHS else 404
+            await self._send(immediate(not_served(status, request_id_from(hdrs))))
             return
         if first.request_headers.end_of_stream:  # no body: refused by the parser
             await self._decide(hdrs, path, subset, raw=b"")
@@ -166,7 +173,7 @@ class ProcessStream:
         if isinstance(raw, Response):
             await self._send(immediate(raw))
             return
-        decided = await decide(self.ctx, self.settings, Inbound(hdrs, path, raw, subset),
+        decided = await decide(self.ctx, self.runtime, Inbound(hdrs, path, raw, subset),
                                self.gone)  # fmt: skip
         if decided is None:
             return
@@ -180,30 +187,24 @@ class ProcessStream:
 
     async def _body(self, hdrs: Mapping[str, str], path: str) -> bytes | Response | None:
         """The whole request body (None: Envoy ended the stream first), or a refusal."""
-        server = self.ctx.runtime.loaded.config.server
-        chunks: list[bytes] = []
-        size = 0
+        server = self.runtime.loaded.config.server
         try:
-            async with asyncio.timeout(server.body_timeout_s):
-                while (message := await self._next()) is not None:
-                    kind = message.WhichOneof("request")
-                    if kind == "request_trailers":
-                        self.request_trailers = True
-                        return b"".join(chunks)
-                    if kind != "request_body":
-                        continue
-                    chunks.append(message.request_body.body)
-                    size += len(chunks[-1])
-                    if size > server.max_body_bytes:
-                        return self._refuse(too_large(server.max_body_bytes), hdrs, path)
-                    if message.request_body.end_of_stream:
-                        return b"".join(chunks)
-                return None
-        except TimeoutError:
-            err = ApiError(408, f"the request body was not received within "
-                           f"{server.body_timeout_s:g} s", code="request_timeout",
-                           reason="body_timeout")  # fmt: skip
+            return await read_body(self._next_piece, server.max_body_bytes, server.body_timeout_s)
+        except _Ended:
+            return None
+        except ApiError as err:
             return self._refuse(err, hdrs, path)
+
+    async def _next_piece(self) -> tuple[bytes, bool]:
+        """The next piece of the request body (trailers end it); raises ``_Ended``."""
+        while (message := await self._next()) is not None:
+            kind = message.WhichOneof("request")
+            if kind == "request_trailers":
+                self.request_trailers = True
+                return b"", False
+            if kind == "request_body":
+                return message.request_body.body, not message.request_body.end_of_stream
+        raise _Ended
 
     def _refuse(self, err: ApiError, hdrs: Mapping[str, str], path: str) -> Response:
         return refuse(self.ctx, err, request_id_from(hdrs), path, self.ctx.clock())
@@ -332,16 +333,6 @@ def _warn_no_response_body() -> None:
         "Envoy's response_body_mode is NONE: Envoy ends the ext_proc call at the response "
         "headers, so tickets are released then and usage is never learned (docs/epp.md)"
     )
-
-
-def _not_served(known_path: bool, hdrs: Mapping[str, str]) -> Response:
-    """What ``serve`` answers for a path it does not serve (404) or a method a completion
-    path does not take (405): nothing else reaches a backend past the picker."""
-    status, kind, reason = ((405, "invalid_request_error", "method_not_allowed") if known_path
-                            else (404, "not_found_error", "not_found"))  # fmt: skip
-    headers = {"x-request-id": request_id_from(hdrs), "x-sluicegate-decision": "reject",
-               "x-sluicegate-reason": reason}  # fmt: skip
-    return JSONResponse(error_body(reason, kind), status_code=status, headers=headers)
 
 
 def _no_endpoint() -> Response:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import httpx
 
 from gateway.forward.connection_pool import UpstreamPool
-from gateway.front.json_encode import json_encoder
+from gateway.request.json_encode import json_encoder
 from policies.types import Usage
 
 _UPSTREAM_HEADERS = {"content-type": "application/json", "accept-encoding": "identity"}

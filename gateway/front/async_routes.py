@@ -19,22 +19,23 @@ from gateway.admission.flight import Flight
 from gateway.async_jobs.runner import AsyncJobs, AsyncWork
 from gateway.async_jobs.store import Job, TenantFull
 from gateway.context import GatewayContext
-from gateway.front.errors import error_body, retry_after_headers
-from gateway.front.inbound import ParsedBody
-from gateway.front.responses import headers, rejection
+from gateway.request.auth import authenticate
+from gateway.request.errors import ApiError, error_body, retry_after_headers
+from gateway.request.inbound import ParsedBody
+from gateway.request.responses import headers, rejection
 from policies.types import Decision
 
 ASYNC_PATH = "/v1/async/{job_id}"
 
 
 def hand_off(
-    ctx: GatewayContext, flight: Flight, decision: Decision, work: tuple[str, ParsedBody, bytes]
-) -> Response | None:
+    jobs: AsyncJobs | None, flight: Flight, decision: Decision,
+    work: tuple[str, ParsedBody, bytes],
+) -> Response | None:  # fmt: skip
     """For a refused call that prefers an async answer: the 202 when the handoff covers the
     refusal's reason and the tenant's async queue has room, the 429 marked
     ``x-sluicegate-async: tenant_queue_full`` when it has none; None when the handoff is off
     or does not cover the reason (the caller answers the refusal as usual)."""
-    jobs = ctx.async_jobs
     if jobs is None or not jobs.accepts(decision):
         return None
     try:
@@ -59,8 +60,8 @@ def status_body(job: Job) -> dict[str, Any]:
     return {"id": job.id, "object": "async.job", "status": job.state.value}
 
 
-async def poll(ctx: GatewayContext, request: Request) -> Response:
-    found = _find(ctx, request)
+async def poll(ctx: GatewayContext, jobs: AsyncJobs | None, request: Request) -> Response:
+    found = _find(ctx, jobs, request)
     if isinstance(found, Response):
         return found
     jobs, job = found
@@ -74,8 +75,8 @@ async def poll(ctx: GatewayContext, request: Request) -> Response:
     return Response(result.body, result.status, hdrs, media_type=result.content_type)
 
 
-async def cancel(ctx: GatewayContext, request: Request) -> Response:
-    found = _find(ctx, request)
+async def cancel(ctx: GatewayContext, jobs: AsyncJobs | None, request: Request) -> Response:
+    found = _find(ctx, jobs, request)
     if isinstance(found, Response):
         return found
     jobs, job = found
@@ -83,14 +84,14 @@ async def cancel(ctx: GatewayContext, request: Request) -> Response:
     return Response(status_code=204)
 
 
-def _find(ctx: GatewayContext, request: Request) -> tuple[AsyncJobs, Job] | Response:
+def _find(
+    ctx: GatewayContext, jobs: AsyncJobs | None, request: Request
+) -> tuple[AsyncJobs, Job] | Response:
     """The caller's job, or the 401/404 to answer (another tenant's job is not found)."""
-    tenant = ctx.runtime.auth.authenticate(request.headers.get("authorization"))
-    if tenant is None:
-        body = error_body("missing or unknown API key", "authentication_error", None,
-                          "invalid_api_key")  # fmt: skip
-        return JSONResponse(body, status_code=401)
-    jobs = ctx.async_jobs
+    try:
+        tenant = authenticate(ctx.runtime.auth, request.headers)
+    except ApiError as err:
+        return JSONResponse(err.body(), status_code=err.status)
     job = None if jobs is None else jobs.store.get(request.path_params["job_id"], tenant.name)
     if jobs is None or job is None:
         body = error_body("no such async job", "not_found_error", None, "async_job_not_found")

@@ -1,16 +1,11 @@
-"""The completion endpoints: validate, decide, forward, relay; one terminal outcome each.
-
-Order of work: authenticate, read the body (size-capped), validate, estimate, submit.
-Until ``submit`` nothing is taken, so every refusal before it needs no cleanup. After
-it, every path goes through ``Flight.finish`` exactly once.
-"""
+"""The completion endpoints over HTTP: the request pipeline (``gateway.request.pipeline``)
+with the body read from ASGI ``receive``, sent on by a backend call relayed to the client,
+and every outcome answered as an HTTP response."""
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -19,6 +14,7 @@ from starlette.responses import Response
 from starlette.types import Receive
 
 from gateway.admission.flight import CLIENT_CLOSED_REQUEST, Flight
+from gateway.async_jobs.runner import AsyncJobs
 from gateway.context import GatewayContext, Runtime
 from gateway.forward.stall import StallWatch
 from gateway.forward.stream_relay import first_events, relay_stream
@@ -32,308 +28,108 @@ from gateway.forward.upstream import (
     usage_from_body,
 )
 from gateway.front.async_routes import hand_off
-from gateway.front.auth import Tenant
 from gateway.front.disconnect import DisconnectWatch
-from gateway.front.errors import ApiError
-from gateway.front.inbound import (
-    ParsedBody,
-    RunHeaders,
-    decode_json_object,
-    header_map,
-    parse_body,
-    parse_metadata,
-    request_id_from,
-)
 from gateway.front.prefer import prefers_async
-from gateway.front.responses import (
+from gateway.request import body
+from gateway.request.attempts import Failed
+from gateway.request.auth import Tenant
+from gateway.request.inbound import header_map
+from gateway.request.pipeline import Front, handle
+from gateway.request.prepare import Prepared
+from gateway.request.responses import (
     UpstreamAnswer,
     error_response,
     exhausted,
     headers,
-    refuse,
     rejection,
     run_ended,
 )
-from gateway.metrics.records import RequestRecord, prompt_sha256, run_digest
-from gateway.state.contract import Refusal
-from gateway.state.fallback import quota_limits
-from policies.engine.scheduler import DuplicateRequestId
-from policies.engine.scheduler_types import Ticket, make_decision
-from policies.shared_mode import rules
-from policies.types import (
-    Decision,
-    DecisionKind,
-    FlowKey,
-    Outcome,
-    Reason,
-    RequestInfo,
-    RunHints,
-    deadline_bucket,
-)
+from policies.engine.scheduler_types import Ticket
+from policies.types import Decision, Outcome
 
 
-@dataclass(frozen=True)
-class Prepared:
-    runtime: Runtime
-    """The config this request was prepared under: read once, so a reload in the middle of
-    one request never gives it a mixed view."""
-    path: str
-    parsed: ParsedBody
-    request: RequestInfo
-    raw: bytes
-    """The body as the client sent it (``parsed.body`` is its decoding)."""
-    prefer_async: bool = False
-    """``Prefer: respond-async``: a refusal may become a 202 (``async_routes.refused``)."""
+async def handle_completion(
+    ctx: GatewayContext, request: Request, path: str, jobs: AsyncJobs | None = None
+) -> Response:
+    """``jobs``: where a refused call that prefers an async answer is handed off."""
+    return await handle(ctx, HttpFront(ctx, request, path, jobs))
 
 
-async def handle_completion(ctx: GatewayContext, request: Request, path: str) -> Response:
-    hdrs = header_map(request.scope["headers"])
-    request_id = request_id_from(hdrs)
-    arrival = ctx.clock()
-    try:
-        prepared = await _prepare(ctx, request, hdrs, path, request_id, arrival)
-    except ApiError as err:
-        return refuse(ctx, err, request_id, path, arrival)
-    flight = Flight(ctx, request_record(prepared, arrival), prepared.request)
-    flight.prompt_chars = prepared.parsed.prompt_chars
-    flight.fan_out = prepared.parsed.fan_out
-    watch = DisconnectWatch(request.receive)
-    try:
-        return await _dispatch(ctx, flight, prepared, watch.gone)
-    except asyncio.CancelledError:
-        flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST, error="cancelled")
-        raise
-    except BaseException:
-        flight.finish(Outcome.FAILED, status=500, error="gateway error")
-        raise
-    finally:
-        watch.close()
+class HttpFront(Front[Response]):
+    def __init__(
+        self, ctx: GatewayContext, request: Request, path: str, jobs: AsyncJobs | None
+    ) -> None:
+        self.ctx = ctx
+        self.jobs = jobs
+        self.request = request
+        self.headers = header_map(request.scope["headers"])
+        self.path = path
+        self.prefer_async = "prefer" in self.headers and prefers_async(request.scope["headers"])
+        self.watch: DisconnectWatch | None = None
 
+    async def body(self, runtime: Runtime, tenant: Tenant) -> tuple[bytes, dict[str, Any] | None]:
+        server = runtime.loaded.config.server
+        raw = await read_body(self.request, server.max_body_bytes, self.headers,
+                              server.body_timeout_s)  # fmt: skip
+        return raw, None
 
-async def _prepare(
-    ctx: GatewayContext, request: Request, hdrs: Mapping[str, str], path: str, request_id: str,
-    arrival: float,
-) -> Prepared:  # fmt: skip
-    runtime = ctx.runtime  # the one read of the config for this request
-    tenant = authenticate(runtime, hdrs)
-    server = runtime.loaded.config.server
-    raw = await read_body(request, server.max_body_bytes, hdrs, server.body_timeout_s)
-    prefer = "prefer" in hdrs and prefers_async(request.scope["headers"])
-    return prepare(ctx, runtime, tenant, hdrs, path, request_id, arrival, raw,
-                   prefer_async=prefer)  # fmt: skip
+    def listen(self) -> asyncio.Future[None]:
+        self.watch = DisconnectWatch(self.request.receive)
+        return self.watch.gone
 
+    def stop_listening(self) -> None:
+        if self.watch is not None:
+            self.watch.close()
 
-def authenticate(runtime: Runtime, hdrs: Mapping[str, str]) -> Tenant:
-    """The caller's tenant from its API key; 401 without a valid one."""
-    tenant = runtime.auth.authenticate(hdrs.get("authorization"))
-    if tenant is None:
-        raise ApiError(401, "missing or unknown API key", type_="authentication_error",
-                       code="invalid_api_key", reason="unauthenticated")  # fmt: skip
-    return tenant
+    async def send(self, flight: Flight, prepared: Prepared, ticket: Ticket) -> Response | Failed:
+        assert self.watch is not None
+        return await _open(self.ctx, flight, prepared, ticket, self.watch.gone)
 
+    def refused(self, flight: Flight, prepared: Prepared, decision: Decision) -> Response:
+        """A REJECT's answer: the 429 (503), or the async handoff's 202 when the client
+        asked for it (``Prefer: respond-async``, docs/async.md)."""
+        if prepared.prefer_async:
+            work = (prepared.path, prepared.parsed, prepared.raw)
+            handed = hand_off(self.jobs, flight, decision, work)
+            if handed is not None:
+                return handed
+        return rejection(flight, decision)
 
-def prepare(
-    ctx: GatewayContext, runtime: Runtime, tenant: Tenant, hdrs: Mapping[str, str], path: str,
-    request_id: str, arrival: float, raw: bytes, body: dict[str, Any] | None = None,
-    *, prefer_async: bool = False,
-) -> Prepared:  # fmt: skip
-    """The whole body ``raw`` (``body``: its decoding, when the caller has it) validated,
-    estimated and described for the scheduler: what every front submits. ``prefer_async``:
-    the client asked for the asynchronous handoff (only the HTTP front offers it)."""
-    if body is None:
-        body = decode_json_object(raw)
-    meta = parse_metadata(hdrs, tenant, request_id)
-    server = runtime.loaded.config.server
-    parsed = parse_body(path, body, ctx.pool.known_models(), ctx.pool.model_limit,
-                        server.max_sequences_per_request)  # fmt: skip
-    model_limit = ctx.pool.model_limit(parsed.model)
-    flow = FlowKey(tenant.name, meta.workload_class, parsed.model, deadline_bucket(meta.deadline_s))
-    estimate = ctx.estimator.estimate(
-        parsed.model, parsed.prompt_chars, max_tokens=parsed.max_tokens,
-        max_model_len=model_limit, flow=flow, fan_out=parsed.fan_out,
-        known_prompt_tokens=parsed.prompt_token_ids,
-    )  # fmt: skip
-    info = RequestInfo(
-        request_id=request_id,
-        tenant=tenant.name,
-        workload_class=meta.workload_class,
-        model=parsed.model,
-        estimate=estimate,
-        arrival=arrival,
-        deadline=None if meta.deadline_s is None else arrival + meta.deadline_s,
-        priority=tenant.priority,
-        weight=tenant.weight,
-        max_tokens=parsed.max_tokens,
-        is_retry=meta.is_retry,
-        session_id=meta.session_id,
-        prompt_hash=prompt_sha256(parsed.prompt),
-        stream=parsed.stream,
-        run=_run_hints(meta.run, arrival),
-    )
-    return Prepared(runtime, path, parsed, info, raw, prefer_async)
+    def exhausted(self, flight: Flight, prepared: Prepared, failure: str) -> Response:
+        return exhausted(self.ctx, prepared.runtime, flight, failure)
 
-
-def _run_hints(run: RunHeaders | None, arrival: float) -> RunHints | None:
-    if run is None:
-        return None
-    deadline = None if run.deadline_s is None else arrival + run.deadline_s
-    return RunHints(run.run_id, deadline, run.calls, run.tokens, run.branches)
+    def gone(self, flight: Flight) -> Response:
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
 
 
 async def read_body(
     request: Request, limit: int, hdrs: Mapping[str, str] | None = None,
     timeout_s: float | None = None,
 ) -> bytes:  # fmt: skip
-    """The request body, at most ``limit`` bytes, whole within ``timeout_s`` seconds (408
-    after). Reads ``receive`` directly, as ``Request.stream`` does minus its async generator
-    (one body message, the usual case, is returned as is). A client that goes away before
-    its body is whole gets 400 (nobody reads it; the record keeps it): its own fault, not an
-    error of the gateway."""
+    """The request body from ASGI ``receive`` (``body.read_body``), as ``Request.stream``
+    reads it minus its async generator. A client that goes away before its body is whole
+    gets 400 (``body.incomplete``)."""
     declared = (request.headers if hdrs is None else hdrs).get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_large(limit)
-    try:
-        async with asyncio.timeout(timeout_s):
-            return await _receive_body(request.receive, limit)
-    except TimeoutError:
-        raise ApiError(408, f"the request body was not received within {timeout_s:g} s",
-                       code="request_timeout", reason="body_timeout") from None  # fmt: skip
+    return await body.read_body(_pieces(request.receive), limit, timeout_s, declared)
 
 
-async def _receive_body(receive: Receive, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            if message["type"] == "http.disconnect":
-                raise ApiError(400, "the request body ended before it was complete",
-                               code="incomplete_body", reason="body_incomplete")  # fmt: skip
-            continue
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise too_large(limit)
-        if not message.get("more_body", False):
-            if not chunks:
-                return bytes(chunk)
-            chunks.append(chunk)
-            return b"".join(chunks)
-        chunks.append(chunk)
+def _pieces(receive: Receive) -> body.NextPiece:
+    async def next_piece() -> tuple[bytes, bool]:
+        while True:
+            message = await receive()
+            kind = message["type"]
+            if kind == "http.request":
+                return message.get("body", b""), message.get("more_body", False)
+            if kind == "http.disconnect":
+                raise body.incomplete()
 
-
-def too_large(limit: int) -> ApiError:
-    return ApiError(413, f"request body exceeds {limit} bytes", code="request_too_large",
-                    reason="body_too_large")  # fmt: skip
-
-
-def request_record(prepared: Prepared, arrival: float) -> RequestRecord:
-    req = prepared.request
-    record = RequestRecord(
-        req.request_id, req.tenant, req.workload_class, req.model, prepared.path,
-        prepared.parsed.stream, req.prompt_hash, arrival, is_retry=req.is_retry,
-    )  # fmt: skip
-    if req.run is not None:
-        record.extra["run_sha256"] = run_digest(req.tenant, req.run.run_id)
-    return record
-
-
-async def _dispatch(
-    ctx: GatewayContext, flight: Flight, prepared: Prepared, gone: asyncio.Future[None]
-) -> Response:
-    """Admit, open upstream; on a connect error or engine busy, try again (bounded)."""
-    if prepared.request.is_retry:
-        cls = prepared.request.workload_class
-        ctx.metrics.retries.labels(ctx.metrics.tenant_label(prepared.request.tenant), cls).inc()
-    if rules(ctx.shared.mode).consults_store:
-        refusal = await admit_shared(ctx, flight, prepared.request)
-        if refusal is not None:
-            return _refused(ctx, flight, prepared, refusal)
-    attempts = prepared.runtime.loaded.config.server.max_attempts
-    avoid: set[str] = set()
-    last_failure = "busy"
-    for attempt in range(1, attempts + 1):
-        req = prepared.request
-        if attempt > 1:
-            req = replace(req, request_id=f"{req.request_id}~{attempt}")
-        admitted = await admit(ctx, flight, req, gone, frozenset(avoid))
-        if admitted is None:
-            flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
-            return Response(status_code=CLIENT_CLOSED_REQUEST)
-        if isinstance(admitted, Decision):
-            if avoid and admitted.reason is Reason.NO_HEALTHY_BACKEND:
-                break  # only backends that just failed this request were left
-            return _refused(ctx, flight, prepared, admitted)
-        outcome = await _open(ctx, flight, prepared, admitted, gone)
-        if not isinstance(outcome, str):
-            return outcome
-        last_failure = outcome
-        avoid.add(admitted.backend)
-    return exhausted(ctx, prepared.runtime, flight, last_failure)
-
-
-def _refused(
-    ctx: GatewayContext, flight: Flight, prepared: Prepared, decision: Decision
-) -> Response:
-    """A REJECT's answer: the 429 (503), or the async handoff's 202 when the client asked
-    for it (``Prefer: respond-async``, docs/async.md)."""
-    if prepared.prefer_async:
-        work = (prepared.path, prepared.parsed, prepared.raw)
-        handed = hand_off(ctx, flight, decision, work)
-        if handed is not None:
-            return handed
-    return rejection(flight, decision)
-
-
-async def admit_shared(ctx: GatewayContext, flight: Flight, req: RequestInfo) -> Decision | None:
-    """The tenant's global lease and token reservation (fleet mode), before the core decides;
-    a refusal is returned to answer, a grant is released by ``Flight.finish``."""
-    policy = ctx.scheduler.policy
-    held = await ctx.shared.admit(req, quota_limits(policy, req.tenant))
-    if isinstance(held, Refusal):
-        after = ctx.scheduler.retry_after(held.retry_after_s)
-        decision = make_decision(policy, req, DecisionKind.REJECT, held.reason,
-                                 retry_after_s=after)  # fmt: skip
-        flight.decided(decision)
-        return decision
-    flight.grant = held
-    return None
-
-
-async def admit(
-    ctx: GatewayContext,
-    flight: Flight,
-    req: RequestInfo,
-    gone: asyncio.Future[None],
-    avoid: frozenset[str],
-) -> Ticket | Decision | None:
-    """A Ticket, a REJECT Decision, or None when the client left while queued.
-    Backends in ``avoid`` just refused this request (connect error, engine busy): it is
-    not sent there again at once (if it queues, the dispatcher may pick them later)."""
-    try:
-        result = ctx.admission.submit(req, avoid=avoid)
-    except DuplicateRequestId:
-        # X-Request-Id is the client's to choose and need not be unique; the scheduler's
-        # key must be. The header and the record keep the client's id.
-        req = replace(req, request_id=f"{req.request_id}#{uuid.uuid4().hex[:12]}")
-        result = ctx.admission.submit(req, avoid=avoid)
-    if isinstance(result, Decision) and result.decision is DecisionKind.DELAY:
-        flight.decided(result)
-        waited = await ctx.admission.wait_dispatch(result, gone)
-        if waited is None:
-            return None
-        result = waited
-    if isinstance(result, Decision):
-        flight.decided(result)
-        return result
-    flight.dispatched(result)
-    return result
+    return next_piece
 
 
 async def _open(
     ctx: GatewayContext, flight: Flight, prepared: Prepared, ticket: Ticket,
     gone: asyncio.Future[None],
-) -> Response | str:  # fmt: skip
+) -> Response | Failed:  # fmt: skip
     """The response, or the kind of failure ("connect", "busy", "stall") that allows
     another try: nothing reached the client yet."""
     sent = ticket.request
@@ -352,12 +148,7 @@ async def _open(
         if upstream is not None:
             ctx.pool.note_success(ticket.backend)
         if not started or upstream is None:
-            if watch.reason == "ended":
-                return run_ended(flight, watch.ended_by)
-            if watch.reason != "gone":
-                return _stalled(ctx, flight, ticket.backend)
-            flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
-            return Response(status_code=CLIENT_CLOSED_REQUEST)
+            return _cut(ctx, flight, watch, ticket.backend)
         response = await _respond(ctx, flight, prepared, upstream, watch)
         handed_over = isinstance(response, RelayResponse)
         return response
@@ -365,11 +156,11 @@ async def _open(
         ctx.metrics.upstream_errors.labels(ticket.backend, "connect").inc()
         ctx.pool.note_connect_error(ticket.backend)
         flight.release_attempt(Outcome.FAILED)
-        return "connect"
+        return Failed("connect")
     except BackendBusy:
         ctx.metrics.upstream_errors.labels(ticket.backend, "busy").inc()
         flight.release_attempt(Outcome.FAILED)
-        return "busy"
+        return Failed("busy")
     except httpx.HTTPError as exc:
         ctx.metrics.upstream_errors.labels(ticket.backend, "protocol").inc()
         flight.finish(Outcome.FAILED, status=502, error=type(exc).__name__)
@@ -396,18 +187,30 @@ def _watch(
     return StallWatch(bound, down=down, gone=gone, ended=ended, progress=progress)
 
 
-def _stalled(ctx: GatewayContext, flight: Flight, backend: str) -> str:
+def _cut(ctx: GatewayContext, flight: Flight, watch: StallWatch, backend: str) -> Response | Failed:
+    """The watchdog cut the wait before anything reached the client: the agent run ended
+    (409), the client left (499, recorded), or the backend went down or silent (another
+    attempt may help)."""
+    if watch.reason == "ended":
+        return run_ended(flight, watch.ended_by)
+    if watch.reason != "gone":
+        return _stalled(ctx, flight, backend)
+    flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
+    return Response(status_code=CLIENT_CLOSED_REQUEST)
+
+
+def _stalled(ctx: GatewayContext, flight: Flight, backend: str) -> Failed:
     """The backend went down or silent before anything reached the client: give the
     ticket back, and let the request try a healthy backend."""
     ctx.metrics.upstream_errors.labels(backend, "stall").inc()
     flight.release_attempt(Outcome.FAILED)
-    return "stall"
+    return Failed("stall")
 
 
 async def _respond(
     ctx: GatewayContext, flight: Flight, prepared: Prepared, upstream: Upstream,
     watch: StallWatch,
-) -> Response | str:  # fmt: skip
+) -> Response | Failed:  # fmt: skip
     backend = flight.record.backend or ""
     if prepared.parsed.stream and upstream.status_code == 200:
         relay = SseRelay(strip_usage=not prepared.parsed.client_wants_usage)
@@ -419,12 +222,7 @@ async def _respond(
             raise
         if first is None:
             await upstream.aclose()
-            if watch.reason == "ended":
-                return run_ended(flight, watch.ended_by)
-            if watch.reason != "gone":
-                return _stalled(ctx, flight, backend)
-            flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
-            return Response(status_code=CLIENT_CLOSED_REQUEST)
+            return _cut(ctx, flight, watch, backend)
         if ctx.stalls is not None:
             watch.rebound(ctx.stalls.inter_token_s(backend))
         relayed = relay_stream(flight, upstream, relay, watch=watch, chunks=chunks, first=first)
@@ -437,12 +235,7 @@ async def _respond(
     finally:
         await upstream.aclose()
     if not done or data is None:
-        if watch.reason == "ended":
-            return run_ended(flight, watch.ended_by)
-        if watch.reason != "gone":
-            return _stalled(ctx, flight, backend)
-        flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST)
-        return Response(status_code=CLIENT_CLOSED_REQUEST)
+        return _cut(ctx, flight, watch, backend)
     flight.first_byte()
     usage = usage_from_body(data) if upstream.status_code == 200 else None
     status = upstream.status_code

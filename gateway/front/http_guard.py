@@ -31,8 +31,8 @@ from uvicorn._types import ASGISendEvent
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from gateway.config.schema import ServerConfig
-from gateway.front.errors import error_body
 from gateway.front.lingering_close import LingerBounds, Lingering
+from gateway.request.errors import error_body
 
 _REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large"}
 _CODES = {408: "request_timeout", 431: "request_header_fields_too_large"}

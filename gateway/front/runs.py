@@ -14,8 +14,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway.context import GatewayContext
-from gateway.front.errors import error_body
-from gateway.front.inbound import valid_run_id
+from gateway.request.auth import authenticate
+from gateway.request.errors import ApiError, error_body
+from gateway.request.inbound import valid_run_id
 from policies.runs.run_state import EndedRunState, RunState
 
 
@@ -32,11 +33,10 @@ async def complete_run(ctx: GatewayContext, request: Request) -> Response:
 
 
 def _answer(ctx: GatewayContext, request: Request, cancel: bool | None) -> Response:
-    tenant = ctx.runtime.auth.authenticate(request.headers.get("authorization"))
-    if tenant is None:
-        body = error_body("missing or unknown API key", "authentication_error", None,
-                          "invalid_api_key")  # fmt: skip
-        return JSONResponse(body, status_code=401)
+    try:
+        tenant = authenticate(ctx.runtime.auth, request.headers)
+    except ApiError as err:
+        return JSONResponse(err.body(), status_code=err.status)
     run_id = str(request.path_params["run_id"])
     if not valid_run_id(run_id):
         body = error_body("a run id is 1-128 printable ASCII characters", "invalid_request_error",

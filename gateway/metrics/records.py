@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from gateway.front.json_encode import json_encoder
+from gateway.request.json_encode import json_encoder
 from policies.types import Decision, Outcome, Usage
 
 log = logging.getLogger("sluicegate.records")

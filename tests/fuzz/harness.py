@@ -23,7 +23,7 @@ from commands.check_config import check_file
 from gateway.app import create_app
 from gateway.config.reload import build_loaded_policy
 from gateway.config.schema import ConfigError, GatewayConfig, load_config_bytes
-from gateway.front.auth import Authenticator
+from gateway.request.auth import Authenticator
 from policies.engine.scheduler import Scheduler
 from tests.fuzz.strategies import CHAT, COMPLETIONS, base_config
 from tests.fuzz.upstream import FuzzUpstream

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from gateway.front.auth import key_digest
+from gateway.request.auth import key_digest
 
 API_KEY = "sk-fuzz-acme"
 OTHER_KEY = "sk-fuzz-beta"

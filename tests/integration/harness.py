@@ -31,8 +31,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.app import create_app
 from gateway.config.schema import GatewayConfig
 from gateway.context import GatewayContext
-from gateway.front.auth import key_digest
 from gateway.front.http_guard import guarded_http
+from gateway.request.auth import key_digest
 from scripts.vllm.serve import free_port
 
 REPO = Path(__file__).resolve().parents[2]

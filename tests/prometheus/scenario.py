@@ -30,7 +30,7 @@ import httpx
 import yaml
 
 from emulator.profile import load_profile
-from gateway.front.auth import key_digest
+from gateway.request.auth import key_digest
 from tests.prometheus.api import PrometheusAPI, poll
 from tests.prometheus.processes import (
     child,

@@ -11,7 +11,7 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.front.auth import key_digest
+from gateway.request.auth import key_digest
 from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer
 
 PROMPT: list[ChatCompletionMessageParam] = [

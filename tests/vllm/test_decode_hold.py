@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.front.auth import key_digest
+from gateway.request.auth import key_digest
 from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer
 from tests.vllm.gateway_process import GatewayProcess
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from gateway.config.schema import GatewayConfig, load_config
-from gateway.front.auth import key_digest
+from gateway.request.auth import key_digest
 from gateway.state.contract import Grant, Refusal
 from policies.gates.quota_params import TenantLimits
 from policies.types import Reason, RequestInfo, Usage
@@ -82,7 +82,8 @@ async def test_a_running_job_is_cancelled_and_its_ticket_released(end: str) -> N
     assert h.ctx.scheduler.stats().in_flight == 0
     assert h.ctx.scheduler.stats().queued == 0
     assert _outcomes(h, "cancelled") == 1 and _outcomes(h, "completed") == 1
-    assert h.ctx.async_jobs is not None and h.ctx.async_jobs.store.pending() == 0
+    jobs = h.app.state.async_jobs
+    assert jobs is not None and jobs.store.pending() == 0
 
 
 async def test_a_result_over_the_byte_bound_ends_the_job_as_an_error() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from commands.demo import demo_config, live_line
 from commands.serve import DEMO_KEY
 from emulator.embedded import EmulatorFleet
-from gateway.front.auth import key_digest
+from gateway.request.auth import key_digest
 from tests.integration.conftest import StartEmulator
 
 GATEWAY_METRICS = """\

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from gateway.config.schema import GatewayConfig
-from gateway.front.auth import key_digest
+from gateway.request.auth import key_digest
 
 API_KEY = "sk-test-acme"
 OTHER_KEY = "sk-test-beta"

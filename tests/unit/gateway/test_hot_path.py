@@ -22,10 +22,10 @@ from gateway.backends.pool import SNAPSHOT_MAX_AGE_S, BackendPool
 from gateway.config.schema import BackendConfig, GatewayConfig, HealthConfig
 from gateway.forward.streaming_response import race
 from gateway.forward.upstream import SseRelay, usage_from, usage_from_body
-from gateway.front.inbound import header_map
-from gateway.front.json_encode import json_encoder
-from gateway.front.responses import UpstreamAnswer
 from gateway.metrics.records import RecordSink, RequestRecord
+from gateway.request.inbound import header_map
+from gateway.request.json_encode import json_encoder
+from gateway.request.responses import UpstreamAnswer
 from policies.fleet import FleetSnapshot, Health
 from policies.types import (
     Decision,

@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.front.errors import ApiError
-from gateway.front.inbound import _DEEP, _loads_stdlib, loads_as_json
+from gateway.request.errors import ApiError
+from gateway.request.inbound import _DEEP, _loads_stdlib, loads_as_json
 
 
 def _outcome(decode: Any, raw: bytes) -> tuple[Any, ...]:

@@ -9,7 +9,7 @@ import pytest
 from starlette.requests import Request
 
 from gateway.front.completions import read_body
-from gateway.front.errors import ApiError
+from gateway.request.errors import ApiError
 
 
 def _request(*messages: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None) -> Any:

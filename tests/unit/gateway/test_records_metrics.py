@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import policies.engine.scheduler
-from gateway.front.auth import key_digest
+from gateway.request.auth import key_digest
 from tests.unit.gateway.conftest import auth, in_process
 from tests.unit.gateway.fakes import API_KEY, OTHER_KEY, FakeFleet, make_config
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from gateway.config.schema import load_config
-from gateway.front.auth import key_digest
+from gateway.request.auth import key_digest
 from tests.unit.gateway.conftest import auth, in_process, over_loopback, wait_until
 from tests.unit.gateway.fakes import API_KEY, FakeFleet
 

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from gateway.front.errors import retry_after_headers
+from gateway.request.errors import retry_after_headers
 from policies.engine.retry_after import JitterSequence, retry_after
 from policies.engine.retry_after_params import RetryAfterParams
 from policies.engine.scheduler import Scheduler, Ticket

@@ -1,12 +1,16 @@
-"""API keys to tenants. Only sha256 digests are kept; comparison is constant-time."""
+"""API keys to tenants. Only sha256 digests are kept; comparison is constant-time.
+
+``authenticate`` is the pipeline's first step: the caller's tenant, or the 401."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gateway.config.schema import GatewayConfig, TenantConfig
+from gateway.request.errors import ApiError
 
 
 def key_digest(api_key: str) -> str:
@@ -61,6 +65,25 @@ class Authenticator:
             if hmac.compare_digest(candidate, digest):
                 found = tenant
         return found
+
+
+def authenticate(auth: Authenticator, hdrs: Mapping[str, str]) -> Tenant:
+    """The caller's tenant from its API key; 401 without a valid one."""
+    tenant = auth.authenticate(hdrs.get("authorization"))
+    if tenant is None:
+        raise ApiError(401, "missing or unknown API key", type_="authentication_error",
+                       code="invalid_api_key", reason="unauthenticated")  # fmt: skip
+    return tenant
+
+
+def tenant_named(auth: Authenticator, name: str, header: str) -> Tenant:
+    """The tenant an identity established before the gateway names (in ``header``); 401
+    for a name the config does not know."""
+    tenant = auth.named(name)
+    if tenant is None:
+        raise ApiError(401, f"unknown tenant {name!r} in {header}", type_="authentication_error",
+                       code="unknown_tenant", reason="unauthenticated")  # fmt: skip
+    return tenant
 
 
 def _bearer(authorization: str) -> str | None:

@@ -14,10 +14,10 @@ from typing import Any
 
 import orjson
 
-from gateway.front.auth import Tenant
-from gateway.front.errors import ApiError
-from gateway.front.fan_out import fan_out_of
-from gateway.front.json_encode import json_encoder
+from gateway.request.auth import Tenant
+from gateway.request.errors import ApiError
+from gateway.request.fan_out import fan_out_of
+from gateway.request.json_encode import json_encoder
 from policies.estimate import SINGLE, FanOut
 
 CHAT = "/v1/chat/completions"

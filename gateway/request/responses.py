@@ -13,7 +13,8 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.admission.flight import Flight
 from gateway.context import GatewayContext, Runtime
-from gateway.front.errors import (
+from gateway.metrics.records import RequestRecord
+from gateway.request.errors import (
     RUN_ENDED_REASONS,
     ApiError,
     error_body,
@@ -21,7 +22,6 @@ from gateway.front.errors import (
     rejection_status,
     retry_after_headers,
 )
-from gateway.metrics.records import RequestRecord
 from policies.types import Decision, Outcome, Reason
 
 
@@ -33,9 +33,28 @@ def refuse(
     record = RequestRecord(request_id, "", "", "", path, False, "", arrival)
     record.status, record.outcome, record.error = err.status, Outcome.REJECTED, err.reason
     ctx.records.emit(record)
-    headers = {"x-request-id": request_id, "x-sluicegate-decision": "reject",
-               "x-sluicegate-reason": err.reason}  # fmt: skip
-    return JSONResponse(err.body(), status_code=err.status, headers=headers)
+    return JSONResponse(err.body(), status_code=err.status,
+                        headers=refusal_headers(request_id, err.reason))  # fmt: skip
+
+
+NOT_SERVED = {
+    404: ("not_found_error", "not_found"),
+    405: ("invalid_request_error", "method_not_allowed"),
+}
+"""A path the gateway does not serve, a method a path does not take: type and reason."""
+
+
+def not_served(status: int, request_id: str) -> Response:
+    """404 or 405 (``NOT_SERVED``), with the refusal's decision headers."""
+    kind, reason = NOT_SERVED[status]
+    return JSONResponse(error_body(reason, kind), status_code=status,
+                        headers=refusal_headers(request_id, reason))  # fmt: skip
+
+
+def refusal_headers(request_id: str, reason: str) -> dict[str, str]:
+    """A refusal before any decision: ``reject`` with a gateway reason."""
+    return {"x-request-id": request_id, "x-sluicegate-decision": "reject",
+            "x-sluicegate-reason": reason}  # fmt: skip
 
 
 def headers(flight: Flight) -> dict[str, str]:

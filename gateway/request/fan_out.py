@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.front.errors import ApiError
+from gateway.request.errors import ApiError
 from policies.estimate import FanOut
 
 
