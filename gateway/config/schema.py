@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -396,12 +397,11 @@ def _lone_surrogates(value: Any, loc: Loc) -> Iterator[tuple[Loc, str]]:
             yield from _lone_surrogates(item, (*loc, i))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _has_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+    return _SURROGATE.search(text) is not None
 
 
 def _yaml_issue(exc: yaml.MarkedYAMLError, source: str) -> ConfigIssue:
