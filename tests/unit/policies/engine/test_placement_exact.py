@@ -1,0 +1,287 @@
+"""Placement's exact amounts: the loads and per-tenant counts dispatch and release leave, the
+backend a pick lands on (room bounds, sessions, the prefill bound), the pre-check of room,
+and the headroom share, on two backends that differ in slots, load and prefill rate, with
+tenants of different weights (one below 1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policies.contracts import BackendLoad
+from policies.engine.placement import Placement
+from policies.fleet import BackendView, FleetSnapshot
+from policies.registry import build_policy
+from tests.unit.policies.helpers import ManualClock, backend, queued_entry, request
+
+FIXED = {"limit": {"type": "fixed", "parameters": {"max_in_flight": 3}}}
+SIGNALS = {"limit": {"type": "server_signals"}}
+NO_PREFILL = {"prefill_backlog": {"enabled": False}}
+QUARTER = {"headroom": {"reserve_fraction": 0.25}}
+
+
+def _placement(clock: ManualClock, raw: dict[str, Any], *views: BackendView) -> Placement:
+    policy = build_policy(raw)
+    place = Placement(policy, policy.limit.new_state(), clock.now)
+    place.observe(FleetSnapshot(at=clock.now, backends=views), clock.now)
+    return place
+
+
+def _two(**kw_b2: Any) -> tuple[BackendView, BackendView]:
+    return backend("b1", max_num_seqs=3), backend("b2", max_num_seqs=5, **kw_b2)
+
+
+def test_took_and_gave_back_count_requests_tokens_and_tenants_exactly() -> None:
+    clock = ManualClock()
+    place = _placement(clock, NO_PREFILL, *_two())
+    a1, a2, b = request(clock, tenant="a"), request(clock, tenant="a"), request(clock, tenant="b")
+    place.took("b1", a1, 120)
+    place.took("b1", a2, 30)
+    place.took("b2", b, 7)
+    assert place.loads == {"b1": BackendLoad(2, 150), "b2": BackendLoad(1, 7)}
+    assert place.tenant_in_flight == {"a": 2, "b": 1}
+    left = place.gave_back("b1", a1, 120)
+    assert left is place.loads["b1"] and left == BackendLoad(1, 30)
+    assert place.tenant_in_flight == {"a": 1, "b": 1}
+    place.gave_back("b1", a2, 30)
+    assert place.tenant_in_flight == {"b": 1}  # a tenant with none left leaves the map
+    assert place.gave_back("b2", b, 7) == BackendLoad(0, 0)
+    assert place.tenant_in_flight == {}
+
+
+def test_limits_reports_each_backends_slots() -> None:
+    clock = ManualClock()
+    place = _placement(clock, SIGNALS, *_two())
+    assert place.limits() == {"b1": 3.0, "b2": 5.0}
+    assert _placement(clock, FIXED, *_two()).limits() == {"b1": 3.0, "b2": 3.0}
+
+
+def test_pick_takes_the_least_loaded_backend_with_room_under_either_kind_of_limit() -> None:
+    clock = ManualClock()
+    for raw in (SIGNALS | NO_PREFILL, FIXED | NO_PREFILL):
+        place = _placement(clock, raw, *_two())
+        assert place.pick(request(clock)).name == "b1"  # type: ignore[union-attr]  # tie: name
+        place.took("b1", request(clock), 50)
+        assert place.pick(request(clock)).name == "b2"  # type: ignore[union-attr]
+        place.took("b2", request(clock), 80)
+        assert place.pick(request(clock)).name == "b1"  # type: ignore[union-attr]
+        assert place.pick(request(clock, model="other")) is None
+
+
+def test_a_new_snapshot_with_other_backends_replaces_the_memo() -> None:
+    clock = ManualClock()
+    place = _placement(clock, NO_PREFILL, backend("b1", max_num_seqs=3))
+    assert place.pick(request(clock)).name == "b1"  # type: ignore[union-attr]
+    clock.advance(1.0)
+    place.observe(FleetSnapshot(at=clock.now, backends=(backend("b9", max_num_seqs=2),)), clock.now)
+    assert place.pick(request(clock)).name == "b9"  # type: ignore[union-attr]
+    assert place.limits() == {"b9": 2.0}
+
+
+def test_room_now_is_the_pick_and_whether_room_remains_after_it() -> None:
+    clock = ManualClock()
+    place = _placement(clock, NO_PREFILL, backend("b1", max_num_seqs=2))
+    best, spare = place.room_now({"m": 4})
+    assert isinstance(best, BackendView) and best.name == "b1" and spare is True
+    place.took("b1", request(clock), 10)
+    best, spare = place.room_now({"m": 1})
+    assert isinstance(best, BackendView) and best.name == "b1" and spare is False  # 1 + 1 = 2
+    place.took("b1", request(clock), 10)
+    assert place.room_now({"m": 1}) == (False, False)
+    assert place.room_now({"m": 1, "other": 2}) == (True, True)  # each pick decides
+    assert place.room_now({}) == (True, True)
+
+
+def test_room_now_without_room_bounds_asks_the_limit() -> None:
+    clock = ManualClock()
+    place = _placement(clock, FIXED | NO_PREFILL, backend("b1"))
+    assert place.room_now({"m": 1}) == (True, True)
+    for _ in range(3):
+        place.took("b1", request(clock), 10)
+    assert place.room_now({"m": 1}) == (False, True)
+
+
+def _prefill_fleet(clock: ManualClock) -> Placement:
+    """b1 prefills 1,000 tokens/s and b2 4,000 (the engines' own rates): bounds of 250 and
+    1,000 prompt tokens at the default 0.25 s target."""
+    return _placement(
+        clock, SIGNALS,
+        backend("b1", max_num_seqs=8, prefill_tokens_per_s=1000.0),
+        backend("b2", max_num_seqs=4, prefill_tokens_per_s=4000.0),
+    )  # fmt: skip
+
+
+def test_a_new_snapshot_gives_the_prefill_bound_each_engines_rate() -> None:
+    clock = ManualClock()
+    place = _prefill_fleet(clock)
+    assert place.prefill is not None
+    assert (place.prefill.bound("b1"), place.prefill.bound("b2")) == (250.0, 1000.0)
+
+
+def test_pick_passes_over_a_backend_whose_prefill_backlog_is_full() -> None:
+    clock = ManualClock()
+    place = _prefill_fleet(clock)
+    assert place.prefill is not None
+    place.took("b1", request(clock, prompt=200), 300)  # b1 pending 200 of 250
+    place.took("b2", request(clock, prompt=900), 1000)  # b2 pending 900 of 1,000: more tokens
+    assert place.prefill.pending_tokens() == {"b1": 200, "b2": 900}
+    assert place.pick(request(clock, prompt=40)).name == "b1"  # type: ignore[union-attr]
+    assert place.pick(request(clock, prompt=60)).name == "b2"  # type: ignore[union-attr]
+    assert place.pick(request(clock, prompt=101)) is None
+    assert place.prefill_refused(request(clock, prompt=101))  # room, but not for the prompt
+    assert not place.prefill_refused(request(clock, model="other"))
+
+
+def test_a_session_away_from_a_full_prefill_backlog_goes_to_the_other_backend() -> None:
+    clock = ManualClock()
+    place = _prefill_fleet(clock)
+    place.took("b1", request(clock, prompt=200), 300)  # b1 admits 50 more prompt tokens
+    place.took("b2", request(clock, prompt=980), 1000)  # b2 admits 20 more
+    homes = {"b1": "", "b2": ""}
+    for n in range(40):
+        sid = f"s{n}"
+        home = place.pick(request(clock, prompt=1, session_id=sid))
+        assert home is not None
+        homes[home.name] = homes[home.name] or sid
+    assert all(homes.values())  # a session with each home
+    assert place.pick(request(clock, prompt=40, session_id=homes["b1"])).name == "b1"  # type: ignore[union-attr]
+    assert place.pick(request(clock, prompt=40, session_id=homes["b2"])).name == "b1"  # type: ignore[union-attr]
+    assert place.pick(request(clock, prompt=60, session_id=homes["b1"])) is None
+
+
+def test_a_prefill_the_rate_says_has_ended_lets_the_next_prompt_in() -> None:
+    clock = ManualClock()
+    place = _prefill_fleet(clock)
+    assert place.prefill is not None
+    place.took("b1", request(clock, prompt=200), 300)  # done at +0.2 s at 1,000 tokens/s
+    place.took("b2", request(clock, prompt=900), 1000)  # done at +0.225 s at 4,000 tokens/s
+    big = request(clock, prompt=240)
+    assert place.pick(big) is None
+    clock.advance(0.21)
+    place.observe(place.view.fleet, clock.now)
+    assert place.pick(big).name == "b1"  # type: ignore[union-attr]
+    assert place.prefill.pending_tokens() == {"b1": 0, "b2": 900}
+
+
+def test_prefill_admits_after_bringing_the_estimate_up_to_now() -> None:
+    clock = ManualClock()
+    place = _prefill_fleet(clock)
+    b1 = place.view.get("b1")
+    assert b1 is not None
+    place.took("b1", request(clock, prompt=200), 300)
+    big = request(clock, prompt=240)
+    assert place.prefill_admits(b1, big) is False
+    clock.advance(0.21)
+    place.observe(place.view.fleet, clock.now)
+    assert place.prefill_admits(b1, big) is True
+    off = _placement(clock, SIGNALS | NO_PREFILL, backend("b1", max_num_seqs=8))
+    assert off.prefill_admits(b1, big) is True and off.prefill_refused(big) is False
+
+
+def test_release_ends_the_requests_prefill() -> None:
+    clock = ManualClock()
+    place = _prefill_fleet(clock)
+    assert place.prefill is not None
+    first, second = request(clock, prompt=200), request(clock, prompt=30)
+    place.took("b1", first, 300)
+    place.took("b1", second, 40)
+    place.gave_back("b1", second, 40)
+    assert place.prefill.pending_tokens() == {"b1": 200, "b2": 0}
+    place.took("b1", second, 40)
+    place.gave_back("b1", second, 40, completed=True)  # finished: all before it prefilled
+    assert place.prefill.pending_tokens() == {"b1": 0, "b2": 0}
+
+
+def test_a_swap_keeps_the_pending_prompts_under_the_new_target() -> None:
+    clock = ManualClock()
+    place = _prefill_fleet(clock)
+    kept = place.prefill
+    assert kept is not None
+    place.took("b1", request(clock, prompt=200), 300)
+    policy = build_policy({"prefill_backlog": {"ttft_target_s": 0.5}})
+    place.bind(policy, policy.limit.new_state())
+    assert place.prefill is kept and kept.pending_tokens() == {"b1": 200, "b2": 0}
+    assert kept.bound("b1") == 500.0
+    place.bind(build_policy(NO_PREFILL), None)
+    assert place.prefill is None
+    assert not place.prefill_refused(request(clock, prompt=10**6))
+    place.bind(policy, None)
+    assert place.prefill is not None and place.prefill.pending_tokens() == {}
+
+
+def test_headroom_is_on_only_with_a_reserve() -> None:
+    clock = ManualClock()
+    assert _placement(clock, QUARTER, *_two()).headroom_on()
+    assert not _placement(clock, {}, *_two()).headroom_on()
+
+
+def _hog(place: Placement, clock: ManualClock, b1: int, b2: int) -> None:
+    for name, n in (("b1", b1), ("b2", b2)):
+        for _ in range(n):
+            place.took(name, request(clock, tenant="hog"), 10)
+
+
+def test_headroom_reserves_a_quarter_of_both_backends_slots() -> None:
+    """3 + 5 = 8 slots, 2 reserved: with 5 taken anyone may take the 6th; with 6 taken only
+    a tenant under its share (8 x its weight / the active weights) may."""
+    clock = ManualClock()
+    place = _placement(clock, QUARTER | NO_PREFILL, *_two())
+    place.active.touch("hog", 1.0, clock.now)
+    place.active.touch("other", 1.0, clock.now)
+    _hog(place, clock, 1, 4)
+    assert place.may_take(request(clock, tenant="hog"))  # 8 - 5 - 1 = 2 >= 2 reserved
+    _hog(place, clock, 1, 0)
+    hog = request(clock, tenant="hog")
+    assert not place.may_take(hog)  # 6 of a share of 8 x 1 / 2 (itself and "other")
+    assert not place.allow(queued_entry(1, clock.now, 5.0, tenant="hog"))
+    assert place.may_take(request(clock, tenant="new"))
+
+
+def test_headroom_shares_follow_the_weights_seen_and_asked() -> None:
+    clock = ManualClock()
+    place = _placement(clock, QUARTER | NO_PREFILL, *_two())
+    place.active.touch("hog", 1.5, clock.now)
+    _hog(place, clock, 2, 4)  # 6 of 8 taken
+    light = request(clock, tenant="light", weight=0.5)
+    assert place.may_take(light)  # 0 < 8 x 0.5 / 2.0
+    place.took("b1", light, 10)
+    assert place.may_take(light)  # 1 < 2
+    place.took("b2", light, 10)
+    assert not place.may_take(light)  # 2 < 2 fails
+    place.active.touch("light", 0.5, clock.now)  # now seen: its weight is in the total already
+    assert not place.may_take(request(clock, tenant="light", weight=4.0))  # the seen 0.5 counts
+
+
+def test_headroom_share_of_a_seen_tenant_is_not_counted_twice() -> None:
+    """Active weights 1 + 1: a share of 4 of the 8 slots (3 counted twice would be 2.67)."""
+    clock = ManualClock()
+    place = _placement(clock, QUARTER | NO_PREFILL, *_two())
+    place.active.touch("hog", 1.0, clock.now)
+    place.active.touch("a", 1.0, clock.now)
+    _hog(place, clock, 0, 3)
+    for name in ("b1", "b1", "b2"):
+        place.took(name, request(clock, tenant="a"), 10)
+    assert place.may_take(request(clock, tenant="a"))  # 3 < 4
+    place.took("b1", request(clock, tenant="a"), 10)
+    assert not place.may_take(request(clock, tenant="a"))  # 4 < 4 fails (1 active: 8)
+
+
+def test_headroom_share_of_a_light_newcomer_may_be_below_one_slot() -> None:
+    """A newcomer of weight 0.125 beside two tenants of weight 1: a share of 8 x 0.125 /
+    2.125 = 0.47 slots. Holding none, it may still take one; holding one, it may not."""
+    clock = ManualClock()
+    place = _placement(clock, QUARTER | NO_PREFILL, *_two())
+    place.active.touch("hog", 1.0, clock.now)
+    place.active.touch("other", 1.0, clock.now)
+    _hog(place, clock, 2, 4)
+    light = request(clock, tenant="light", weight=0.125)
+    assert place.may_take(light)
+    place.took("b1", light, 10)
+    assert not place.may_take(light)
+
+
+def test_headroom_does_nothing_without_a_slot_count() -> None:
+    clock = ManualClock()
+    place = _placement(clock, QUARTER | NO_PREFILL, backend("b1", max_num_seqs=3), backend("b2"))
+    place.active.touch("hog", 1.0, clock.now)
+    _hog(place, clock, 3, 3)
+    assert place.may_take(request(clock, tenant="hog"))
