@@ -447,14 +447,15 @@ def test_a_tenant_queued_elsewhere_and_new_here_starts_at_the_fleets_counter() -
     assert vtc.pop(state, 0.0) is p and vtc.pop(state, 0.0) is q
 
 
-def lifted_to(local: float, remote: float) -> float:
+def lifted_to(local: float, remote: float | None) -> float:
     """The counter a newly backlogged tenant starts at, with a tenant backlogged here at
-    ``local`` and one queued elsewhere at ``remote``."""
+    ``local`` and one queued elsewhere at ``remote`` (None: nobody is)."""
     vtc, state = sharing()
     here, new = entry("here"), entry("new")
     vtc.push(state, here, 0.0)
     vtc.charge(state, here.request, local)
-    vtc.share_merge(state, share_of({}, {"there": remote}, 1000.0))
+    elsewhere = {} if remote is None else {"there": remote}
+    vtc.share_merge(state, share_of({}, elsewhere, 1000.0))
     vtc.push(state, new, 0.0)
     return state.counters["new"]
 
@@ -463,3 +464,4 @@ def test_with_a_floor_here_and_one_elsewhere_the_lift_is_to_the_lower() -> None:
     assert lifted_to(local=50.0, remote=30.0) == 30.0
     assert lifted_to(local=30.0, remote=50.0) == 30.0
     assert lifted_to(local=40.0, remote=40.0) == 40.0
+    assert lifted_to(local=40.0, remote=None) == 40.0  # nobody queued elsewhere
