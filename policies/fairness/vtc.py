@@ -40,11 +40,11 @@ class VtcState:
     live: dict[str, int] = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
     heap: list[tuple[float, int, str]] = field(default_factory=list)
-    """(counter, tie, tenant); an item is current while it equals the tenant's
-    ``counters`` and ``tie`` and the tenant is backlogged (others are dropped at the head)."""
+    """(counter, tie, tenant); an item is current while its tie is the tenant's and the
+    tenant is backlogged (others are dropped when they reach the head)."""
     ties: dict[str, int] = field(default_factory=dict)
     """Per tenant, when its counter took its value or it last became backlogged (the
-    later): the order of tenants with equal counters."""
+    later; a handed-back entry keeps its tenant's): the order of equal counters."""
     last_served: float = 0.0
     seq: int = 0
     sharing: bool = False
@@ -70,6 +70,7 @@ class Vtc(Fairness[VtcState, NoParams]):
         _push_entry(state, entry)
         live[tenant] = before + 1  # _add_live(state, tenant, 1), inline: never below 0
         if before == 0:
+            _renew(state, tenant)
             _push_heap(state, tenant)
 
     def pop(self, state: VtcState, now: float, allow: Allow | None = None) -> QueuedEntry | None:
@@ -98,7 +99,8 @@ class Vtc(Fairness[VtcState, NoParams]):
         return found
 
     def push_back(self, state: VtcState, entry: QueuedEntry) -> None:
-        """``entry`` was popped and is handed back: its tenant keeps its place."""
+        """``entry``, popped from ``state``, is handed back: its tenant keeps its place (its
+        tie; a counter charged meanwhile has a new one)."""
         _push_entry(state, entry)
         _add_live(state, entry.request.tenant, 1)
 
@@ -124,8 +126,8 @@ class Vtc(Fairness[VtcState, NoParams]):
             state.unsent[tenant] = state.unsent.get(tenant, 0.0) + served
         if tokens > 0 and counter > state.last_served:  # max(last_served, counter)
             state.last_served = counter
-        if counters[tenant] != counter and state.live.get(tenant, 0) > 0:
-            _push_heap(state, tenant)
+        if counters[tenant] != counter:
+            _moved(state, tenant)
 
     def share_report(self, state: VtcState) -> ShareReport:
         state.sharing = True
@@ -142,8 +144,7 @@ class Vtc(Fairness[VtcState, NoParams]):
         if share is None:
             return
         for tenant in local_counters(share, state.counters, state.unsent):
-            if state.live.get(tenant, 0) > 0:
-                _push_heap(state, tenant)
+            _moved(state, tenant)
 
     def deficits(self, state: VtcState) -> Mapping[str, float]:
         """Each tenant's counter above the least-served backlogged one (weighted tokens)."""
@@ -199,17 +200,28 @@ def _add_live(state: VtcState, tenant: str, delta: int) -> None:
     after = before + delta
     state.live[tenant] = after if after > 0 else 0
     if before == 0 and delta > 0:
-        _push_heap(state, tenant, tenant not in state.ties)
+        _push_heap(state, tenant)
 
 
-def _push_heap(state: VtcState, tenant: str, renew: bool = True) -> None:
-    """The tenant's current item (``renew``: with a new tie, behind every tenant at the
-    same counter). Items it replaces stay until they reach the head (``_min_backlogged``)."""
-    ties = state.ties
-    if renew:
-        state.seq += 1
-        ties[tenant] = state.seq
-    heapq.heappush(state.heap, (state.counters[tenant], ties[tenant], tenant))
+def _moved(state: VtcState, tenant: str) -> None:
+    """``tenant``'s counter took a new value: a new tie, and its current item when it is
+    backlogged (an idle tenant gets one when it is pushed or handed back)."""
+    _renew(state, tenant)
+    if state.live.get(tenant, 0) > 0:
+        _push_heap(state, tenant)
+
+
+def _renew(state: VtcState, tenant: str) -> None:
+    """A new tie for ``tenant``: behind every tenant already at its counter. Every change of
+    a counter renews the tie, so an item whose tie is current has the current counter."""
+    state.seq += 1
+    state.ties[tenant] = state.seq
+
+
+def _push_heap(state: VtcState, tenant: str) -> None:
+    """The tenant's current item. Items it replaces stay until they reach the head
+    (``_min_backlogged``)."""
+    heapq.heappush(state.heap, (state.counters[tenant], state.ties[tenant], tenant))
     if len(state.heap) > 4 * len(state.queues) + 64:
         _rebuild(state)
 
@@ -228,11 +240,7 @@ def _min_backlogged(state: VtcState) -> float | None:
     heap = state.heap
     while heap:
         counter, tie, tenant = heap[0]
-        if (
-            state.live.get(tenant, 0) > 0
-            and counter == state.counters[tenant]
-            and tie == state.ties[tenant]
-        ):
+        if state.live.get(tenant, 0) > 0 and tie == state.ties[tenant]:  # counter: _renew
             return counter
         heapq.heappop(heap)
     return None

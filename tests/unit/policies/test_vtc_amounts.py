@@ -465,3 +465,31 @@ def test_with_a_floor_here_and_one_elsewhere_the_lift_is_to_the_lower() -> None:
     assert lifted_to(local=30.0, remote=50.0) == 30.0
     assert lifted_to(local=40.0, remote=40.0) == 40.0
     assert lifted_to(local=40.0, remote=None) == 40.0  # nobody queued elsewhere
+
+
+def test_a_correction_charged_while_an_entry_is_out_keeps_no_place_it_had_before() -> None:
+    """a's counter reaches 10 after b's did (a correction while a's entry is out): when the
+    entry is handed back, b, at 10 first, goes first."""
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a, b = entry("a"), entry("b")
+    vtc.push(state, a, 0.0)
+    vtc.push(state, b, 0.0)
+    vtc.charge(state, b.request, 10.0)  # b: 10
+    assert vtc.pop(state, 0.0) is a
+    vtc.charge(state, a.request, 10.0)  # a: 10, while its entry is out
+    vtc.push_back(state, a)
+    assert vtc.pop(state, 0.0) is b and vtc.pop(state, 0.0) is a
+
+
+def test_the_last_served_floor_never_moves_back() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a, b, c = entry("a"), entry("b"), entry("c")
+    vtc.push(state, a, 0.0)
+    vtc.push(state, b, 0.0)
+    vtc.charge(state, a.request, 50.0)
+    vtc.charge(state, a.request, 20.0)  # started at 50: the floor is 50
+    vtc.charge(state, b.request, 10.0)  # started at 0, below the floor: it stays 50
+    assert state.last_served == 50.0
+    assert vtc.pop(state, 0.0) is b and vtc.pop(state, 0.0) is a
+    vtc.push(state, c, 0.0)  # nobody backlogged: c starts at the last served counter
+    assert state.counters["c"] == 50.0
