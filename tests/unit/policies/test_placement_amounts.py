@@ -292,9 +292,12 @@ def test_headroom_does_nothing_without_a_slot_count() -> None:
 HOLD = {"headroom": {"decode_slowdown_max": 1.5}} | NO_PREFILL
 
 
-def _hold_allows(clock: ManualClock, *slowdowns: tuple[float, float]) -> bool:
-    """Whether the decode hold lets ``hog`` (300 of the 400 estimated tokens in flight, one
-    other tenant active) add a request, on one backend per ``(itl_s, itl_floor_s)``."""
+def _hold_allows(
+    clock: ManualClock, *slowdowns: tuple[float | None, float | None], quiet: int = 100
+) -> bool:
+    """Whether the decode hold lets ``hog`` (300 estimated tokens in flight beside the
+    ``quiet`` tenant's, who is active too) add a request, on one backend per
+    ``(itl_s, itl_floor_s)``."""
     views = [
         backend(f"b{n}", max_num_seqs=8, itl_s=itl, itl_floor_s=floor)
         for n, (itl, floor) in enumerate(slowdowns, 1)
@@ -302,7 +305,7 @@ def _hold_allows(clock: ManualClock, *slowdowns: tuple[float, float]) -> bool:
     place = _placement(clock, HOLD, *views)
     place.active.touch("quiet", 1.0, clock.now)
     place.active.touch("hog", 1.0, clock.now)
-    place.took("b1", request(clock, tenant="quiet"), 100)
+    place.took("b1", request(clock, tenant="quiet"), quiet)
     place.took("b1", request(clock, tenant="hog"), 300)
     return place.may_take(request(clock, tenant="hog"))
 
@@ -392,3 +395,44 @@ def test_a_session_whose_home_is_full_goes_to_the_least_loaded_that_admits_it() 
     sid = _session("b3", "b2", "b1")
     assert place.pick(request(clock, prompt=40, session_id=sid)).name == "b1"  # type: ignore[union-attr]
     assert place.pick(request(clock, prompt=10, session_id=sid)).name == "b1"  # type: ignore[union-attr]
+
+
+SLOWED = {"max_num_seqs": 8, "itl_s": 0.004, "itl_floor_s": 0.002}  # twice its floor: over 1.5
+
+
+def test_the_hold_weighs_every_token_in_flight() -> None:
+    clock = ManualClock()
+    assert not _hold_allows(clock, (0.004, 0.002), quiet=1)  # 300 of 301: over its half
+    assert not _hold_allows(clock, (0.004, 0.002), quiet=300)  # 300 of 600: its half
+
+
+def test_a_tenant_with_nothing_in_flight_is_not_held_by_the_tokens_of_others() -> None:
+    clock = ManualClock()
+    place = _placement(clock, HOLD, backend("b1", **SLOWED))
+    place.active.touch("quiet", 1.0, clock.now)
+    place.took("b1", request(clock, tenant="quiet"), 2)
+    assert place.may_take(request(clock, tenant="new"))  # 0 of 2: under its half (1)
+
+
+def test_a_tenant_seen_before_the_active_window_no_longer_counts() -> None:
+    clock = ManualClock()
+    place = _placement(clock, HOLD, backend("b1", **SLOWED))
+    place.active.touch("quiet", 1.0, clock.now)
+    place.active.touch("hog", 1.0, clock.now)
+    place.took("b1", request(clock, tenant="quiet"), 100)
+    place.took("b1", request(clock, tenant="hog"), 300)
+    assert not place.may_take(request(clock, tenant="hog"))  # quiet is active: held
+    clock.advance(20.0)
+    place.active.touch("hog", 1.0, clock.now)
+    clock.advance(10.5)  # quiet was seen 30.5 s ago: past the 30 s window
+    place.observe(place.view.fleet, clock.now)
+    assert place.may_take(request(clock, tenant="hog"))  # nobody else to protect
+
+
+def test_a_backend_that_reports_no_slots_takes_no_one() -> None:
+    clock = ManualClock()
+    reserve = _placement(clock, QUARTER | NO_PREFILL, backend("b1", max_num_seqs=0))
+    assert not reserve.may_take(request(clock, tenant="new"))
+    held = _placement(clock, HOLD, backend("b1", **(SLOWED | {"max_num_seqs": 0})))
+    held.active.touch("quiet", 1.0, clock.now)
+    assert not held.may_take(request(clock, tenant="new"))  # its share of no slots
