@@ -493,3 +493,14 @@ def test_the_last_served_floor_never_moves_back() -> None:
     assert vtc.pop(state, 0.0) is b and vtc.pop(state, 0.0) is a
     vtc.push(state, c, 0.0)  # nobody backlogged: c starts at the last served counter
     assert state.counters["c"] == 50.0
+
+
+def test_a_counter_the_fleet_raised_moves_a_backlogged_tenant_back() -> None:
+    vtc, state = sharing()
+    a, b = entry("a"), entry("b")
+    vtc.push(state, a, 0.0)
+    vtc.push(state, b, 0.0)
+    vtc.charge(state, b.request, 10.0)  # b: 10, a: 0 here
+    vtc.share_report(state)
+    vtc.share_merge(state, share_of({"a": 100.0, "b": 10.0}, {}, 1000.0))  # a served elsewhere
+    assert vtc.pop(state, 0.0) is b and vtc.pop(state, 0.0) is a
