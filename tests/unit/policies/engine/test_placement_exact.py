@@ -9,6 +9,7 @@ from typing import Any
 
 from policies.contracts import BackendLoad
 from policies.engine.placement import Placement
+from policies.engine.routing import affinity_score
 from policies.fleet import BackendView, FleetSnapshot
 from policies.registry import build_policy
 from tests.unit.policies.helpers import ManualClock, backend, queued_entry, request
@@ -285,3 +286,152 @@ def test_headroom_does_nothing_without_a_slot_count() -> None:
     place.active.touch("hog", 1.0, clock.now)
     _hog(place, clock, 3, 3)
     assert place.may_take(request(clock, tenant="hog"))
+
+
+HOLD = {"headroom": {"decode_slowdown_max": 1.5}} | NO_PREFILL
+
+
+def _hold_allows(
+    clock: ManualClock, *slowdowns: tuple[float | None, float | None], quiet: int = 100
+) -> bool:
+    """Whether the decode hold lets ``hog`` (300 estimated tokens in flight beside the
+    ``quiet`` tenant's, who is active too) add a request, on one backend per
+    ``(itl_s, itl_floor_s)``."""
+    views = [
+        backend(f"b{n}", max_num_seqs=8, itl_s=itl, itl_floor_s=floor)
+        for n, (itl, floor) in enumerate(slowdowns, 1)
+    ]
+    place = _placement(clock, HOLD, *views)
+    place.active.touch("quiet", 1.0, clock.now)
+    place.active.touch("hog", 1.0, clock.now)
+    place.took("b1", request(clock, tenant="quiet"), quiet)
+    place.took("b1", request(clock, tenant="hog"), 300)
+    return place.may_take(request(clock, tenant="hog"))
+
+
+def test_the_decode_hold_weighs_the_mean_slowdown_of_the_models_backends() -> None:
+    clock = ManualClock()
+    assert _hold_allows(clock, (0.002, 0.002), (0.0028, 0.002))  # mean 1.2: nobody held
+    assert not _hold_allows(clock, (0.002, 0.002), (0.0044, 0.002))  # mean 1.6 > 1.5
+    assert _hold_allows(clock, (0.002, 0.002), (0.004, 0.002))  # mean 1.5: not over the factor
+    assert _hold_allows(clock, (0.0028, 0.002), (0.002, 0.002))  # either order
+    assert not _hold_allows(clock, (0.0044, 0.002), (0.002, 0.002))
+    assert not _hold_allows(clock, (0.0032, 0.002), (0.0032, 0.002), (0.0032, 0.002))  # 1.6
+
+
+def test_a_backend_without_a_step_floor_is_left_out_of_the_mean_slowdown() -> None:
+    """A floor of 0.0 (no batch measured light enough yet) or none at all says nothing: the
+    mean is of the other backends', and with none left nobody is held."""
+    clock = ManualClock()
+    assert not _hold_allows(clock, (0.0044, 0.002), (0.002, 0.002), (0.05, 0.0))  # mean 1.6
+    assert not _hold_allows(clock, (0.0044, 0.002), (0.002, 0.002), (0.05, None))
+    assert not _hold_allows(clock, (0.0044, 0.002), (0.002, 0.002), (None, 0.002))
+    assert _hold_allows(clock, (0.05, 0.0))
+    assert _hold_allows(clock, (0.05, 0.0), (0.05, None), (None, 0.002))
+    assert not _hold_allows(clock, (0.05, 0.0), (0.0044, 0.002))  # 2.2 alone
+
+
+def test_tenant_tokens_follow_dispatch_release_and_a_new_dispatch_after_a_full_release() -> None:
+    clock = ManualClock()
+    place = _placement(clock, NO_PREFILL, *_two())
+    a1, a2, b = request(clock, tenant="a"), request(clock, tenant="a"), request(clock, tenant="b")
+    place.took("b1", a1, 120)
+    place.took("b2", a2, 30)
+    place.took("b2", b, 7)
+    assert place.tenant_tokens == {"a": 150, "b": 7}
+    place.gave_back("b1", a1, 120)
+    assert place.tenant_tokens == {"a": 30, "b": 7}
+    place.gave_back("b2", a2, 30)
+    assert place.tenant_tokens == {"b": 7}  # none left: the tenant leaves the map
+    a3 = request(clock, tenant="a")
+    place.took("b1", a3, 5)
+    assert place.tenant_tokens == {"a": 5, "b": 7}  # counted afresh, nothing carried over
+    place.gave_back("b1", a3, 5)
+    place.gave_back("b2", b, 7)
+    assert place.tenant_tokens == {}
+
+
+def _session(first: str, second: str, third: str) -> str:
+    """A session id whose backends rank ``first``, ``second``, ``third`` (``home_backend``'s
+    order: the home, then the home among the other two)."""
+    for n in range(10_000):
+        sid = f"s{n}"
+        scores = [affinity_score(sid, name) for name in (first, second, third)]
+        if scores[0] > scores[1] > scores[2]:
+            return sid
+    raise AssertionError("no such session id")
+
+
+def _three_prefill(clock: ManualClock, home_slots: int) -> Placement:
+    """b1, b2 and b3 prefill 1,000 tokens/s each (a bound of 250 prompt tokens); b3 has
+    240 pending, b2 carries more tokens than b1."""
+    place = _placement(
+        clock, SIGNALS,
+        backend("b1", max_num_seqs=8, prefill_tokens_per_s=1000.0),
+        backend("b2", max_num_seqs=8, prefill_tokens_per_s=1000.0),
+        backend("b3", max_num_seqs=home_slots, prefill_tokens_per_s=1000.0),
+    )  # fmt: skip
+    place.took("b3", request(clock, prompt=240), 300)
+    place.took("b2", request(clock, prompt=10), 100)
+    return place
+
+
+def test_a_session_whose_home_the_prefill_bound_refuses_goes_to_its_next_home() -> None:
+    """The home (b3) has a slot but not the prefill room: the session goes to the home among
+    the backends that admit it (b2), not to the least loaded (b1)."""
+    clock = ManualClock()
+    place = _three_prefill(clock, home_slots=8)
+    sid = _session("b3", "b2", "b1")
+    assert place.pick(request(clock, prompt=40, session_id=sid)).name == "b2"  # type: ignore[union-attr]
+    assert place.pick(request(clock, prompt=10, session_id=sid)).name == "b3"  # type: ignore[union-attr]
+
+
+def test_a_session_whose_home_is_full_goes_to_the_least_loaded_that_admits_it() -> None:
+    """The home (b3) has no slot (and no prefill room): the least loaded backend (b1), which
+    admits the prompt, even though b2 ranks above it for the session."""
+    clock = ManualClock()
+    place = _three_prefill(clock, home_slots=1)
+    sid = _session("b3", "b2", "b1")
+    assert place.pick(request(clock, prompt=40, session_id=sid)).name == "b1"  # type: ignore[union-attr]
+    assert place.pick(request(clock, prompt=10, session_id=sid)).name == "b1"  # type: ignore[union-attr]
+
+
+SLOWED = {"max_num_seqs": 8, "itl_s": 0.004, "itl_floor_s": 0.002}  # twice its floor: over 1.5
+
+
+def test_the_hold_weighs_every_token_in_flight() -> None:
+    clock = ManualClock()
+    assert not _hold_allows(clock, (0.004, 0.002), quiet=1)  # 300 of 301: over its half
+    assert not _hold_allows(clock, (0.004, 0.002), quiet=300)  # 300 of 600: its half
+
+
+def test_a_tenant_with_nothing_in_flight_is_not_held_by_the_tokens_of_others() -> None:
+    clock = ManualClock()
+    place = _placement(clock, HOLD, backend("b1", **SLOWED))
+    place.active.touch("quiet", 1.0, clock.now)
+    place.took("b1", request(clock, tenant="quiet"), 2)
+    assert place.may_take(request(clock, tenant="new"))  # 0 of 2: under its half (1)
+
+
+def test_a_tenant_seen_before_the_active_window_no_longer_counts() -> None:
+    clock = ManualClock()
+    place = _placement(clock, HOLD, backend("b1", **SLOWED))
+    place.active.touch("quiet", 1.0, clock.now)
+    place.active.touch("hog", 1.0, clock.now)
+    place.took("b1", request(clock, tenant="quiet"), 100)
+    place.took("b1", request(clock, tenant="hog"), 300)
+    assert not place.may_take(request(clock, tenant="hog"))  # quiet is active: held
+    clock.advance(20.0)
+    place.active.touch("hog", 1.0, clock.now)
+    clock.advance(10.5)  # quiet was seen 30.5 s ago: past the 30 s window
+    place.observe(place.view.fleet, clock.now)
+    assert place.may_take(request(clock, tenant="hog"))  # nobody else to protect
+
+
+def test_a_backend_that_reports_no_slots_takes_no_one() -> None:
+    clock = ManualClock()
+    reserve = _placement(clock, QUARTER | NO_PREFILL, backend("b1", max_num_seqs=0))
+    assert not reserve.may_take(request(clock, tenant="new"))
+    held = _placement(clock, HOLD, backend("b1", **(SLOWED | {"max_num_seqs": 0})))
+    held.active.touch("quiet", 1.0, clock.now)
+    assert not held.may_take(request(clock, tenant="new"))  # its share of no slots

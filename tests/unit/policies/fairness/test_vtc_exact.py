@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from policies.contracts import QueuedEntry
 from policies.engine.scheduler import Ticket
+from policies.fairness.fleet_share import share_of
 from policies.fairness.vtc import Vtc, VtcState
 from policies.types import (
     NO_DEGRADATION,
@@ -328,3 +329,177 @@ def test_a_correction_charged_while_idle_leaves_no_item_behind() -> None:
     vtc.charge(state, z.request, 10.0)  # z: 10
     vtc.push(state, a2, 0.0)  # a returns at 10, after z
     assert [vtc.pop(state, 0.0) for _ in range(3)] == [y, z, a2]
+
+
+def order_after_a_tenant_left_and_came_back(compact: bool) -> list[str]:
+    """y and a are backlogged at 0; a's only entry is cancelled, which leaves its heap item
+    behind y's; z, then a again, become backlogged at 0. ``compact``: the heap is rebuilt
+    (x's charges) while a is away."""
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    y, a1, x, z, a2 = entry("y"), entry("a"), entry("x"), entry("z"), entry("a")
+    for e in (y, a1, x):
+        vtc.push(state, e, 0.0)
+    vtc.discard(state, a1)
+    a1.alive = False
+    if compact:
+        charge_until_rebuilt(vtc, state, x)
+    else:
+        vtc.charge(state, x.request, 500.0)
+    vtc.push(state, z, 0.0)
+    vtc.push(state, a2, 0.0)
+    assert state.counters["y"] == state.counters["z"] == state.counters["a"] == 0.0
+    popped = [vtc.pop(state, 0.0) for _ in range(4)]
+    return [e.request.tenant if e is not None else "-" for e in popped]
+
+
+def test_the_order_of_equal_counters_does_not_depend_on_when_the_heap_is_compacted() -> None:
+    """a came back after z: it goes after z, whether or not a rebuild dropped a's old item
+    (which, revived, would put a back in the place it held before it left)."""
+    assert order_after_a_tenant_left_and_came_back(compact=False) == ["y", "z", "a", "x"]
+    assert order_after_a_tenant_left_and_came_back(compact=True) == ["y", "z", "a", "x"]
+
+
+def test_an_entry_handed_back_keeps_its_place_across_a_rebuild_of_the_tenant_heap() -> None:
+    for compact in (False, True):
+        vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+        a, b, x = entry("a"), entry("b"), entry("x")
+        for e in (a, b, x):
+            vtc.push(state, e, 0.0)
+        assert vtc.pop(state, 0.0) is a  # a has nothing else queued: idle until handed back
+        if compact:
+            charge_until_rebuilt(vtc, state, x)
+        else:
+            vtc.charge(state, x.request, 500.0)
+        vtc.push_back(state, a)
+        assert [vtc.pop(state, 0.0) for _ in range(3)] == [a, b, x], compact
+
+
+def test_a_charge_that_leaves_the_counter_as_it_was_keeps_the_tenants_place() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a, b = entry("a"), entry("b")
+    vtc.push(state, a, 0.0)
+    vtc.push(state, b, 0.0)
+    vtc.charge(state, a.request, 0.0)  # nothing served: a stays ahead of b
+    assert vtc.pop(state, 0.0) is a and vtc.pop(state, 0.0) is b
+
+
+def test_equal_counters_go_in_the_order_the_counters_took_that_value() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a, b = entry("a"), entry("b")
+    vtc.push(state, a, 0.0)
+    vtc.push(state, b, 0.0)
+    vtc.charge(state, b.request, 10.0)  # b reaches 10 first
+    vtc.charge(state, a.request, 10.0)
+    assert vtc.pop(state, 0.0) is b and vtc.pop(state, 0.0) is a
+
+
+def sharing() -> tuple[Vtc, VtcState]:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    vtc.share_report(state)  # starts the accounting
+    return vtc, state
+
+
+def test_a_report_leaves_out_a_tenant_whose_queue_has_emptied() -> None:
+    vtc, state = sharing()
+    a, b = entry("a"), entry("b")
+    vtc.push(state, a, 0.0)
+    vtc.push(state, b, 0.0)
+    assert vtc.pop(state, 0.0) is a  # a's queue is empty now, b's is not
+    assert vtc.share_report(state).backlogged == frozenset({"b"})
+    assert vtc.pop(state, 0.0) is b
+    assert vtc.share_report(state).backlogged == frozenset()
+
+
+def test_a_failed_report_is_added_to_what_was_served_since() -> None:
+    vtc, state = sharing()
+    a, b = entry("a"), entry("b", 0.5)
+    vtc.charge(state, a.request, 10.0)
+    vtc.charge(state, b.request, 3.0)  # 6 virtual tokens
+    failed = vtc.share_report(state)
+    vtc.charge(state, a.request, 2.0)  # served since: a only
+    vtc.share_merge(state, None, failed)
+    assert vtc.share_report(state).served == {"a": 12.0, "b": 6.0}
+
+
+def test_a_tenant_queued_elsewhere_keeps_its_own_counter_and_is_not_lifted() -> None:
+    """q, also queued on another replica, is served from the fleet's counter: it is not
+    lifted to the floor here (50), nor set to the counter the fleet had for it (80)."""
+    vtc, state = sharing()
+    p, q = entry("p"), entry("q")
+    vtc.push(state, p, 0.0)
+    vtc.charge(state, p.request, 50.0)  # p: 50, the floor here
+    vtc.charge(state, q.request, 5.0)  # q: 5, served here while idle
+    vtc.share_merge(state, share_of({}, {"q": 80.0, "r": 20.0}, 1000.0))
+    vtc.push(state, q, 0.0)
+    assert state.counters["q"] == 5.0
+    assert vtc.pop(state, 0.0) is q and vtc.pop(state, 0.0) is p
+
+
+def test_a_tenant_queued_elsewhere_and_new_here_starts_at_the_fleets_counter() -> None:
+    vtc, state = sharing()
+    p, q = entry("p"), entry("q")
+    vtc.push(state, p, 0.0)
+    vtc.charge(state, p.request, 50.0)  # p: 50, the floor here
+    vtc.share_merge(state, share_of({}, {"q": 80.0, "r": 20.0}, 1000.0))
+    vtc.push(state, q, 0.0)
+    assert state.counters["q"] == 80.0
+    assert vtc.pop(state, 0.0) is p and vtc.pop(state, 0.0) is q
+
+
+def lifted_to(local: float, remote: float | None) -> float:
+    """The counter a newly backlogged tenant starts at, with a tenant backlogged here at
+    ``local`` and one queued elsewhere at ``remote`` (None: nobody is)."""
+    vtc, state = sharing()
+    here, new = entry("here"), entry("new")
+    vtc.push(state, here, 0.0)
+    vtc.charge(state, here.request, local)
+    elsewhere = {} if remote is None else {"there": remote}
+    vtc.share_merge(state, share_of({}, elsewhere, 1000.0))
+    vtc.push(state, new, 0.0)
+    return state.counters["new"]
+
+
+def test_with_a_floor_here_and_one_elsewhere_the_lift_is_to_the_lower() -> None:
+    assert lifted_to(local=50.0, remote=30.0) == 30.0
+    assert lifted_to(local=30.0, remote=50.0) == 30.0
+    assert lifted_to(local=40.0, remote=40.0) == 40.0
+    assert lifted_to(local=40.0, remote=None) == 40.0  # nobody queued elsewhere
+
+
+def test_a_correction_charged_while_an_entry_is_out_keeps_no_place_it_had_before() -> None:
+    """a's counter reaches 10 after b's did (a correction while a's entry is out): when the
+    entry is handed back, b, at 10 first, goes first."""
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a, b = entry("a"), entry("b")
+    vtc.push(state, a, 0.0)
+    vtc.push(state, b, 0.0)
+    vtc.charge(state, b.request, 10.0)  # b: 10
+    assert vtc.pop(state, 0.0) is a
+    vtc.charge(state, a.request, 10.0)  # a: 10, while its entry is out
+    vtc.push_back(state, a)
+    assert vtc.pop(state, 0.0) is b and vtc.pop(state, 0.0) is a
+
+
+def test_the_last_served_floor_never_moves_back() -> None:
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    a, b, c = entry("a"), entry("b"), entry("c")
+    vtc.push(state, a, 0.0)
+    vtc.push(state, b, 0.0)
+    vtc.charge(state, a.request, 50.0)
+    vtc.charge(state, a.request, 20.0)  # started at 50: the floor is 50
+    vtc.charge(state, b.request, 10.0)  # started at 0, below the floor: it stays 50
+    assert state.last_served == 50.0
+    assert vtc.pop(state, 0.0) is b and vtc.pop(state, 0.0) is a
+    vtc.push(state, c, 0.0)  # nobody backlogged: c starts at the last served counter
+    assert state.counters["c"] == 50.0
+
+
+def test_a_counter_the_fleet_raised_moves_a_backlogged_tenant_back() -> None:
+    vtc, state = sharing()
+    a, b = entry("a"), entry("b")
+    vtc.push(state, a, 0.0)
+    vtc.push(state, b, 0.0)
+    vtc.charge(state, b.request, 10.0)  # b: 10, a: 0 here
+    vtc.share_report(state)
+    vtc.share_merge(state, share_of({"a": 100.0, "b": 10.0}, {}, 1000.0))  # a served elsewhere
+    assert vtc.pop(state, 0.0) is b and vtc.pop(state, 0.0) is a
