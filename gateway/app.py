@@ -53,11 +53,11 @@ from gateway.metrics.event_loop import event_loop_gauges
 from gateway.metrics.exporter import GatewayMetrics, GaugeSample
 from gateway.metrics.records import RecordSink
 from gateway.metrics.runs import RunMetrics
+from gateway.replicas.exposition import SharedStateCollector
 from gateway.request.auth import Authenticator
 from gateway.request.errors import error_body
 from gateway.request.inbound import CHAT, COMPLETIONS, request_id_from
 from gateway.request.responses import NOT_SERVED, not_served, refusal_headers
-from gateway.state.exposition import SharedStateCollector
 from policies.engine.scheduler import Scheduler
 from policies.estimate import TokenEstimator
 from policies.fairness.fleet_share import FleetShare, ShareReport
@@ -158,7 +158,7 @@ def http_app(gateway: Gateway) -> FastAPI:
 def _redis_state(ctx: GatewayContext) -> Any:
     """Fleet mode: the Redis state, swapping the scheduler to its local share on failure.
     Imported here: one replica never loads the Redis client."""
-    from gateway.state.redis_store import FairShareHooks, RedisState, connect
+    from gateway.replicas.redis_store import FairShareHooks, RedisState, connect
 
     cfg = ctx.runtime.loaded.config.state
     replica = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -188,8 +188,8 @@ def _redis_state(ctx: GatewayContext) -> Any:
 
 def _shared_scrapes(ctx: GatewayContext, scraper: MetricsScraper, closers: list[Any]) -> Any:
     """Fleet mode: one replica scrapes each backend and publishes what it read."""
-    from gateway.state.redis_store import connect
-    from gateway.state.scrape_share import SharedScrapes
+    from gateway.replicas.redis_store import connect
+    from gateway.replicas.scrape_share import SharedScrapes
 
     cfg = ctx.runtime.loaded.config.state
     replica = getattr(ctx.shared, "replica_id", "")

@@ -12,9 +12,9 @@ from gateway.config.schema import LoadedConfig
 from gateway.forward.stall import StallBounds
 from gateway.metrics.exporter import GatewayMetrics
 from gateway.metrics.records import RecordSink
+from gateway.replicas.contract import SharedState
+from gateway.replicas.local import LocalState
 from gateway.request.auth import Authenticator
-from gateway.state.contract import SharedState
-from gateway.state.local import LocalState
 from policies.estimate import FanOut
 from policies.policy_set import PolicySet
 from policies.types import Clock, Usage, WorkEstimate

@@ -39,8 +39,8 @@ from gateway.forward.upstream import BackendBusy, open_upstream, upstream_body, 
 from gateway.request.admit import admit_shared
 from gateway.request.attempts import Failed, Gone, attempt
 from gateway.request.inbound import ParsedBody
-from policies.shared_mode import rules
 from policies.engine.scheduler_types import Ticket
+from policies.shared_mode import rules
 from policies.types import Decision, Outcome, RequestInfo, Usage
 
 log = logging.getLogger("sluicegate.async_jobs")

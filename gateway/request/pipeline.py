@@ -30,8 +30,8 @@ from gateway.request.errors import ApiError
 from gateway.request.inbound import request_id_from
 from gateway.request.prepare import Prepared, prepare, request_record
 from gateway.request.responses import refuse
-from policies.shared_mode import rules
 from policies.engine.scheduler_types import Ticket
+from policies.shared_mode import rules
 from policies.types import Decision, Outcome
 
 T = TypeVar("T")
