@@ -41,6 +41,7 @@ from gateway.metrics.gauges import scheduler_gauges
 from gateway.metrics.records import RecordSink
 from gateway.metrics.runs import RunMetrics
 from gateway.replicas.exposition import SharedStateCollector
+from gateway.replicas.local import LocalState
 from gateway.request.auth import Authenticator
 from policies.engine.scheduler import Scheduler
 from policies.estimate import TokenEstimator
@@ -61,6 +62,8 @@ class Gateway:
     async_jobs: AsyncJobs
     """Calls handed off with ``Prefer: respond-async`` (``async_jobs:``, docs/async.md)."""
     running: Callable[[], contextlib.AbstractAsyncContextManager[None]]
+    scraper: MetricsScraper | None = None
+    """The backends' ``/metrics`` scrapes when enabled (the HTTP front's admin page)."""
 
 
 def create_app(config: GatewayConfig | LoadedConfig, **options: Any) -> FastAPI:
@@ -90,7 +93,7 @@ def build_gateway(
     loaded = config if isinstance(config, LoadedConfig) else _as_loaded(config)
     scheduler = scheduler or Scheduler(build_loaded_policy(loaded), clock=clock, rng=rng)
     closers: list[Any] = []
-    ctx = _context(
+    ctx, scraper = _context(
         loaded, scheduler, estimator or TokenEstimator(), clock, transport, closers, batch_records
     )
     ctx.full_policy = scheduler.policy
@@ -98,7 +101,7 @@ def build_gateway(
     if loaded.config.state.backend == "redis":
         from gateway.replicas.wiring import join_replicas  # one replica never loads Redis
 
-        join_replicas(ctx, ctx.scraper, closers)
+        join_replicas(ctx, scraper, closers)
     ctx.metrics.registry.register(SharedStateCollector(lambda: ctx.shared))
     if config_path is not None:
         ctx.reloader = Reloader(
@@ -107,22 +110,23 @@ def build_gateway(
         )  # fmt: skip
     found = loaded.config.discovery
     watcher = (
-        None if found is None else kubernetes_discovery(found.kubernetes, ctx.pool, ctx.scraper)
+        None if found is None else kubernetes_discovery(found.kubernetes, ctx.pool, scraper)
     )
     if watcher is not None:
         ctx.metrics.registry.register(DiscoveryCollector(watcher))
-    return Gateway(ctx, jobs, _running(ctx, jobs, ctx.scraper, background, closers, watcher))
+    running = _running(ctx, jobs, scraper, background, closers, watcher)
+    return Gateway(ctx, jobs, running, scraper)
 
 
 def http_app(gateway: Gateway) -> FastAPI:
     """The HTTP front over ``gateway``: its lifespan runs ``gateway.running``."""
-    return http_front(gateway.ctx, gateway.async_jobs, gateway.ctx.scraper, gateway.running)
+    return http_front(gateway.ctx, gateway.async_jobs, gateway.scraper, gateway.running)
 
 
 def _context(
     loaded: LoadedConfig, scheduler: SchedulerLike, estimator: Estimator, clock: Clock,
     transport: httpx.AsyncBaseTransport | None, closers: list[Any], batch_records: bool,
-) -> GatewayContext:  # fmt: skip
+) -> tuple[GatewayContext, MetricsScraper | None]:  # fmt: skip
     """Pool, scraper, dispatcher and metrics, wired to each other."""
     cfg = loaded.config
     wakers: list[Any] = []
@@ -141,7 +145,8 @@ def _context(
     metrics.follow_backends(pool.labelled)
     ctx = GatewayContext(
         Runtime(loaded, Authenticator(cfg)), pool, admission, estimator, metrics,
-        RecordSink(cfg.server.log_records, batch_per_turn=batch_records), clock, scraper=scraper,
+        RecordSink(cfg.server.log_records, batch_per_turn=batch_records), clock, LocalState(),
+        scraper=scraper,
     )  # fmt: skip
     ctx.stalls = StallBounds(
         cfg.stall, cfg.server.read_timeout_s, progress=scraper.progress if scraper else None,
@@ -152,7 +157,7 @@ def _context(
     admission.on_run_end = RunMetrics(metrics, lambda: ctx.scheduler.runs.stats()).ended
     if scraper is not None:
         register_backend_metrics(metrics.registry, scraper, clock=clock, health=pool.health)
-    return ctx
+    return ctx, scraper
 
 
 def _as_loaded(cfg: GatewayConfig) -> LoadedConfig:
