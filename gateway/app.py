@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from fastapi import FastAPI
+from starlette.applications import Starlette
 
 from gateway.admission.dispatcher import Admission, SchedulerLike
 from gateway.async_jobs.runner import AsyncJobs
@@ -66,7 +66,7 @@ class Gateway:
     """The backends' ``/metrics`` scrapes when enabled (the HTTP front's admin page)."""
 
 
-def create_app(config: GatewayConfig | LoadedConfig, **options: Any) -> FastAPI:
+def create_app(config: GatewayConfig | LoadedConfig, **options: Any) -> Starlette:
     """The gateway behind its HTTP front: ``http_app(build_gateway(config, **options))``."""
     return http_app(build_gateway(config, **options))
 
@@ -118,7 +118,7 @@ def build_gateway(
     return Gateway(ctx, jobs, running, scraper)
 
 
-def http_app(gateway: Gateway) -> FastAPI:
+def http_app(gateway: Gateway) -> Starlette:
     """The HTTP front over ``gateway``: its lifespan runs ``gateway.running``."""
     return http_front(gateway.ctx, gateway.async_jobs, gateway.scraper, gateway.running)
 

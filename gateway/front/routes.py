@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from fastapi import FastAPI
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from gateway.async_jobs.runner import AsyncJobs
@@ -37,21 +37,22 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 def http_front(
     ctx: GatewayContext, jobs: AsyncJobs, scraper: MetricsScraper | None,
     running: Callable[[], contextlib.AbstractAsyncContextManager[None]],
-) -> FastAPI:  # fmt: skip
-    """The ASGI app of the HTTP front; its lifespan runs ``running``."""
+) -> Starlette:  # fmt: skip
+    """The ASGI app of the HTTP front; its lifespan runs ``running``. An error before the
+    response starts gets the gateway's 500 body and is re-raised for the server to log."""
 
     @contextlib.asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         async with running():
             yield
 
     app = GatewayApp(
-        lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None, **_without_otel()
-    )
+        routes=_routes(ctx, jobs, scraper), lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+    )  # fmt: skip
+    app.hot = {p: _completion(ctx, jobs, p) for p in (CHAT, COMPLETIONS)}
     app.state.ctx = ctx
     app.state.async_jobs = jobs
-    _routes(app, ctx, jobs, scraper)
-    app.hot = {p: _completion(ctx, jobs, p) for p in (CHAT, COMPLETIONS)}
     return app
 
 
@@ -60,13 +61,13 @@ def _completion(ctx: GatewayContext, jobs: AsyncJobs, path: str) -> Endpoint:
     return lambda request: handle_completion(ctx, request, path, jobs)
 
 
-class GatewayApp(FastAPI):
-    """FastAPI, except that ``POST`` to the two completion paths goes straight to its
-    endpoint, past Starlette's and FastAPI's middleware (error, telemetry and body-limit
-    layers, each wrapping ``send``) and router: about a fifth of the CPU per request
-    (docs/performance.md). An error before the response starts still gets the gateway's
-    500 body (``_internal_error``, as ``ServerErrorMiddleware`` would send it) and is
-    re-raised for the server to log; everything else is FastAPI's, unchanged."""
+class GatewayApp(Starlette):
+    """Starlette, except that ``POST`` to the two completion paths goes straight to its
+    endpoint, past the error and exception middleware (each wrapping ``send``, so each
+    streamed chunk) and the router (docs/performance.md). An error before the response
+    starts still gets the gateway's 500 body (``_internal_error``, as
+    ``ServerErrorMiddleware`` would send it) and is re-raised for the server to log;
+    every other request is Starlette's, unchanged."""
 
     hot: dict[str, Endpoint]
 
@@ -85,23 +86,12 @@ class GatewayApp(FastAPI):
         await super().__call__(scope, receive, send)
 
 
-def _without_otel() -> dict[str, Any]:
-    """FastAPI >= 0.16x asks OpenTelemetry's global providers on every request whether
-    to trace it (environment lookups included): 3-5 % of the CPU per request here, for
-    nothing, since the gateway exports Prometheus metrics and records of its own."""
-    if "telemetry" not in inspect.signature(FastAPI).parameters:
-        return {}
-    return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
-
-
-def _routes(
-    app: FastAPI, ctx: GatewayContext, async_jobs: AsyncJobs, scraper: MetricsScraper | None
-) -> None:
+def _routes(ctx: GatewayContext, jobs: AsyncJobs, scraper: MetricsScraper | None) -> list[Route]:
     async def chat(request: Request) -> Response:
-        return await handle_completion(ctx, request, CHAT, async_jobs)
+        return await handle_completion(ctx, request, CHAT, jobs)
 
     async def completions(request: Request) -> Response:
-        return await handle_completion(ctx, request, COMPLETIONS, async_jobs)
+        return await handle_completion(ctx, request, COMPLETIONS, jobs)
 
     async def models(_request: Request) -> Response:
         data = [{"id": m, "object": "model", "owned_by": "sluicegate", "max_model_len": n}
@@ -124,13 +114,6 @@ def _routes(
                                               for n in ctx.pool.names]})  # fmt: skip
         return JSONResponse(backends_admin(scraper, ctx.clock(), ctx.pool.health))
 
-    app.add_route(CHAT, chat, methods=["POST"])
-    app.add_route(COMPLETIONS, completions, methods=["POST"])
-    app.add_route("/v1/models", models, methods=["GET"])
-    app.add_route("/metrics", metrics, methods=["GET"])
-    app.add_route("/healthz", healthz, methods=["GET"])
-    app.add_route("/readyz", readyz, methods=["GET"])
-
     async def admin_scheduler(_request: Request) -> Response:
         stats = dataclasses.asdict(ctx.scheduler.stats())
         return JSONResponse(_finite({"policy_version": ctx.runtime.version, **stats}))
@@ -147,26 +130,28 @@ def _routes(
     async def run_complete(request: Request) -> Response:
         return await complete_run(ctx, request)
 
-    app.add_route("/v1/runs/{run_id}", run_get, methods=["GET"])
-    app.add_route("/v1/runs/{run_id}", run_delete, methods=["DELETE"])
-    app.add_route("/v1/runs/{run_id}/complete", run_complete, methods=["POST"])
-    app.add_route("/admin/fleet", admin_fleet, methods=["GET"])
-    _async_routes(app, ctx, async_jobs)
-    app.add_route("/admin/backends", admin_backends, methods=["GET"])
-    app.add_route("/admin/scheduler", admin_scheduler, methods=["GET"])
-    app.add_exception_handler(HTTPException, _http_error)
-    app.add_exception_handler(Exception, _internal_error)
-
-
-def _async_routes(app: FastAPI, ctx: GatewayContext, jobs: AsyncJobs) -> None:
-    async def poll(request: Request) -> Response:
+    async def async_poll(request: Request) -> Response:
         return await async_routes.poll(ctx, jobs, request)
 
-    async def cancel(request: Request) -> Response:
+    async def async_cancel(request: Request) -> Response:
         return await async_routes.cancel(ctx, jobs, request)
 
-    app.add_route(ASYNC_PATH, poll, methods=["GET"])
-    app.add_route(ASYNC_PATH, cancel, methods=["DELETE"])
+    return [
+        Route(CHAT, chat, methods=["POST"]),
+        Route(COMPLETIONS, completions, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/v1/runs/{run_id}", run_get, methods=["GET"]),
+        Route("/v1/runs/{run_id}", run_delete, methods=["DELETE"]),
+        Route("/v1/runs/{run_id}/complete", run_complete, methods=["POST"]),
+        Route("/admin/fleet", admin_fleet, methods=["GET"]),
+        Route(ASYNC_PATH, async_poll, methods=["GET"]),
+        Route(ASYNC_PATH, async_cancel, methods=["DELETE"]),
+        Route("/admin/backends", admin_backends, methods=["GET"]),
+        Route("/admin/scheduler", admin_scheduler, methods=["GET"]),
+    ]
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
