@@ -52,6 +52,7 @@ from policies.types import Clock
 if TYPE_CHECKING:
     from gateway.backends.discovery.kubernetes_watch import InferencePoolWatcher
 
+
 @dataclass(frozen=True)
 class Gateway:
     """The gateway without a front: what every front is given (``ctx``, ``async_jobs``),
@@ -109,9 +110,7 @@ def build_gateway(
             on_result=lambda ok: ctx.metrics.reloads.labels("ok" if ok else "error").inc(),
         )  # fmt: skip
     found = loaded.config.discovery
-    watcher = (
-        None if found is None else kubernetes_discovery(found.kubernetes, ctx.pool, scraper)
-    )
+    watcher = None if found is None else kubernetes_discovery(found.kubernetes, ctx.pool, scraper)
     if watcher is not None:
         ctx.metrics.registry.register(DiscoveryCollector(watcher))
     running = _running(ctx, jobs, scraper, background, closers, watcher)

@@ -67,5 +67,3 @@ def _shared_scrapes(
     share = SharedScrapes(cfg, connect(cfg), replica, scraper, clock=ctx.clock)
     closers.append(share.aclose)
     return share
-
-
