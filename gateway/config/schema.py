@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -365,6 +366,9 @@ def load_config_bytes(raw: bytes, source: str = "<config>") -> LoadedConfig:
         raise ConfigError([ConfigIssue(source, line, (), f"not valid YAML: {exc}")]) from exc
     if not isinstance(data, Mapping):
         raise ConfigError([ConfigIssue(source, 1, (), "the top level must be a mapping")])
+    unencodable = list(_lone_surrogates(data, ()))
+    if unencodable:  # YAML's "\uD800" escapes: nothing downstream can encode such text
+        raise ConfigError(issues_at(source, lines, (), unencodable))
     issues = issues_at(source, lines, (), reference_problems(data))
     try:
         cfg = GatewayConfig.model_validate(data, context={_LOCATED: True})
@@ -373,6 +377,31 @@ def load_config_bytes(raw: bytes, source: str = "<config>") -> LoadedConfig:
     if issues:
         raise ConfigError(sorted(issues, key=lambda i: i.line))
     return LoadedConfig(cfg, config_version(cfg), source, lines)
+
+
+def _lone_surrogates(value: Any, loc: Loc) -> Iterator[tuple[Loc, str]]:
+    """Where a key or a string holds a lone UTF-16 surrogate (not valid Unicode text)."""
+    message = "not valid Unicode: a lone surrogate (a \\uD800-\\uDFFF escape)"
+    if isinstance(value, str):
+        if not value.isascii() and _has_surrogate(value):
+            yield loc, message
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            at = (*loc, key if isinstance(key, str | int) else str(key))
+            if isinstance(key, str) and not key.isascii() and _has_surrogate(key):
+                yield at, message
+            else:
+                yield from _lone_surrogates(item, at)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _lone_surrogates(item, (*loc, i))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_surrogate(text: str) -> bool:
+    return _SURROGATE.search(text) is not None
 
 
 def _yaml_issue(exc: yaml.MarkedYAMLError, source: str) -> ConfigIssue:

@@ -8,7 +8,7 @@ in the event loop's thread; the exposition is built when Prometheus asks.
 A ``CounterTally``/``HistogramTally`` is a registry collector that exports exactly what
 the prometheus_client metric of the same name, help and labels would (the same samples,
 in the same order, ``_created`` included unless the library's environment switch turns
-it off); ``tests/unit/gateway/test_tally.py`` compares the two exposition texts.
+it off); ``tests/unit/metrics/test_tally.py`` compares the two exposition texts.
 
 Values are read from the scrape without a lock: under the GIL a copy of a dict is taken
 in one step, so a scrape sees each series either before or after an increment.

@@ -7,6 +7,9 @@ arrival order), so a tenant's interactive turn is not stuck behind its own batch
 estimate is charged at dispatch and corrected with the actual tokens at release. A tenant
 that becomes backlogged is lifted to the smallest counter among the backlogged (or to the
 last served counter when nobody is), so idle time cannot be banked for a later burst.
+Tenants with equal counters go in the order in which their counters took that value or they
+became backlogged, whichever came later (an entry handed back keeps its tenant's place); the
+state holds that order (``VtcState.ties``), so compacting the heap never changes it.
 Between two backlogged tenants the service gap stays within 2 x the largest request cost
 (the VTC bound).
 
@@ -37,6 +40,11 @@ class VtcState:
     live: dict[str, int] = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
     heap: list[tuple[float, int, str]] = field(default_factory=list)
+    """(counter, tie, tenant); an item is current while its tie is the tenant's and the
+    tenant is backlogged (others are dropped when they reach the head)."""
+    ties: dict[str, int] = field(default_factory=dict)
+    """Per tenant, when its counter took its value or it last became backlogged (the
+    later; a handed-back entry keeps its tenant's): the order of equal counters."""
     last_served: float = 0.0
     seq: int = 0
     sharing: bool = False
@@ -62,6 +70,7 @@ class Vtc(Fairness[VtcState, NoParams]):
         _push_entry(state, entry)
         live[tenant] = before + 1  # _add_live(state, tenant, 1), inline: never below 0
         if before == 0:
+            _renew(state, tenant)
             _push_heap(state, tenant)
 
     def pop(self, state: VtcState, now: float, allow: Allow | None = None) -> QueuedEntry | None:
@@ -90,6 +99,8 @@ class Vtc(Fairness[VtcState, NoParams]):
         return found
 
     def push_back(self, state: VtcState, entry: QueuedEntry) -> None:
+        """``entry``, popped from ``state``, is handed back: its tenant keeps its place (its
+        tie; a counter charged meanwhile has a new one)."""
         _push_entry(state, entry)
         _add_live(state, entry.request.tenant, 1)
 
@@ -115,8 +126,8 @@ class Vtc(Fairness[VtcState, NoParams]):
             state.unsent[tenant] = state.unsent.get(tenant, 0.0) + served
         if tokens > 0 and counter > state.last_served:  # max(last_served, counter)
             state.last_served = counter
-        if state.live.get(tenant, 0) > 0:
-            _push_heap(state, tenant)
+        if counters[tenant] != counter:
+            _moved(state, tenant)
 
     def share_report(self, state: VtcState) -> ShareReport:
         state.sharing = True
@@ -133,8 +144,7 @@ class Vtc(Fairness[VtcState, NoParams]):
         if share is None:
             return
         for tenant in local_counters(share, state.counters, state.unsent):
-            if state.live.get(tenant, 0) > 0:
-                _push_heap(state, tenant)
+            _moved(state, tenant)
 
     def deficits(self, state: VtcState) -> Mapping[str, float]:
         """Each tenant's counter above the least-served backlogged one (weighted tokens)."""
@@ -184,6 +194,8 @@ def _push_entry(state: VtcState, entry: QueuedEntry) -> None:
 
 
 def _add_live(state: VtcState, tenant: str, delta: int) -> None:
+    """A handed-back entry (``push_back``) whose tenant had nothing else queued brings the
+    tenant back with its tie: it keeps its place."""
     before = state.live.get(tenant, 0)
     after = before + delta
     state.live[tenant] = after if after > 0 else 0
@@ -191,30 +203,35 @@ def _add_live(state: VtcState, tenant: str, delta: int) -> None:
         _push_heap(state, tenant)
 
 
-def _push_heap(state: VtcState, tenant: str) -> None:
+def _moved(state: VtcState, tenant: str) -> None:
+    """``tenant``'s counter took a new value: a new tie, and its current item when it is
+    backlogged (an idle tenant gets one when it is pushed or handed back)."""
+    _renew(state, tenant)
+    if state.live.get(tenant, 0) > 0:
+        _push_heap(state, tenant)
+
+
+def _renew(state: VtcState, tenant: str) -> None:
+    """A new tie for ``tenant``: behind every tenant already at its counter. Every change of
+    a counter renews the tie, so an item whose tie is current has the current counter."""
     state.seq += 1
-    heapq.heappush(state.heap, (state.counters[tenant], state.seq, tenant))
+    state.ties[tenant] = state.seq
+
+
+def _push_heap(state: VtcState, tenant: str) -> None:
+    """The tenant's current item. Items it replaces stay until they reach the head
+    (``_min_backlogged``)."""
+    heapq.heappush(state.heap, (state.counters[tenant], state.ties[tenant], tenant))
     if len(state.heap) > 4 * len(state.queues) + 64:
         _rebuild(state)
 
 
 def _rebuild(state: VtcState) -> None:
-    """One item per backlogged tenant: its current item with the smallest seq, so tenants
-    with equal counters keep the order in which they became backlogged (a tenant without
-    one, which the other operations never leave, gets a new item)."""
-    kept: dict[str, tuple[float, int, str]] = {}
-    live, counters = state.live, state.counters
-    for item in state.heap:
-        counter, _, tenant = item
-        if live.get(tenant, 0) > 0 and counter == counters[tenant]:
-            old = kept.get(tenant)
-            if old is None or item < old:
-                kept[tenant] = item
-    for tenant, n in live.items():
-        if n > 0 and tenant not in kept:
-            state.seq += 1
-            kept[tenant] = (counters[tenant], state.seq, tenant)
-    state.heap = list(kept.values())
+    """The heap of the current items only, one per backlogged tenant. The order is the
+    order of (counter, tie), which the state holds, not the items: a rebuild changes no
+    pop, whenever it happens."""
+    counters, ties = state.counters, state.ties
+    state.heap = [(counters[t], ties[t], t) for t, n in state.live.items() if n > 0]
     heapq.heapify(state.heap)
 
 
@@ -222,8 +239,8 @@ def _min_backlogged(state: VtcState) -> float | None:
     """The smallest counter among backlogged tenants, dropping stale heap entries."""
     heap = state.heap
     while heap:
-        counter, _, tenant = heap[0]
-        if state.live.get(tenant, 0) > 0 and counter == state.counters[tenant]:
+        counter, tie, tenant = heap[0]
+        if state.live.get(tenant, 0) > 0 and tie == state.ties[tenant]:  # counter: _renew
             return counter
         heapq.heappop(heap)
     return None

@@ -1,10 +1,15 @@
 """The mutants of one module: small AST edits, each named by a key that stays the same while
 the code around it changes (enclosing function, operator, original text, occurrence).
 
-Operators: comparisons moved across their boundary (``<`` and ``<=``, ``>`` and ``>=``) or
-negated (``==`` and ``!=``, ``is``, ``in``); ``+`` and ``-``, ``*`` and ``/`` swapped (also in
-``+=``); numeric constants plus and minus one; ``if``/``while``/ternary conditions negated;
-``return x`` made ``return None``; ``and`` and ``or`` swapped."""
+Operators: comparisons moved across their boundary (``<`` and ``<=``, ``>`` and ``>=``),
+turned around (``<`` and ``>``, ``<=`` and ``>=``: a min written as a comparison becomes a
+max) or negated (``==`` and ``!=``, ``is``, ``in``); ``+`` and ``-``, ``*`` and ``/`` swapped
+(also in ``+=``); numeric constants plus and minus one; ``if``/``while``/ternary conditions
+negated; ``return x`` made ``return None``; ``and`` and ``or`` swapped; each operand of an
+``and``/``or`` dropped (a guard left out); a comprehension's ``if`` filter dropped; ``max``
+and ``min`` swapped; a call made as a statement removed (``d.pop(k)``, ``heappush(...)``);
+a store into an item removed (``d[k] = v``); a ``return`` that ends an ``if`` body removed
+(the early exit falls through)."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import CodeType
+from typing import Any
 
 _COMPARE: dict[type[ast.cmpop], type[ast.cmpop]] = {
     ast.Lt: ast.LtE,
@@ -25,6 +31,14 @@ _COMPARE: dict[type[ast.cmpop], type[ast.cmpop]] = {
     ast.In: ast.NotIn,
     ast.NotIn: ast.In,
 }
+_TURN: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Lt: ast.Gt,
+    ast.LtE: ast.GtE,
+    ast.Gt: ast.Lt,
+    ast.GtE: ast.LtE,
+}
+_MIN_MAX = {"min": "max", "max": "min"}
+_SINK = "_mutant_sink"  # a removed store into an item stores here: the value is still evaluated
 _ARITH: dict[type[ast.operator], type[ast.operator]] = {
     ast.Add: ast.Sub,
     ast.Sub: ast.Add,
@@ -123,6 +137,9 @@ class _Collector(ast.NodeVisitor):
         if ast.unparse(node.test) in ("TYPE_CHECKING", "__name__ == '__main__'"):
             return
         self._negate(node, "if")
+        last = node.body[-1]
+        if isinstance(last, ast.Return):
+            self._add(last, "remove return", _set_item(node.body, len(node.body) - 1, ast.Pass()))
         self.generic_visit(node)
 
     def visit_While(self, node: ast.While) -> None:
@@ -148,6 +165,36 @@ class _Collector(ast.NodeVisitor):
                 self._add(
                     node, f"{_SYMBOL[type(op)]} -> {_SYMBOL[new]}", _set_item(node.ops, i, new())
                 )
+            turned = _TURN.get(type(op))
+            if turned is not None:
+                self._add(
+                    node,
+                    f"{_SYMBOL[type(op)]} -> {_SYMBOL[turned]}",
+                    _set_item(node.ops, i, turned()),
+                )
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in _MIN_MAX:
+            swapped = ast.Name(_MIN_MAX[func.id], ast.Load())
+            self._add(node, f"{func.id} -> {_MIN_MAX[func.id]}", _set_attr(node, "func", swapped))
+        self.generic_visit(node)
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Call):
+            self._add(node, "remove call", _set_attr(node, "value", ast.Constant(None)))
+        self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if all(isinstance(t, ast.Subscript) for t in node.targets):
+            sink = [ast.Name(_SINK, ast.Store())]
+            self._add(node, "remove store", _set_attr(node, "targets", sink))
+        self.generic_visit(node)
+
+    def visit_comprehension(self, node: ast.comprehension) -> None:
+        for i, test in enumerate(node.ifs):
+            self._add(test, "drop filter", _set_expr(node.ifs, i, ast.Constant(True)))
         self.generic_visit(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
@@ -168,6 +215,9 @@ class _Collector(ast.NodeVisitor):
     def visit_BoolOp(self, node: ast.BoolOp) -> None:
         new = ast.Or if isinstance(node.op, ast.And) else ast.And
         self._add(node, f"{_SYMBOL[type(node.op)]} -> {_SYMBOL[new]}", _set_attr(node, "op", new()))
+        neutral = isinstance(node.op, ast.And)  # x and True is x; x or False is x
+        for i, operand in enumerate(node.values):
+            self._add(operand, "drop operand", _set_expr(node.values, i, ast.Constant(neutral)))
         self.generic_visit(node)
 
     def visit_Return(self, node: ast.Return) -> None:
@@ -188,5 +238,9 @@ def _set_attr(node: ast.AST, name: str, value: object) -> Callable[[], None]:
     return lambda: setattr(node, name, value)
 
 
-def _set_item(items: list[ast.cmpop], i: int, value: ast.cmpop) -> Callable[[], None]:
+def _set_item(items: list[ast.cmpop] | list[ast.stmt], i: int, value: Any) -> Callable[[], None]:
     return lambda: items.__setitem__(i, value)
+
+
+def _set_expr(items: list[ast.expr], i: int, value: ast.expr) -> Callable[[], None]:
+    return lambda: items.__setitem__(i, ast.copy_location(value, items[i]))

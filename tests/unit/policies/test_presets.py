@@ -23,3 +23,34 @@ def test_preset_builds(path: Path) -> None:
     assert set(doc) == {"policy"}
     policy = build_policy(doc["policy"])
     assert policy.name == path.stem
+
+
+def test_agent_runs_queues_a_new_run_after_the_fleet_was_full_instead_of_refusing_it() -> None:
+    """The 1x loss of issue 29: with a promise horizon (30 s at the drain measured while
+    calls queued) a run was refused at its first call whenever the fleet had been full in
+    the last 30 s and the open runs' reservations exceeded 30 s of that drain, which long
+    runs always do (promised / capacity ~ half a run's duration). The preset now refuses a
+    run only through the queue bound, like any call; started runs keep their precedence."""
+    from policies.engine.scheduler import Scheduler, Ticket
+    from policies.types import Decision, DecisionKind, Outcome, RunHints, Usage
+
+    from .helpers import ManualClock, fleet, request
+
+    doc = yaml.safe_load((Path(__file__).parents[3] / "presets/agent-runs.yaml").read_text())
+    raw = {**doc["policy"], "limit": {"type": "fixed", "parameters": {"max_in_flight": 1}}}
+    clock = ManualClock()
+    s = Scheduler(build_policy(raw), clock=clock)
+
+    def first_call(run_id: str) -> Decision | Ticket:
+        return s.submit(request(clock, run=RunHints(run_id, tokens=20_000)), fleet(clock))
+
+    a = first_call("a")
+    assert isinstance(a, Ticket)
+    assert isinstance(first_call("b"), Decision)  # queued behind a: the fleet is full
+    clock.advance(2.0)
+    s.release(a, Outcome.COMPLETED, Usage(100, 500))  # 600 tokens in 2 s full: 300/s
+    (b,) = s.poll(fleet(clock))
+    assert isinstance(b, Ticket)
+    # 19 400 + 19 800 promised + 20 000: 197 s at 300/s, far past any horizon
+    late = first_call("c")
+    assert isinstance(late, Decision) and late.decision is DecisionKind.DELAY

@@ -32,7 +32,8 @@ def test_every_operator_yields_its_mutants() -> None:
     changes = {m.key.split("|")[1] for m in mutants("m.py", SOURCE)}
     assert changes == {
         "const +1", "const -1", "negate if", "and -> or", ">= -> >", "> -> >=", "+ -> -",
-        "return None", "* -> /", "== -> !=",
+        "return None", "* -> /", "== -> !=", ">= -> <=", "> -> <", "drop operand",
+        "remove return",
     }  # fmt: skip
     keys = [m.key for m in mutants("m.py", SOURCE)]
     assert len(keys) == len(set(keys))
@@ -44,6 +45,38 @@ def test_a_mutant_changes_exactly_what_its_key_names() -> None:
     assert run("<module>|const +1|10|0", 5, 5) is False
     assert run("over|return None|return x * 2 == y|0", 1, 2) is None
     assert run("over|and -> or|x + y >= LIMIT and x > 0|0", 0, 20) is True
+
+
+BOOKS = """
+def book(d: dict[str, int], log: list[int], k: str, n: int) -> int:
+    d[k] = max(d.get(k, 0), n)
+    log.append(n)
+    if n < 0:
+        return -1
+    return sum(v for v in d.values() if v > 1)
+"""
+
+
+def run_books(key: str, n: int) -> tuple[int, dict[str, int], list[int]]:
+    scope: dict[str, Any] = {}
+    exec(mutated_code("m.py", BOOKS, key), scope)
+    d, log = {"a": 5}, []
+    return scope["book"](d, log, "a", n), d, log
+
+
+def test_the_operators_a_second_tool_found_missing_change_what_they_say() -> None:
+    """Turned comparisons, min/max, a dropped guard or filter, a removed call, store or
+    early return: each mutant of ``BOOKS`` against the original on one input."""
+    assert run_books("book|< -> >|n < 0|0", 7) == (-1, {"a": 7}, [7])
+    assert run_books("book|max -> min|max(d.get(k, 0), n)|0", 7) == (5, {"a": 5}, [7])
+    assert run_books("book|drop filter|v > 1|0", 1) == (5, {"a": 5}, [1])
+    assert run_books("book|remove call|log.append(n)|0", 7) == (7, {"a": 7}, [])
+    assert run_books("book|remove store|d[k] = max(d.get(k, 0), n)|0", 7) == (5, {"a": 5}, [7])
+    assert run_books("book|remove return|return -1|0", -3) == (5, {"a": 5}, [-3])
+    assert run_books("book|const +1|0|0", 7) == (7, {"a": 7}, [7])  # the old keys stay
+    assert run("over|drop operand|x > 0|0", 0, 20) is True
+    assert run("over|drop operand|x + y >= LIMIT|0", 1, 2) is True
+    assert run("over|> -> <|x > 0|0", 5, 5) is False
 
 
 def test_keys_survive_code_moving_around_them() -> None:

@@ -1,0 +1,50 @@
+"""Headroom keeps the last slots for tenants under their share; nothing without a slot count."""
+
+from __future__ import annotations
+
+from policies.engine.headroom import may_take_slot
+from policies.engine.headroom_params import HeadroomParams
+from policies.engine.scheduler import Ticket
+from policies.types import Decision, Outcome
+from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
+
+QUARTER = HeadroomParams(reserve_fraction=0.25)
+
+
+def test_plenty_free_lets_anyone_take_a_slot() -> None:
+    assert may_take_slot(QUARTER, limit=8, in_flight=5, tenant_in_flight=5,
+                         tenant_weight=1, active_weight=2)  # fmt: skip
+
+
+def test_last_slots_go_only_to_tenants_under_their_share() -> None:
+    assert not may_take_slot(QUARTER, limit=8, in_flight=6, tenant_in_flight=6,
+                             tenant_weight=1, active_weight=2)  # fmt: skip
+    assert may_take_slot(QUARTER, limit=8, in_flight=6, tenant_in_flight=0,
+                         tenant_weight=1, active_weight=2)  # fmt: skip
+    assert may_take_slot(QUARTER, limit=8, in_flight=7, tenant_in_flight=5,
+                         tenant_weight=3, active_weight=4)  # fmt: skip
+
+
+def test_no_slot_count_means_no_headroom() -> None:
+    assert may_take_slot(QUARTER, limit=None, in_flight=99, tenant_in_flight=99,
+                         tenant_weight=1, active_weight=5)  # fmt: skip
+
+
+def test_scheduler_keeps_a_slot_for_the_other_active_tenant() -> None:
+    clock = ManualClock()
+    s = scheduler(clock, {"headroom": {"reserve_fraction": 0.25}})
+    f = fleet(clock, backend(max_num_seqs=4))
+    first = s.submit(request(clock, tenant="quiet"), f)
+    hog = [s.submit(request(clock, tenant="hog"), f) for _ in range(6)]
+    assert isinstance(first, Ticket)
+    assert sum(isinstance(h, Ticket) for h in hog) == 2  # the 4th slot stays free
+    assert s.poll(f) == []  # the hog may not take it even on a poll
+    quiet = s.submit(request(clock, tenant="quiet"), f)
+    assert isinstance(quiet, Decision)  # others are queued: it goes through poll
+    (out,) = s.poll(f)
+    assert isinstance(out, Ticket) and out.request.tenant == "quiet"
+    s.release(first, Outcome.COMPLETED)
+    assert s.poll(f) == []  # quiet holds 1 and the hog its share of 2: the last stays free
+    s.release(out, Outcome.COMPLETED)
+    (nxt,) = s.poll(f)
+    assert isinstance(nxt, Ticket) and nxt.request.tenant == "hog"  # work goes on

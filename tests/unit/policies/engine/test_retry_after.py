@@ -1,0 +1,106 @@
+"""Retry-After jitter survives the clamp: simultaneous rejections never share a millisecond
+value (unless the policy sets jitter 0), and none is above ``max_s``."""
+
+from __future__ import annotations
+
+import random
+import statistics
+
+import pytest
+
+from gateway.request.errors import retry_after_headers
+from policies.engine.retry_after import JitterSequence, retry_after
+from policies.engine.retry_after_params import RetryAfterParams
+from policies.engine.scheduler import Scheduler, Ticket
+from policies.types import Decision, Outcome, Reason, Usage
+from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
+
+N = 1000
+TPM = 60  # one token per second: any sizeable request is minutes from its quota
+
+
+def _millis(decisions: list[Decision | Ticket]) -> list[int]:
+    out = []
+    for d in decisions:
+        assert isinstance(d, Decision) and d.retry_after_s is not None
+        out.append(int(retry_after_headers(d.retry_after_s)["retry-after-ms"]))
+    return out
+
+
+def _assert_spread_below_the_clamp(millis: list[int], max_s: float, jitter: float) -> None:
+    assert len(millis) == N
+    assert len(set(millis)) == N, "two simultaneous rejections got the same value"
+    assert max(millis) <= max_s * 1000  # never above the maximum
+    assert min(millis) >= max_s * (1 - jitter) * 1000  # and within the jitter's window
+    # evenly spread over the window, not bunched at the top
+    assert statistics.pstdev(millis) > 0.25 * jitter * max_s * 1000
+
+
+def test_a_thousand_simultaneous_quota_rejections_at_the_clamp_are_all_different() -> None:
+    clock = ManualClock()
+    gates = [{"type": "tenant_quota", "parameters": {"default": {"tokens_per_minute": TPM}}}]
+    s = scheduler(clock, {"gates": gates})
+    f = fleet(clock)
+    assert isinstance(s.submit(request(clock, prompt=10_000, output=0), f), Ticket)  # empties it
+    out = [s.submit(request(clock, prompt=10_000, output=0), f) for _ in range(N)]
+    assert all(isinstance(d, Decision) and d.reason is Reason.TENANT_QUOTA for d in out)
+    _assert_spread_below_the_clamp(_millis(out), 60.0, 0.2)
+
+
+def test_a_thousand_short_deadlines_expiring_at_the_front_are_all_different() -> None:
+    """Short-deadline requests go to the front of a long queue, then expire together; the
+    work ahead (the whole queue over a slow drain) is far above the clamp."""
+    clock = ManualClock()
+    s = scheduler(clock)
+    f = fleet(clock, backend(max_num_seqs=1))
+    _measure_a_slow_drain(s, clock, f)
+    for _ in range(50):
+        s.submit(request(clock, prompt=1000, output=1000), f)  # the long queue
+    urgent = [s.submit(request(clock, deadline_in=0.5), f) for _ in range(N)]
+    assert all(isinstance(d, Decision) and d.queue_position is not None for d in urgent)
+    clock.advance(1.0)
+    expired = [d for d in s.poll(f) if isinstance(d, Decision)]
+    assert all(d.reason is Reason.DEADLINE_EXPIRED for d in expired)
+    _assert_spread_below_the_clamp(_millis(list(expired)), 60.0, 0.2)
+
+
+def _measure_a_slow_drain(s: Scheduler, clock: ManualClock, f: object) -> None:
+    """One request served over 10 s for 100 tokens: 10 tokens/s, and the slot stays taken."""
+    first = s.submit(request(clock), f)  # type: ignore[arg-type]
+    assert isinstance(first, Ticket)
+    clock.advance(10.0)
+    s.release(first, Outcome.COMPLETED, Usage(50, 50), latency_s=10.0)
+    holder = s.submit(request(clock), f)  # type: ignore[arg-type]
+    assert isinstance(holder, Ticket)
+
+
+def test_jitter_zero_gives_the_clamped_value_itself() -> None:
+    clock = ManualClock()
+    gates = [{"type": "tenant_quota", "parameters": {"default": {"tokens_per_minute": TPM}}}]
+    s = scheduler(clock, {"gates": gates, "retry_after": {"jitter": 0}})
+    assert isinstance(s.submit(request(clock, prompt=10_000, output=0), fleet(clock)), Ticket)
+    out = [s.submit(request(clock, prompt=10_000, output=0), fleet(clock)) for _ in range(20)]
+    assert set(_millis(out)) == {60_000}
+
+
+@pytest.mark.parametrize("seconds", [None, 0.1, 0.5, 3.0, 49.0, 55.0, 59.999, 60.0, 1e9])
+def test_never_above_the_maximum_never_below_the_computed_value_where_it_fits(
+    seconds: float | None,
+) -> None:
+    params = RetryAfterParams()
+    fractions = JitterSequence(random.Random(5))
+    values = [retry_after(seconds, params, fractions.next()) for _ in range(200)]
+    base = params.min_s if seconds is None else min(max(seconds, params.min_s), params.max_s)
+    assert all(params.min_s <= v < params.max_s or v == base == params.max_s for v in values)
+    if base * (1 + params.jitter) <= params.max_s:
+        assert min(values) >= base  # jitter only lengthens while there is room
+        assert max(values) <= base * (1 + params.jitter)
+    else:
+        assert min(values) >= params.max_s - params.jitter * base
+    assert len(set(values)) == len(values)
+
+
+def test_the_window_stays_above_the_floor() -> None:
+    params = RetryAfterParams(min_s=1.0, max_s=1.1, jitter=0.5)
+    values = [retry_after(5.0, params, k / 100) for k in range(100)]
+    assert min(values) >= 1.0 and max(values) < 1.1

@@ -1,0 +1,315 @@
+"""The run book through the scheduler, with exact amounts: reservations, precedence of
+started runs, fan-out ceilings, and the release of a run on each of its ends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policies.engine.scheduler import Scheduler, Ticket
+from policies.runs.run import RunEnd
+from policies.runs.run_state import EndedRunState, OpenRunState
+from policies.types import Decision, DecisionKind, Outcome, Reason, RequestInfo, RunHints, Usage
+from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
+
+
+def runs_on(clock: ManualClock, **params: Any) -> Scheduler:
+    return scheduler(clock, {"runs": {"enabled": True, **params}})
+
+
+def call(clock: ManualClock, run_id: str, tenant: str = "t1", **hints: Any) -> RequestInfo:
+    """A call of 100 prompt + 100 output estimated tokens (200 in all)."""
+    deadline_in = hints.pop("deadline_in", None)
+    deadline = None if deadline_in is None else clock.now + deadline_in
+    return request(clock, tenant=tenant, run=RunHints(run_id, deadline=deadline, **hints))
+
+
+def reserved(s: Scheduler, run_id: str, tenant: str = "t1") -> Any:
+    state = s.runs.state(tenant, run_id)
+    assert isinstance(state, OpenRunState)
+    res = state.reserved
+    return {"tokens": res.tokens, "calls": res.calls, "branches": res.branches,
+            "source": res.source}  # fmt: skip
+
+
+def test_hints_reserve_the_run_and_each_call_draws_on_it() -> None:
+    clock = ManualClock()
+    s = runs_on(clock)
+    f = fleet(clock)
+    first = s.submit(call(clock, "a", tokens=1000, calls=5, branches=3), f)
+    assert isinstance(first, Ticket)
+    assert reserved(s, "a") == {"tokens": 1000, "calls": 5, "branches": 3, "source": "hints"}
+    assert s.runs.stats().promised_tokens == 800  # 1000 reserved - 200 drawn at dispatch
+    s.release(first, Outcome.COMPLETED, Usage(100, 50))
+    assert s.runs.stats().promised_tokens == 850  # the draw corrected to the 150 used
+    second = s.submit(call(clock, "a"), f)
+    assert isinstance(second, Ticket)
+    assert s.runs.stats().promised_tokens == 650
+    assert s.runs.stats().open_runs == 1 and s.runs.stats().started == {"t1": 1}
+
+
+def test_without_hints_a_new_flow_reserves_default_calls_of_its_first_call() -> None:
+    clock = ManualClock()
+    s = runs_on(clock, default_calls=3)
+    s.submit(call(clock, "a"), fleet(clock))
+    assert reserved(s, "a") == {"tokens": 600, "calls": 3, "branches": None, "source": "default"}
+
+
+def test_a_flow_learns_its_runs_from_those_that_completed() -> None:
+    clock = ManualClock()
+    s = runs_on(clock)
+    f = fleet(clock)
+    for _ in range(3):
+        t = s.submit(call(clock, "done"), f)
+        assert isinstance(t, Ticket)
+        s.release(t, Outcome.COMPLETED, Usage(100, 60))
+    assert s.runs.end("t1", "done", cancel=False) == []
+    (ended,) = s.runs.take_ends()
+    assert (ended.end, ended.calls, ended.spent_tokens) == (RunEnd.COMPLETED, 3, 480)
+    s.submit(call(clock, "next"), f)
+    assert reserved(s, "next") == {"tokens": 480, "calls": 3, "branches": None,
+                                   "source": "learned"}  # fmt: skip
+    assert s.runs.stats().reservation_error == (800 - 480) / 480  # the default reserved 800
+
+
+def _started_run_then_new_run_queued(s: Scheduler, clock: ManualClock) -> tuple[str, str]:
+    """One slot. Run ``a``'s first call ran; run ``b``'s first call queued; then ``a``'s
+    second call queued behind it. Returns (a's second, b's first) request ids."""
+    f = fleet(clock, backend(max_num_seqs=1))
+    a1 = s.submit(call(clock, "a", calls=4, tokens=1000), f)
+    assert isinstance(a1, Ticket)
+    clock.advance(1)
+    b1 = s.submit(call(clock, "b", calls=4, tokens=1000), f)
+    s.release(a1, Outcome.COMPLETED, Usage(100, 100))
+    a2 = s.submit(call(clock, "a"), f)
+    assert isinstance(b1, Decision) and isinstance(a2, Decision)
+    return a2.request_id, b1.request_id
+
+
+def test_a_started_run_goes_before_the_first_call_of_a_new_run() -> None:
+    clock = ManualClock()
+    s = runs_on(clock)
+    a2, _b1 = _started_run_then_new_run_queued(s, clock)
+    out = s.poll(fleet(clock, backend(max_num_seqs=1)))
+    assert [t.request_id for t in out if isinstance(t, Ticket)] == [a2]
+
+
+def test_without_runs_the_older_first_call_goes_first() -> None:
+    clock = ManualClock()
+    s = scheduler(clock)
+    _a2, b1 = _started_run_then_new_run_queued(s, clock)
+    out = s.poll(fleet(clock, backend(max_num_seqs=1)))
+    assert [t.request_id for t in out if isinstance(t, Ticket)] == [b1]
+
+
+def test_a_call_beyond_the_reservation_has_no_precedence() -> None:
+    clock = ManualClock()
+    s = runs_on(clock)
+    f = fleet(clock, backend(max_num_seqs=1))
+    a1 = s.submit(call(clock, "a", calls=1, tokens=200), f)
+    assert isinstance(a1, Ticket)
+    clock.advance(1)
+    b1 = s.submit(call(clock, "b", calls=4, tokens=1000), f)
+    s.release(a1, Outcome.COMPLETED, Usage(100, 100))
+    s.submit(call(clock, "a"), f)  # its second call: one was reserved
+    out = s.poll(f)
+    assert isinstance(b1, Decision)
+    assert [t.request_id for t in out if isinstance(t, Ticket)] == [b1.request_id]
+
+
+def test_precedence_stays_inside_the_tenant_fair_share() -> None:
+    clock = ManualClock()
+    s = runs_on(clock)
+    f = fleet(clock, backend(max_num_seqs=1))
+    a1 = s.submit(call(clock, "a", calls=4, tokens=1000), f)  # t1 is charged 200
+    assert isinstance(a1, Ticket)
+    b1 = s.submit(call(clock, "b", tenant="t2", calls=4, tokens=1000), f)
+    s.release(a1, Outcome.COMPLETED, Usage(100, 100))
+    s.submit(call(clock, "a"), f)
+    out = s.poll(f)
+    assert isinstance(b1, Decision)
+    assert [t.request_id for t in out if isinstance(t, Ticket)] == [b1.request_id]
+
+
+def test_calls_beyond_the_branch_limit_wait_in_the_run_queue() -> None:
+    clock = ManualClock()
+    s = runs_on(clock)
+    f = fleet(clock, backend(max_num_seqs=8))
+    out = [s.submit(call(clock, "a", branches=2), f) for _ in range(4)]
+    tickets = [o for o in out if isinstance(o, Ticket)]
+    held = [o for o in out if isinstance(o, Decision)]
+    assert len(tickets) == 2 and [d.queue_position for d in held] == [1, 2]
+    assert s.stats().queued == 0  # not in the tenant's queue
+    assert s.runs.stats().held_calls == 2
+    assert s.poll(f) == []
+    s.release(tickets[0], Outcome.COMPLETED, Usage(100, 100))
+    moved = s.poll(f)
+    assert [t.request_id for t in moved if isinstance(t, Ticket)] == [held[0].request_id]
+    assert s.runs.stats().held_calls == 1
+
+
+def test_cancel_refuses_queued_calls_names_those_in_flight_and_releases_the_run() -> None:
+    clock = ManualClock()
+    s = runs_on(clock)
+    f = fleet(clock, backend(max_num_seqs=1))
+    running = s.submit(call(clock, "a", tokens=1000, branches=2), f)
+    queued = s.submit(call(clock, "a"), f)
+    held = s.submit(call(clock, "a"), f)
+    assert isinstance(running, Ticket) and isinstance(queued, Decision)
+    assert isinstance(held, Decision) and s.runs.stats().held_calls == 1
+    assert s.runs.end("t2", "a") is None  # another tenant's run is not visible
+    refused = s.runs.end("t1", "a")
+    assert refused is not None
+    assert sorted(d.request_id for d in refused) == sorted([queued.request_id, held.request_id])
+    assert {d.reason for d in refused} == {Reason.RUN_CANCELLED}
+    assert s.stats().queued == 0 and s.runs.stats().held_calls == 0
+    assert s.runs.stats().promised_tokens == 0
+    (ended,) = s.runs.take_ends()
+    assert (ended.end, ended.cut) == (RunEnd.CANCELLED, (running.request_id,))
+    s.release(running, Outcome.CANCELLED, Usage(100, 7))
+    assert s.runs.stats().wasted_tokens == {"t1": 107}
+    late = s.submit(call(clock, "a"), f)
+    assert isinstance(late, Decision) and late.reason is Reason.RUN_CANCELLED
+    assert s.runs.state("t1", "a") == EndedRunState("a", Reason.RUN_CANCELLED)
+    assert s.stats().in_flight == 0 and s.runs.stats().ended == {("t1", "cancelled"): 1}
+
+
+def test_a_passing_run_deadline_abandons_the_run() -> None:
+    clock = ManualClock()
+    s = runs_on(clock)
+    f = fleet(clock, backend(max_num_seqs=1))
+    running = s.submit(call(clock, "a", deadline_in=5.0), f)
+    queued = s.submit(call(clock, "a"), f)
+    assert isinstance(running, Ticket) and isinstance(queued, Decision)
+    assert s.next_wakeup() == clock.now + 5.0
+    clock.advance(5.0)
+    (refused,) = s.poll(f)
+    assert isinstance(refused, Decision)
+    assert (refused.request_id, refused.reason) == (queued.request_id, Reason.RUN_DEADLINE_EXPIRED)
+    (ended,) = s.runs.take_ends()
+    assert (ended.end, ended.cut) == (RunEnd.ABANDONED, (running.request_id,))
+    assert s.runs.stats().promised_tokens == 0 and s.runs.stats().open_runs == 0
+
+
+def test_an_idle_run_ends_completed_at_its_last_call() -> None:
+    clock = ManualClock()
+    s = runs_on(clock, idle_timeout_s=30.0)
+    f = fleet(clock)
+    t = s.submit(call(clock, "a"), f)
+    assert isinstance(t, Ticket)
+    clock.advance(2.0)
+    s.release(t, Outcome.COMPLETED, Usage(100, 100))
+    assert s.next_wakeup() == clock.now + 30.0
+    clock.advance(29.0)
+    assert s.poll(f) == [] and s.runs.take_ends() == []
+    clock.advance(1.0)
+    assert s.poll(f) == []
+    (ended,) = s.runs.take_ends()
+    assert ended.end is RunEnd.COMPLETED and ended.ended_at - ended.started_at == 2.0
+    assert s.runs.stats().promised_tokens == 0 and s.runs.stats().wasted_tokens == {}
+
+
+def test_an_idle_run_whose_last_call_failed_is_abandoned_and_its_tokens_wasted() -> None:
+    clock = ManualClock()
+    s = runs_on(clock, idle_timeout_s=30.0)
+    t = s.submit(call(clock, "a"), fleet(clock))
+    assert isinstance(t, Ticket)
+    s.release(t, Outcome.FAILED, Usage(100, 20))
+    clock.advance(30.0)
+    s.poll(fleet(clock))
+    (ended,) = s.runs.take_ends()
+    assert ended.end is RunEnd.ABANDONED and s.runs.stats().wasted_tokens == {"t1": 120}
+
+
+def test_a_new_run_beyond_the_promise_horizon_is_refused() -> None:
+    clock = ManualClock()
+    s = runs_on(clock, promise_horizon_s=10.0)
+    f = fleet(clock)
+    plain = s.submit(request(clock), f)  # measures the drain: 1000 tokens in 1 s busy
+    assert isinstance(plain, Ticket)
+    clock.advance(1.0)
+    s.release(plain, Outcome.COMPLETED, Usage(500, 500))
+    first = s.submit(call(clock, "a", tokens=6000), f)
+    assert isinstance(first, Ticket)
+    assert s.runs.stats().promised_tokens == 5800
+    second = s.submit(call(clock, "b", tokens=4400), f)  # 5800 + 4400: 10.2 s
+    assert isinstance(second, Decision)
+    assert second.decision is DecisionKind.REJECT
+    assert second.reason is Reason.RUN_RESERVATIONS_FULL
+    assert s.runs.state("t1", "b") is None  # nothing was taken
+    fits = s.submit(call(clock, "c", tokens=4200), f)  # 5800 + 4200 = 10 s of drain
+    assert isinstance(fits, Ticket)
+
+
+def test_runs_off_ignores_run_hints() -> None:
+    clock = ManualClock()
+    s = scheduler(clock)
+    f = fleet(clock, backend(max_num_seqs=8))
+    out = [s.submit(call(clock, "a", branches=1), f) for _ in range(3)]
+    assert all(isinstance(o, Ticket) for o in out)
+    assert s.runs.state("t1", "a") is None and s.runs.stats().open_runs == 0
+
+
+def test_a_continuation_set_aside_by_headroom_is_neither_lost_nor_dispatched_twice() -> None:
+    clock = ManualClock()
+    s = scheduler(clock, {
+        "runs": {"enabled": True}, "fairness": {"type": "fifo"},
+        "limit": {"type": "fixed", "parameters": {"max_in_flight": 4}},
+        "headroom": {"reserve_fraction": 0.5},
+    })  # fmt: skip
+    f = fleet(clock)
+    other = s.submit(request(clock, tenant="t2"), f)
+    a1 = s.submit(call(clock, "a", calls=4, tokens=1000), f)
+    plain = s.submit(request(clock), f)  # t1 now holds its share of the 4 slots
+    b1 = s.submit(call(clock, "b", calls=4, tokens=1000), f)
+    a2 = s.submit(call(clock, "a"), f)
+    assert all(isinstance(t, Ticket) for t in (other, a1, plain))
+    assert isinstance(b1, Decision) and isinstance(a2, Decision)
+    for _ in range(3):  # t1 is over its share: its calls stay queued, each once
+        assert s.poll(f) == [] and s.stats().queued == 2
+    assert isinstance(plain, Ticket)
+    s.release(plain, Outcome.COMPLETED, Usage(100, 100))
+    first = s.poll(f)
+    assert [t.request_id for t in first if isinstance(t, Ticket)] == [a2.request_id]
+    assert isinstance(a1, Ticket)
+    s.release(a1, Outcome.COMPLETED, Usage(100, 100))
+    second = s.poll(f)
+    assert [t.request_id for t in second if isinstance(t, Ticket)] == [b1.request_id]
+    assert s.stats().queued == 0 and s.poll(f) == []
+
+
+def test_precedence_over_many_queued_calls_of_the_same_instant() -> None:
+    """Every queued call expires at the same instant (no deadline, one arrival time): the
+    queue's heaps order them by sequence, so a continuation taken ahead must not share
+    its sequence with the item it left behind (entries themselves do not compare)."""
+    clock = ManualClock()
+    s = runs_on(clock)
+    f = fleet(clock, backend(max_num_seqs=1))
+    running = s.submit(call(clock, "a", calls=100, tokens=100_000), f)
+    queued = [s.submit(call(clock, f"new{i}"), f) for i in range(40)]
+    queued += [s.submit(call(clock, "a"), f) for _ in range(40)]
+    assert all(isinstance(d, Decision) for d in queued)
+    served: list[str] = []
+    while isinstance(running, Ticket):
+        s.release(running, Outcome.COMPLETED, Usage(100, 100))
+        s.next_wakeup()  # reads the expiry heap from its front, as the dispatcher does
+        out = [t for t in s.poll(f) if isinstance(t, Ticket)]
+        served += [t.request_id for t in out]
+        running = out[0] if out else None
+    assert served[:40] == [d.request_id for d in queued[40:]]  # run a's calls first
+    assert sorted(served) == sorted(d.request_id for d in queued)
+
+
+def test_calls_queued_for_capacity_count_against_the_branch_limit() -> None:
+    clock = ManualClock()
+    s = runs_on(clock)
+    f = fleet(clock, backend(max_num_seqs=2))
+    fill = [s.submit(request(clock, tenant="t2"), f) for _ in range(2)]
+    out = [s.submit(call(clock, "a", branches=2), f) for _ in range(4)]
+    assert all(isinstance(d, Decision) for d in out)
+    assert s.stats().queued == 2 and s.runs.stats().held_calls == 2
+    for ticket in fill:
+        assert isinstance(ticket, Ticket)
+        s.release(ticket, Outcome.COMPLETED, Usage(100, 100))
+    dispatched = [t for t in s.poll(f) if isinstance(t, Ticket)]
+    assert sorted(t.request_id for t in dispatched) == sorted(d.request_id for d in out[:2])
+    assert s.poll(f) == [] and s.runs.stats().held_calls == 2
