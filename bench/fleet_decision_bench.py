@@ -39,11 +39,11 @@ from bench.decision_bench import POLICY, Fleet, VirtualClock, request
 from bench.overhead import free_port
 from commands.gc_tuning import tune_gc
 from gateway.config.schema import StateConfig
-from gateway.state.contract import Grant, Refusal, SharedState
-from gateway.state.fallback import quota_limits
-from gateway.state.local import LocalState
-from gateway.state.redis_store import RedisState, connect
-from gateway.state.shared_retries import SharedRetries
+from gateway.replicas.contract import Grant, Refusal, SharedState
+from gateway.replicas.fallback import quota_limits
+from gateway.replicas.local import LocalState
+from gateway.replicas.redis_store import RedisState, connect
+from gateway.replicas.shared_retries import SharedRetries
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.policy_set import PolicySet
 from policies.registry import build_policy

@@ -66,7 +66,7 @@ the scripts (commandstats counts those too)."""
 
 def script_rtt_ms(client: redis.Redis, n: int = 1000) -> tuple[float, float]:
     """p50/p99 of one ADMIT call from a plain client: Redis's own share of the added time."""
-    from gateway.state.scripts import ADMIT
+    from gateway.replicas.scripts import ADMIT
 
     admit = client.register_script(ADMIT)
     times = []

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Hashable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from gateway.admission.dispatcher import Admission, SchedulerLike
 from gateway.backends.pool import BackendPool
@@ -12,16 +13,11 @@ from gateway.config.schema import LoadedConfig
 from gateway.forward.stall import StallBounds
 from gateway.metrics.exporter import GatewayMetrics
 from gateway.metrics.records import RecordSink
+from gateway.replicas.contract import SharedState
 from gateway.request.auth import Authenticator
-from gateway.state.contract import SharedState
-from gateway.state.local import LocalState
 from policies.estimate import FanOut
 from policies.policy_set import PolicySet
 from policies.types import Clock, Usage, WorkEstimate
-
-if TYPE_CHECKING:  # these import this module's neighbours; only their types are needed here
-    from gateway.backends.scrape.scraper import MetricsScraper
-    from gateway.config.reload import Reloader
 
 
 class Estimator(Protocol):
@@ -51,6 +47,22 @@ class Estimator(Protocol):
     ) -> None: ...
 
 
+class Reloading(Protocol):
+    """The config file read again on SIGHUP or a change (``config.reload.Reloader``)."""
+
+    def reload(self) -> bool: ...
+
+    async def watch(self, interval_s: float) -> None: ...
+
+    def install_sighup(self, loop: asyncio.AbstractEventLoop) -> bool: ...
+
+
+class Scraping(Protocol):
+    """The backends' ``/metrics`` read now (``backends.scrape.scraper.MetricsScraper``)."""
+
+    async def scrape_once(self, name: str) -> bool: ...
+
+
 @dataclass(frozen=True)
 class Runtime:
     """The part of the config a reload swaps, as one reference."""
@@ -72,12 +84,12 @@ class GatewayContext:
     metrics: GatewayMetrics
     records: RecordSink
     clock: Clock
-    reloader: Reloader | None = None
-    """Set by ``create_app`` when the config came from a file (SIGHUP and file changes)."""
-    scraper: MetricsScraper | None = None
-    """The ``MetricsScraper`` when scraping is enabled (its loop runs in the lifespan)."""
-    shared: SharedState = field(default_factory=LocalState)
+    shared: SharedState
     """Limits shared with other replicas (``state:``); ``LocalState`` for one replica."""
+    reloader: Reloading | None = None
+    """Set by ``build_gateway`` when the config came from a file (SIGHUP and file changes)."""
+    scraper: Scraping | None = None
+    """The scraper when scraping is enabled (its loop runs beside the requests)."""
     full_policy: PolicySet | None = None
     """The loaded policy; the scheduler runs its local share while Redis does not answer."""
     stalls: StallBounds | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gateway.context import GatewayContext
 from gateway.metrics.records import RequestRecord
-from gateway.state.contract import Grant
+from gateway.replicas.contract import Grant
 from policies.engine.scheduler_types import Ticket
 from policies.estimate import SINGLE, FanOut
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage

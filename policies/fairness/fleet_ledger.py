@@ -1,6 +1,6 @@
 """The fleet's fairness ledger, as the shared store keeps it.
 
-Redis runs this rule as one script (``FAIR_SYNC`` in ``gateway/state/scripts.py``); the
+Redis runs this rule as one script (``FAIR_SYNC`` in ``gateway/replicas/scripts.py``); the
 simulator runs it here. One ``exchange`` per replica and sync:
 
 1. backlog entries (replica, tenant) past their expiry are dropped (a replica that stopped

@@ -8,7 +8,7 @@ it gets back the fleet's counters and which tenants are queued on *other* replic
 tenant that leads another tenant, queued elsewhere, by more than ``allowance``: that other
 replica can then take the capacity this one leaves. A tenant queued nowhere else is never
 held, so capacity is never left idle while nobody else waits. No I/O here: the store
-(``gateway/state/``) and the simulator move these values.
+(``gateway/replicas/``) and the simulator move these values.
 """
 
 from __future__ import annotations

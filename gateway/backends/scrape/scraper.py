@@ -35,7 +35,7 @@ class ScrapeError(Exception):
 
 
 class ScrapeShare(Protocol):
-    """Several gateway replicas, one scraper per backend (``gateway/state/scrape_share.py``):
+    """Several gateway replicas, one scraper per backend (``gateway/replicas/scrape_share.py``):
     the replica that leads a backend scrapes it and publishes what it read; the others take
     the published scrapes through ``MetricsScraper.ingest``."""
 

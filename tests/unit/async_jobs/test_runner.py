@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from gateway.config.schema import GatewayConfig, load_config
+from gateway.replicas.contract import Grant, Refusal
 from gateway.request.auth import key_digest
-from gateway.state.contract import Grant, Refusal
 from policies.gates.quota_params import TenantLimits
 from policies.types import Reason, RequestInfo, Usage
 from tests.unit.gateway.conftest import Harness, auth, in_process, over_loopback, wait_until

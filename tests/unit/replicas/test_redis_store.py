@@ -9,8 +9,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.config.schema import StateConfig
-from gateway.state.contract import Grant, Refusal
-from gateway.state.redis_store import RedisState, connect
+from gateway.replicas.contract import Grant, Refusal
+from gateway.replicas.redis_store import RedisState, connect
 from policies.gates.quota_params import TenantLimits
 from policies.types import Reason, RequestInfo, Usage, WorkEstimate
 from tests.redis_server import RedisServer

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from gateway.config.schema import StateConfig
-from gateway.state.contract import Grant, Refusal
-from gateway.state.redis_store import RedisState, connect
-from gateway.state.retry_share import retry_rule
+from gateway.replicas.contract import Grant, Refusal
+from gateway.replicas.redis_store import RedisState, connect
+from gateway.replicas.retry_share import retry_rule
 from policies.gates.quota_params import TenantLimits
 from policies.gates.retry_budget import RetryBudget
 from policies.policy_set import PolicySet

@@ -8,7 +8,7 @@ every tenant quota, with N the last replica count Redis reported).
 
 from __future__ import annotations
 
-from gateway.state.gate_kind import is_a
+from gateway.replicas.gate_kind import is_a
 from policies.gates.quota import TenantQuota
 from policies.gates.quota_params import TenantLimits
 from policies.policy_set import PolicySet

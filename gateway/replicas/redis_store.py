@@ -27,10 +27,10 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from gateway.config.schema import StateConfig
-from gateway.state import scripts
-from gateway.state.contract import Grant, Refusal
-from gateway.state.retry_share import RetryRule
-from gateway.state.shared_retries import SharedRetries
+from gateway.replicas import scripts
+from gateway.replicas.contract import Grant, Refusal
+from gateway.replicas.retry_share import RetryRule
+from gateway.replicas.shared_retries import SharedRetries
 from policies.fairness.fleet_share import FleetShare, ShareReport, share_of
 from policies.gates.quota_params import TenantLimits
 from policies.policy_set import PolicySet

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from gateway.state.gate_kind import is_a
+from gateway.replicas.gate_kind import is_a
 from policies.gates.retry_budget import RetryBudget
 from policies.gates.retry_budget_params import RetryBudgetParams
 from policies.policy_set import PolicySet

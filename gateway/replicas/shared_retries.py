@@ -14,8 +14,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from gateway.config.schema import StateConfig
-from gateway.state import retry_scripts
-from gateway.state.retry_share import FirstAttempts, RetryRule, retry_rule
+from gateway.replicas import retry_scripts
+from gateway.replicas.retry_share import FirstAttempts, RetryRule, retry_rule
 from policies.policy_set import PolicySet
 from policies.types import RequestInfo
 

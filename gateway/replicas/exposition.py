@@ -7,7 +7,7 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from gateway.state.contract import SharedState
+from gateway.replicas.contract import SharedState
 from policies.shared_mode import SharedMode
 
 

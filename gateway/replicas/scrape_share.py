@@ -23,8 +23,8 @@ import redis.asyncio as aioredis
 from gateway.backends.scrape.sample import MetricsSample
 from gateway.backends.scrape.scraper import MetricsScraper
 from gateway.config.schema import StateConfig
-from gateway.state import scrape_scripts
-from gateway.state.sample_codec import decode, encode
+from gateway.replicas import scrape_scripts
+from gateway.replicas.sample_codec import decode, encode
 
 log = logging.getLogger("sluicegate.state")
 

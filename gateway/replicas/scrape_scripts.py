@@ -8,7 +8,7 @@ the scrape was made) and ``sample`` (JSON).
 
 from __future__ import annotations
 
-from gateway.state.scripts import NOW_MS
+from gateway.replicas.scripts import NOW_MS
 
 EXCHANGE = (
     NOW_MS

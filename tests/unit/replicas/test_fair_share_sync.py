@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gateway.state.redis_store import FairShareHooks, RedisState, connect
+from gateway.replicas.redis_store import FairShareHooks, RedisState, connect
 from policies.fairness.fleet_ledger import FleetLedger
 from policies.fairness.fleet_share import FleetShare, ShareReport
 from tests.redis_server import RedisServer
-from tests.unit.state.test_redis_store import config
+from tests.unit.replicas.test_redis_store import config
 
 
 class Replica:

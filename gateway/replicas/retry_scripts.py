@@ -9,7 +9,7 @@ field, and a field not refreshed within ``fresh_ms`` (a replica that stopped) is
 
 from __future__ import annotations
 
-from gateway.state.scripts import ADMIT_BODY, NOW_MS, REFILL
+from gateway.replicas.scripts import ADMIT_BODY, NOW_MS, REFILL
 
 ADMIT_RETRY = (
     NOW_MS

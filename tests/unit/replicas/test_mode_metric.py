@@ -3,8 +3,8 @@ dashboards and alerts select on)."""
 
 from __future__ import annotations
 
-from gateway.state.exposition import SharedStateCollector
-from gateway.state.local import LocalState
+from gateway.replicas.exposition import SharedStateCollector
+from gateway.replicas.local import LocalState
 from policies.shared_mode import SharedMode
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gateway.state.contract import Grant, Refusal
+from gateway.replicas.contract import Grant, Refusal
 from policies.gates.quota_params import TenantLimits
 from policies.shared_mode import SharedMode
 from policies.types import RequestInfo, Usage

@@ -16,9 +16,9 @@ from gateway.backends.scrape.parse import parse_narrow, wanted_names
 from gateway.backends.scrape.sample import extract
 from gateway.backends.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget
 from gateway.config.schema import StateConfig
-from gateway.state.redis_store import connect
-from gateway.state.sample_codec import decode, encode
-from gateway.state.scrape_share import SharedScrapes
+from gateway.replicas.redis_store import connect
+from gateway.replicas.sample_codec import decode, encode
+from gateway.replicas.scrape_share import SharedScrapes
 from tests.redis_server import RedisServer
 from tests.unit.scrape.conftest import FIXTURES, FakeClock
 
