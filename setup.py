@@ -29,15 +29,18 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 
-NOT_COMPILED = frozenset({
-    "build.py",  # tells which core loaded: it must stay importable as Python
-    "params.py",  # pydantic models: pydantic inspects validators as Python functions
-    "registry.py",  # config parsing through pydantic, once per load
-    "plugins.py",  # the table of built-in plugins, read once per load
-    "policy_set.py",  # a dataclass of parameter models, built once per load
-    "native/quick_init.py",  # builds __init__s with exec
-    "native/read_only.py",  # installs methods on classes: a compiled function would not bind as one
-})  # fmt: skip
+NOT_COMPILED = frozenset(
+    {
+        "build.py",  # tells which core loaded: it must stay importable as Python
+        "params.py",  # pydantic models: pydantic inspects validators as Python functions
+        "registry.py",  # config parsing through pydantic, once per load
+        "plugins.py",  # the table of built-in plugins, read once per load
+        "policy_set.py",  # a dataclass of parameter models, built once per load
+        "native/quick_init.py",  # builds __init__s with exec
+        # installs methods on classes: a compiled function would not bind as one
+        "native/read_only.py",
+    }
+)
 """Modules of ``policies/`` (paths relative to it) that stay Python; so do every package's
 ``__init__.py`` and every plugin's parameter model (``*_params.py``, pydantic as above)."""
 

@@ -39,8 +39,11 @@ def run_bench(path: Path, core: str, args: list[str]) -> dict[str, tuple[float, 
     env = {**os.environ, "PYTHONPATH": str(path), "PYTHONSAFEPATH": "1"}
     out = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "decision_bench.py"), *args],
-        env=env, capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     found = _CORE.search(out)
     if found is None or found["core"] != core:
         sys.exit(f"decision_bench ran on a core other than {core} (from {path}):\n{out}")
@@ -69,18 +72,27 @@ def main(argv: list[str] | None = None) -> int:
             pure = run_bench(ROOT, "interpreted", args.bench_args)
             comp = run_bench(site, "compiled", args.bench_args)
             pairs.append((pure, comp))
-            print(f"round {r + 1}: " + ", ".join(
-                f"{c.split()[0]} p50 {pure[c][0]:.1f}->{comp[c][0]:.1f} "
-                f"p99 {pure[c][1]:.1f}->{comp[c][1]:.1f}" for c in CALLS
-            ), flush=True)  # fmt: skip
-        print(f"\nCPU µs per call, medians of {args.rounds} rounds (interpreted -> compiled), "
-              "and the median of each round's compiled/interpreted ratio:")  # fmt: skip
+            print(
+                f"round {r + 1}: "
+                + ", ".join(
+                    f"{c.split()[0]} p50 {pure[c][0]:.1f}->{comp[c][0]:.1f} "
+                    f"p99 {pure[c][1]:.1f}->{comp[c][1]:.1f}"
+                    for c in CALLS
+                ),
+                flush=True,
+            )
+        print(
+            f"\nCPU µs per call, medians of {args.rounds} rounds (interpreted -> compiled), "
+            "and the median of each round's compiled/interpreted ratio:"
+        )
         for c in CALLS:
             med = [statistics.median(pr[i][c][k] for pr in pairs) for i in (0, 1) for k in (0, 1)]
             r50 = statistics.median(pr[1][c][0] / pr[0][c][0] for pr in pairs)
             r99 = statistics.median(pr[1][c][1] / pr[0][c][1] for pr in pairs)
-            print(f"  {c:<18} p50 {med[0]:6.1f} -> {med[2]:6.1f} ({r50:.2f})   "
-                  f"p99 {med[1]:6.1f} -> {med[3]:6.1f} ({r99:.2f})")  # fmt: skip
+            print(
+                f"  {c:<18} p50 {med[0]:6.1f} -> {med[2]:6.1f} ({r50:.2f})   "
+                f"p99 {med[1]:6.1f} -> {med[3]:6.1f} ({r99:.2f})"
+            )
     finally:
         if args.keep is None:
             shutil.rmtree(scratch, ignore_errors=True)

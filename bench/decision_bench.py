@@ -72,10 +72,17 @@ class VirtualClock:
 
 def views(backends: int, slots: int) -> tuple[BackendView, ...]:
     return tuple(
-        BackendView(name=f"b{i}", models=frozenset({MODEL}), max_num_seqs=slots,
-                    running=float(slots), waiting=0.0, kv_cache_usage=0.5, signal_age_s=0.1)
+        BackendView(
+            name=f"b{i}",
+            models=frozenset({MODEL}),
+            max_num_seqs=slots,
+            running=float(slots),
+            waiting=0.0,
+            kv_cache_usage=0.5,
+            signal_age_s=0.1,
+        )
         for i in range(backends)
-    )  # fmt: skip
+    )
 
 
 class Fleet:
@@ -108,10 +115,14 @@ _FIXED_WORK_LOOPS = 400
 def request(seq: int, tenants: int, rng: random.Random, now: float) -> RequestInfo:
     tenant = rng.randrange(tenants)
     return RequestInfo(
-        request_id=f"r{seq}", tenant=f"t{tenant}", workload_class="interactive", model=MODEL,
-        estimate=WorkEstimate(rng.randint(50, 2000), rng.randint(16, 512)), arrival=now,
+        request_id=f"r{seq}",
+        tenant=f"t{tenant}",
+        workload_class="interactive",
+        model=MODEL,
+        estimate=WorkEstimate(rng.randint(50, 2000), rng.randint(16, 512)),
+        arrival=now,
         weight=1.0 + tenant % 4,
-    )  # fmt: skip
+    )
 
 
 Samples = tuple[list[int], list[int]]
@@ -195,12 +206,19 @@ def main(argv: list[str] | None = None) -> int:
     stats = sched.stats()
     where = Path(sys.modules["policies"].__file__ or "?").parent
     print(f"decision core: {core()} (policies from {where})")
-    print(f"queued {stats.queued} across {args.tenants} tenants, in flight {stats.in_flight} "
-          f"on {args.backends} backends; {args.ops} steady-state iterations; gc {args.gc} "
-          f"(thresholds {gc.get_threshold()})")  # fmt: skip
-    rows = (("submit (queued)", submit_ns), ("poll (dispatch 1)", poll_ns),
-            ("release", release_ns), ("submit while filling", fill_ns),
-            ("ref: timer floor", floor_ns), ("ref: fixed work", fixed_ns))  # fmt: skip
+    print(
+        f"queued {stats.queued} across {args.tenants} tenants, in flight {stats.in_flight} "
+        f"on {args.backends} backends; {args.ops} steady-state iterations; gc {args.gc} "
+        f"(thresholds {gc.get_threshold()})"
+    )
+    rows = (
+        ("submit (queued)", submit_ns),
+        ("poll (dispatch 1)", poll_ns),
+        ("release", release_ns),
+        ("submit while filling", fill_ns),
+        ("ref: timer floor", floor_ns),
+        ("ref: fixed work", fixed_ns),
+    )
     for name, samples in rows:
         print(_line(name, samples))
     ref = statistics.median(fixed_ns[1])

@@ -170,8 +170,12 @@ def actual_prompt_tokens(samples: Sequence[Sample], model_dir: Path) -> list[int
     payload = json.dumps([s.messages for s in samples])
     done = subprocess.run(
         [str(VENV_PYTHON), "-c", _COUNTER, str(model_dir)],
-        input=payload, capture_output=True, text=True, check=True, timeout=300,
-    )  # fmt: skip
+        input=payload,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
     counts: list[int] = json.loads(done.stdout)
     return counts
 

@@ -183,10 +183,23 @@ def main(argv: list[str] | None = None) -> int:
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         server = subprocess.Popen(
-            [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind",
-             "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tmp, "--loglevel",
-             "warning"], stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                shutil.which("redis-server") or "redis-server",
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                tmp,
+                "--loglevel",
+                "warning",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
         try:
             wait_redis(port)
             sides = asyncio.run(run(args, f"redis://127.0.0.1:{port}/0"))
@@ -209,8 +222,10 @@ def wait_redis(port: int) -> None:
 
 
 def report(sides: list[Side], args: argparse.Namespace) -> None:
-    print(f"queued {args.queued} per side across {args.tenants} tenants; {args.ops} "
-          f"steady-state iterations, {args.retries:.0%} retries")  # fmt: skip
+    print(
+        f"queued {args.queued} per side across {args.tenants} tenants; {args.ops} "
+        f"steady-state iterations, {args.retries:.0%} retries"
+    )
     local, shared = sides
     for row in local.rows:
         for s in sides:

@@ -37,8 +37,7 @@ from bench.overhead import free_port, wait_healthy
 from gateway.request.auth import key_digest
 
 USAGE = {"prompt_tokens": 60, "completion_tokens": 16, "total_tokens": 76}
-BODY = {"model": "fake", "messages": [{"role": "user", "content": "hello " * 50}],
-        "max_tokens": 16}  # fmt: skip
+BODY = {"model": "fake", "messages": [{"role": "user", "content": "hello " * 50}], "max_tokens": 16}
 
 
 def fake_backend(port: int, hold_s: float) -> None:
@@ -47,9 +46,20 @@ def fake_backend(port: int, hold_s: float) -> None:
     import uvicorn
 
     stats = {"held": 0, "max": 0, "tokens": 0, "served": 0}
-    answer = json.dumps({"id": "c", "object": "chat.completion", "usage": USAGE, "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "tok " * 16},
-         "finish_reason": "length"}]}).encode()  # fmt: skip
+    answer = json.dumps(
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "usage": USAGE,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "tok " * 16},
+                    "finish_reason": "length",
+                }
+            ],
+        }
+    ).encode()
 
     async def send_json(send: Any, body: bytes) -> None:
         headers = [(b"content-type", b"application/json")]
@@ -82,16 +92,22 @@ def fake_backend(port: int, hold_s: float) -> None:
 
 
 def config(backend: str, port: int, state: dict[str, Any], args: argparse.Namespace) -> str:
-    limits = {"conc": {"max_concurrent": args.cap},
-              "tpm": {"tokens_per_minute": args.tpm, "burst_tokens": args.burst}}  # fmt: skip
+    limits = {
+        "conc": {"max_concurrent": args.cap},
+        "tpm": {"tokens_per_minute": args.tpm, "burst_tokens": args.burst},
+    }
     gate = {"type": "tenant_quota", "parameters": {"default": {}, "tenants": limits}}
-    return json.dumps({
-        "server": {"host": "127.0.0.1", "port": port, "log_records": False},
-        "tenants": [{"name": t, "api_key_sha256": [key_digest(f"sk-{t}")]} for t in limits],
-        "backends": [{"name": "fake", "url": backend, "models": ["fake"]}],
-        "scrape": {"enabled": False}, "reload": {"watch": False}, "state": state,
-        "policy": {"gates": [gate], "retry_after": {"min_s": 0.01, "max_s": 60, "jitter": 0.0}},
-    })  # fmt: skip
+    return json.dumps(
+        {
+            "server": {"host": "127.0.0.1", "port": port, "log_records": False},
+            "tenants": [{"name": t, "api_key_sha256": [key_digest(f"sk-{t}")]} for t in limits],
+            "backends": [{"name": "fake", "url": backend, "models": ["fake"]}],
+            "scrape": {"enabled": False},
+            "reload": {"watch": False},
+            "state": state,
+            "policy": {"gates": [gate], "retry_after": {"min_s": 0.01, "max_s": 60, "jitter": 0.0}},
+        }
+    )
 
 
 async def flood(urls: list[str], tenant: str, clients: int, seconds: float) -> int:
@@ -118,15 +134,35 @@ async def flood(urls: list[str], tenant: str, clients: int, seconds: float) -> i
 
 
 def run_fleet(
-    mode: str, n: int, args: argparse.Namespace, backend: str, redis_url: str, tmp: Path,
+    mode: str,
+    n: int,
+    args: argparse.Namespace,
+    backend: str,
+    redis_url: str,
+    tmp: Path,
     redis_pid: int,
-) -> dict[str, float]:  # fmt: skip
-    state = ({"backend": "local"} if mode == "local" else
-             {"backend": "redis", "url": redis_url, "key_prefix": f"{mode}{n}-",
-              "command_timeout_ms": args.command_timeout_ms})  # fmt: skip
+) -> dict[str, float]:
+    state = (
+        {"backend": "local"}
+        if mode == "local"
+        else {
+            "backend": "redis",
+            "url": redis_url,
+            "key_prefix": f"{mode}{n}-",
+            "command_timeout_ms": args.command_timeout_ms,
+        }
+    )
     ports = [free_port() for _ in range(n)]
-    serve = [sys.executable, "-m", "commands.cli", "serve", "--log-level", "warning",
-             "--no-records", "--config"]  # fmt: skip
+    serve = [
+        sys.executable,
+        "-m",
+        "commands.cli",
+        "serve",
+        "--log-level",
+        "warning",
+        "--no-records",
+        "--config",
+    ]
     argv = []
     for port in ports:
         path = tmp / f"{mode}-{n}-{port}.yaml"
@@ -173,9 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tpm", type=int, default=6000, help="tokens_per_minute of tenant tpm")
     p.add_argument("--burst", type=int, default=300)
     p.add_argument("--hold-ms", type=float, default=200.0, help="the fake backend's latency")
-    p.add_argument("--command-timeout-ms", type=int, default=1000,
-                   help="state.command_timeout_ms: generous, so that a loaded machine measures "
-                        "the shared limits rather than their fallback")  # fmt: skip
+    p.add_argument(
+        "--command-timeout-ms",
+        type=int,
+        default=1000,
+        help="state.command_timeout_ms: generous, so that a loaded machine measures "
+        "the shared limits rather than their fallback",
+    )
     p.add_argument("--fake-backend", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.fake_backend:
@@ -186,11 +226,30 @@ def main(argv: list[str] | None = None) -> int:
     backend = f"http://127.0.0.1:{bport}"
     with tempfile.TemporaryDirectory() as tmp:
         support = [
-            [redis_bin, "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", tmp, "--loglevel", "warning"],
-            [sys.executable, __file__, "--fake-backend", str(bport), "--hold-ms",
-             str(args.hold_ms)],
-        ]  # fmt: skip
+            [
+                redis_bin,
+                "--port",
+                str(rport),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                tmp,
+                "--loglevel",
+                "warning",
+            ],
+            [
+                sys.executable,
+                __file__,
+                "--fake-backend",
+                str(bport),
+                "--hold-ms",
+                str(args.hold_ms),
+            ],
+        ]
         with processes(support) as procs:
             wait_healthy(backend + "/stats")
             print(
@@ -198,18 +257,29 @@ def main(argv: list[str] | None = None) -> int:
                 f"max_concurrent {args.cap}, tokens_per_minute {args.tpm} burst {args.burst}, "
                 f"{args.seconds:.0f} s per flood, backend latency {args.hold_ms:.0f} ms"
             )
-            print(f"{'N':>2}  {'state':<6} {'max held ÷ cap':>14}  {'tokens ÷ allowed':>16}  "
-                  f"{'gw CPU ms/req (cap, tpm)':>24}  {'redis CPU ms/req':>16}  "
-                  f"{'req/s (cap, tpm)':>16}  {'Redis failures':>14}")  # fmt: skip
+            print(
+                f"{'N':>2}  {'state':<6} {'max held ÷ cap':>14}  {'tokens ÷ allowed':>16}  "
+                f"{'gw CPU ms/req (cap, tpm)':>24}  {'redis CPU ms/req':>16}  "
+                f"{'req/s (cap, tpm)':>16}  {'Redis failures':>14}"
+            )
             for n in (int(x) for x in args.replicas.split(",")):
                 for mode in ("redis", "local"):  # side by side, per N
-                    r = run_fleet(mode, n, args, backend, f"redis://127.0.0.1:{rport}/0",
-                                  Path(tmp), procs[0].pid)  # fmt: skip
-                    print(f"{n:>2}  {mode:<6} {r['conc_ratio']:>14.2f}  {r['tpm_ratio']:>16.3f}  "
-                          f"{r['conc_gw_ms']:>11.2f}, {r['tpm_gw_ms']:<11.2f}  "
-                          f"{(r['conc_redis_ms'] + r['tpm_redis_ms']) / 2:>16.3f}  "
-                          f"{r['conc_rps']:>7.0f}, {r['tpm_rps']:<7.0f}  {r['failures']:>14.0f}",
-                          flush=True)  # fmt: skip
+                    r = run_fleet(
+                        mode,
+                        n,
+                        args,
+                        backend,
+                        f"redis://127.0.0.1:{rport}/0",
+                        Path(tmp),
+                        procs[0].pid,
+                    )
+                    print(
+                        f"{n:>2}  {mode:<6} {r['conc_ratio']:>14.2f}  {r['tpm_ratio']:>16.3f}  "
+                        f"{r['conc_gw_ms']:>11.2f}, {r['tpm_gw_ms']:<11.2f}  "
+                        f"{(r['conc_redis_ms'] + r['tpm_redis_ms']) / 2:>16.3f}  "
+                        f"{r['conc_rps']:>7.0f}, {r['tpm_rps']:<7.0f}  {r['failures']:>14.0f}",
+                        flush=True,
+                    )
     return 0
 
 

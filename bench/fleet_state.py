@@ -36,13 +36,18 @@ QUOTA = {"tokens_per_minute": 10**9, "max_concurrent": 10**6}
 
 def config(backend_url: str, port: int, state: dict[str, object]) -> str:
     gate = {"type": "tenant_quota", "parameters": {"default": QUOTA}}
-    return json.dumps({
-        "server": {"host": "127.0.0.1", "port": port, "log_records": False},
-        "tenants": [{"name": "bench"}], "auth": {"anonymous_tenant": "bench"},
-        "backends": [{"name": "fake", "url": backend_url, "models": ["fake"]}],
-        "scrape": {"enabled": False}, "reload": {"watch": False}, "state": state,
-        "policy": {"gates": [gate]},
-    })  # fmt: skip
+    return json.dumps(
+        {
+            "server": {"host": "127.0.0.1", "port": port, "log_records": False},
+            "tenants": [{"name": "bench"}],
+            "auth": {"anonymous_tenant": "bench"},
+            "backends": [{"name": "fake", "url": backend_url, "models": ["fake"]}],
+            "scrape": {"enabled": False},
+            "reload": {"watch": False},
+            "state": state,
+            "policy": {"gates": [gate]},
+        }
+    )
 
 
 def cpu_s(pid: int) -> float:
@@ -99,20 +104,45 @@ def main(argv: list[str] | None = None) -> int:
     ports = {k: free_port() for k in ("backend", "redis", "local", "shared")}
     url = f"redis://127.0.0.1:{ports['redis']}/0"
     with tempfile.TemporaryDirectory() as tmp:
-        for name, state in (("local", {"backend": "local"}),
-                            ("shared", {"backend": "redis", "url": url})):  # fmt: skip
+        for name, state in (
+            ("local", {"backend": "local"}),
+            ("shared", {"backend": "redis", "url": url}),
+        ):
             cfg = config(f"http://127.0.0.1:{ports['backend']}", ports[name], state)
             (Path(tmp) / f"{name}.yaml").write_text(cfg)
-        serve = [sys.executable, "-m", "commands.cli", "serve", "--log-level", "warning",
-                 "--no-records", "--config"]  # fmt: skip
+        serve = [
+            sys.executable,
+            "-m",
+            "commands.cli",
+            "serve",
+            "--log-level",
+            "warning",
+            "--no-records",
+            "--config",
+        ]
         argv_list = [
-            [redis_bin, "--port", str(ports["redis"]), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", tmp],
-            [sys.executable, str(REPO / "bench" / "overhead.py"), "--fake-backend",
-             str(ports["backend"])],
+            [
+                redis_bin,
+                "--port",
+                str(ports["redis"]),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                tmp,
+            ],
+            [
+                sys.executable,
+                str(REPO / "bench" / "overhead.py"),
+                "--fake-backend",
+                str(ports["backend"]),
+            ],
             [*serve, str(Path(tmp) / "local.yaml")],
             [*serve, str(Path(tmp) / "shared.yaml")],
-        ]  # fmt: skip
+        ]
         with processes(argv_list) as procs:
             wait_healthy(f"http://127.0.0.1:{ports['backend']}/health")
             for name in ("local", "shared"):
@@ -130,9 +160,11 @@ def report(
         f"one ADMIT script call from a plain client: p50 {rtt50:.3f} ms, p99 {rtt99:.3f} ms; "
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
-    print(f"{'C':>3}  {'local p50/p99 ms':>17}  {'redis p50/p99 ms':>17}  "
-          f"{'added p50/p99 ms':>17}  {'CPU ms/req local/redis':>23}  {'round trips/req':>15}  "
-          f"{'in-script cmds/req':>18}")  # fmt: skip
+    print(
+        f"{'C':>3}  {'local p50/p99 ms':>17}  {'redis p50/p99 ms':>17}  "
+        f"{'added p50/p99 ms':>17}  {'CPU ms/req local/redis':>23}  {'round trips/req':>15}  "
+        f"{'in-script cmds/req':>18}"
+    )
     for concurrency in (1, 64):
         out: dict[str, list[float]] = {}
         cpu: dict[str, float] = {}
@@ -148,10 +180,12 @@ def report(
         total = 2 * (n + concurrency)  # measured requests plus the warm-up ones
         l50, l99 = pct(out["local"], 0.5) * 1e3, pct(out["local"], 0.99) * 1e3
         r50, r99 = pct(out["shared"], 0.5) * 1e3, pct(out["shared"], 0.99) * 1e3
-        print(f"{concurrency:>3}  {l50:>7.2f} / {l99:<7.2f}  {r50:>7.2f} / {r99:<7.2f}  "
-              f"{r50 - l50:>7.2f} / {r99 - l99:<7.2f}  "
-              f"{cpu['local'] / total * 1e3:>10.3f} / {cpu['shared'] / total * 1e3:<10.3f}  "
-              f"{sent / total:>15.2f}  {inner / total:>18.2f}")  # fmt: skip
+        print(
+            f"{concurrency:>3}  {l50:>7.2f} / {l99:<7.2f}  {r50:>7.2f} / {r99:<7.2f}  "
+            f"{r50 - l50:>7.2f} / {r99 - l99:<7.2f}  "
+            f"{cpu['local'] / total * 1e3:>10.3f} / {cpu['shared'] / total * 1e3:<10.3f}  "
+            f"{sent / total:>15.2f}  {inner / total:>18.2f}"
+        )
 
 
 if __name__ == "__main__":

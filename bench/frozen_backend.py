@@ -74,9 +74,11 @@ async def mid_stream(mode: str) -> None:
                 proc.send_signal(signal.SIGSTOP)
                 answer = await read_events(lines)
                 took = time.monotonic() - start
-            print(f"mid-stream, {mode}: ended after {took:.2f} s (error event: "
-                  f"{answer.error_event}; backend {gw.ctx.pool.health('emu-0').value}); "
-                  f"{measured}")  # fmt: skip
+            print(
+                f"mid-stream, {mode}: ended after {took:.2f} s (error event: "
+                f"{answer.error_event}; backend {gw.ctx.pool.health('emu-0').value}); "
+                f"{measured}"
+            )
             proc.send_signal(signal.SIGCONT)
 
 
@@ -101,21 +103,25 @@ async def before_first_byte(health: str) -> None:
             stalls = (await gw.metrics()).get(
                 "sluicegate_upstream_errors_total{backend=emu-0,kind=stall}", 0.0
             )
-            print(f"before the first byte, health {health}: answered after {took:.2f} s "
-                  f"(last event {answer.last[:40]!r}; failed over {stalls:.0f}; backend "
-                  f"{gw.ctx.pool.health('emu-0').value}); {measured}")  # fmt: skip
+            print(
+                f"before the first byte, health {health}: answered after {took:.2f} s "
+                f"(last event {answer.last[:40]!r}; failed over {stalls:.0f}; backend "
+                f"{gw.ctx.pool.health('emu-0').value}); {measured}"
+            )
             proc0.send_signal(signal.SIGCONT)
 
 
 SLOW_CARD = {
     "name": "slow-prefill",
     "engine": {
-        "max_num_seqs": 8, "max_num_batched_tokens": 256, "num_gpu_blocks": 2048,
+        "max_num_seqs": 8,
+        "max_num_batched_tokens": 256,
+        "num_gpu_blocks": 2048,
         "max_model_len": 8192,
         "step_time": {"base_s": 0.005, "per_decode_seq_s": 0.0005, "per_prefill_token_s": 0.01},
     },
     "output_lengths": {"components": [{"weight": 1, "min_tokens": 8, "max_tokens": 8}]},
-}  # fmt: skip
+}
 
 
 async def slow_but_progressing() -> None:
@@ -126,15 +132,19 @@ async def slow_but_progressing() -> None:
         try:
             async with serve_gateway(_config([emu.url], {})) as gw:
                 client = gw.client()
-                await asyncio.gather(*(stream_answer(client, chat_body(8, stream=True))
-                                       for _ in range(40)))  # fmt: skip
+                await asyncio.gather(
+                    *(stream_answer(client, chat_body(8, stream=True)) for _ in range(40))
+                )
                 measured = _measured(gw, "emu-0")
                 start = time.monotonic()
-                answer = await stream_answer(client, chat_body(8, stream=True,
-                                                               content="abcd" * 3000))  # fmt: skip
+                answer = await stream_answer(
+                    client, chat_body(8, stream=True, content="abcd" * 3000)
+                )
                 took = time.monotonic() - start
-            print(f"slow but progressing (3,000-token prefill, 40 streams before): status "
-                  f"{answer.status}, last {answer.last[:60]!r} after {took:.2f} s; {measured}")
+            print(
+                f"slow but progressing (3,000-token prefill, 40 streams before): status "
+                f"{answer.status}, last {answer.last[:60]!r} after {took:.2f} s; {measured}"
+            )
         finally:
             emu.stop()
 

@@ -59,9 +59,11 @@ async def main(backends: int, state_seqs: bool) -> None:
             watcher = asyncio.ensure_future(watch())
             waits = await _burst(client, 50, 64)
             watcher.cancel()
-            print(f"storm of 50: queued {sum(w > 0 for w in waits)}, wait p50 "
-                  f"{statistics.median(waits):.0f} ms, max {waits[-1]:.0f} ms; most in flight "
-                  f"per backend {peak} (engine slots {seqs} each)")  # fmt: skip
+            print(
+                f"storm of 50: queued {sum(w > 0 for w in waits)}, wait p50 "
+                f"{statistics.median(waits):.0f} ms, max {waits[-1]:.0f} ms; most in flight "
+                f"per backend {peak} (engine slots {seqs} each)"
+            )
 
 
 if __name__ == "__main__":

@@ -41,11 +41,15 @@ def rss_bytes(pid: int) -> int:
 
 
 def _request(key: str) -> bytes:
-    body = (b'{"model":"' + MODEL.encode() + b'","stream":true,"max_tokens":64,'
-            b'"messages":[{"role":"user","content":"hold"}]}')  # fmt: skip
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n")  # fmt: skip
+    body = (
+        b'{"model":"' + MODEL.encode() + b'","stream":true,"max_tokens":64,'
+        b'"messages":[{"role":"user","content":"hold"}]}'
+    )
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
     return head.encode() + body
 
 
@@ -54,8 +58,9 @@ async def open_stream(port: int, key: str, timeout_s: float) -> asyncio.StreamWr
     why it failed."""
     writer = None
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port),
-                                                timeout_s)  # fmt: skip
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection("127.0.0.1", port), timeout_s
+        )
         writer.write(_request(key))
         seen = b""
         deadline = time.monotonic() + timeout_s
@@ -83,8 +88,9 @@ async def hold_streams(pid: int, port: int, args: argparse.Namespace) -> int:
     reasons: Counter[str] = Counter()
     while len(writers) < args.streams and failed <= args.max_failures:
         n = min(args.batch, args.streams - len(writers))
-        opened = await asyncio.gather(*(open_stream(port, TENANT_KEYS[i % len(TENANT_KEYS)],
-                                                    args.timeout) for i in range(n)))  # fmt: skip
+        opened = await asyncio.gather(
+            *(open_stream(port, TENANT_KEYS[i % len(TENANT_KEYS)], args.timeout) for i in range(n))
+        )
         writers += [w for w in opened if not isinstance(w, str)]
         reasons.update(w for w in opened if isinstance(w, str))
         failed = sum(reasons.values())
@@ -100,8 +106,10 @@ async def hold_streams(pid: int, port: int, args: argparse.Namespace) -> int:
         w.close()
     await asyncio.sleep(3.0)
     print(f"after closing: gateway in flight {await in_flight(port)} (every slot must be released)")
-    print(f"all closed: gateway RSS {rss_bytes(pid) / 2**20:.1f} MiB "
-          f"(retained {(rss_bytes(pid) - base) / 2**20:.1f} MiB)")  # fmt: skip
+    print(
+        f"all closed: gateway RSS {rss_bytes(pid) / 2**20:.1f} MiB "
+        f"(retained {(rss_bytes(pid) - base) / 2**20:.1f} MiB)"
+    )
     return failed
 
 
@@ -120,9 +128,12 @@ async def in_flight(port: int) -> str:
 def _report(pid: int, base: int, open_streams: int, failed: int) -> None:
     rss = rss_bytes(pid)
     per = (rss - base) / open_streams if open_streams else 0.0
-    print(f"{open_streams:>6} open idle streams: gateway RSS {rss / 2**20:7.1f} MiB, "
-          f"+{(rss - base) / 2**20:6.1f} MiB, {per:,.0f} bytes per stream, "
-          f"{failed} failed to open", flush=True)  # fmt: skip
+    print(
+        f"{open_streams:>6} open idle streams: gateway RSS {rss / 2**20:7.1f} MiB, "
+        f"+{(rss - base) / 2**20:6.1f} MiB, {per:,.0f} bytes per stream, "
+        f"{failed} failed to open",
+        flush=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,16 +146,21 @@ def main(argv: list[str] | None = None) -> int:
     raise_nofile()
     fits = fd_bound_streams()
     if args.streams > fits:
-        print(f"asked for {args.streams} streams; the open-file limit "
-              f"({resource.getrlimit(resource.RLIMIT_NOFILE)[0]}, and this sandbox may not raise "
-              f"it) lets the gateway hold {fits} (two sockets each): measuring {fits}")  # fmt: skip
+        print(
+            f"asked for {args.streams} streams; the open-file limit "
+            f"({resource.getrlimit(resource.RLIMIT_NOFILE)[0]}, and this sandbox may not raise "
+            f"it) lets the gateway hold {fits} (two sockets each): measuring {fits}"
+        )
         args.streams = fits
     with tempfile.TemporaryDirectory(prefix="sluicegate-memory-") as tmp:
         workdir = Path(tmp)
         port = free_port()
-        backend = Proc("fake-backend", [sys.executable, "-m", "bench.hotpath.fake_backend",
-                                        "--port", str(port), "--hold"], "0",
-                       workdir / "backend.log")  # fmt: skip
+        backend = Proc(
+            "fake-backend",
+            [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port), "--hold"],
+            "0",
+            workdir / "backend.log",
+        )
         gateway = Sluicegate("sluicegate", port, free_port(), workdir, "1")
         gateway.max_num_seqs = gateway.max_concurrent_per_tenant = 2 * args.streams
         try:

@@ -32,9 +32,15 @@ def main(argv: list[str]) -> int:
     for load in (1.0, 2.0):
         for seed in args.seeds:
             plans = arrivals(workload, load * capacity, args.duration, seed)
-            sim = RunSimulation(plans=plans, workload=workload, policy=policy,
-                                backend=CuttableBackend(profile, model=run_cli.MODEL),
-                                clock=VirtualClock(), seed=seed, model=run_cli.MODEL)  # fmt: skip
+            sim = RunSimulation(
+                plans=plans,
+                workload=workload,
+                policy=policy,
+                backend=CuttableBackend(profile, model=run_cli.MODEL),
+                clock=VirtualClock(),
+                seed=seed,
+                model=run_cli.MODEL,
+            )
             sim.run()
             error = sim.scheduler.runs.stats().reservation_error
             print(f"hints {args.hints}; load {load}x; seed {seed}: reservation error {error}")

@@ -88,8 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     cfg = loaded.config
     found = cfg.discovery.kubernetes if cfg.discovery is not None else None
-    backends = (f"{len(cfg.backends)} backend(s)" if found is None else
-                f"backends: the ready pods of InferencePool {found.inference_pool}")  # fmt: skip
-    print(f"{args.file}: ok (version {loaded.version}, {backends}, "
-          f"{len(cfg.tenants)} tenant(s))")  # fmt: skip
+    backends = (
+        f"{len(cfg.backends)} backend(s)"
+        if found is None
+        else f"backends: the ready pods of InferencePool {found.inference_pool}"
+    )
+    print(f"{args.file}: ok (version {loaded.version}, {backends}, {len(cfg.tenants)} tenant(s))")
     return 0

@@ -41,8 +41,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--http-port", type=int, help="override server.port (metrics and admin)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--no-records", action="store_true", help="do not log decision records")
-    p.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop",
-                   help="the event loop (uvloop as `serve`; asyncio: the stdlib's)")  # fmt: skip
+    p.add_argument(
+        "--loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="the event loop (uvloop as `serve`; asyncio: the stdlib's)",
+    )
     return p
 
 
@@ -83,11 +87,14 @@ async def _serve(
     cfg = loaded.config
     http = uvicorn.Server(
         uvicorn.Config(
-            http_app(gateway), host=cfg.server.host,
+            http_app(gateway),
+            host=cfg.server.host,
             port=args.http_port if args.http_port is not None else cfg.server.port,
-            log_level=args.log_level, access_log=False, lifespan="on",
+            log_level=args.log_level,
+            access_log=False,
+            lifespan="on",
         )
-    )  # fmt: skip
+    )
     serving = asyncio.ensure_future(http.serve())
     while not http.started and not serving.done():
         await asyncio.sleep(0.05)

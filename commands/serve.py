@@ -90,15 +90,22 @@ def _embedded_emulators() -> Iterator[LoadedConfig]:
     specs = [EmulatorSpec(model_name="emulated", speed=10.0, seed=i) for i in range(2)]
     with start_emulators(specs) as fleet:
         raw = {
-            "tenants": [{"name": "anonymous"},
-                        {"name": "demo", "api_key_sha256": [key_digest(DEMO_KEY)]}],
+            "tenants": [
+                {"name": "anonymous"},
+                {"name": "demo", "api_key_sha256": [key_digest(DEMO_KEY)]},
+            ],
             "auth": {"anonymous_tenant": "anonymous"},
-            "backends": [{"name": f"emulator-{i}", "url": url, "models": ["emulated"]}
-                         for i, url in enumerate(fleet.urls)],
-        }  # fmt: skip
+            "backends": [
+                {"name": f"emulator-{i}", "url": url, "models": ["emulated"]}
+                for i, url in enumerate(fleet.urls)
+            ],
+        }
         cfg = GatewayConfig.model_validate(raw)
-        print(f"sluicegate: embedded emulators at {', '.join(fleet.urls)}; model 'emulated'; "
-              f"API key {DEMO_KEY!r} (or none)", file=sys.stderr)  # fmt: skip
+        print(
+            f"sluicegate: embedded emulators at {', '.join(fleet.urls)}; model 'emulated'; "
+            f"API key {DEMO_KEY!r} (or none)",
+            file=sys.stderr,
+        )
         yield load_config_bytes(json.dumps(cfg.model_dump(mode="json")).encode(), "<embedded>")
 
 
@@ -114,8 +121,10 @@ def _report_core() -> None:
             "compiler at install time, or SLUICEGATE_COMPILE=0: docs/performance.md)"
         )
     else:
-        log.warning("sluicegate: decision core half compiled (%s); reinstall the package",
-                    ", ".join(compiled_modules()))  # fmt: skip
+        log.warning(
+            "sluicegate: decision core half compiled (%s); reinstall the package",
+            ", ".join(compiled_modules()),
+        )
 
 
 def _logging(level: str, *, records: bool) -> None:

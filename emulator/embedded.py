@@ -100,9 +100,11 @@ def build_app(spec: EmulatorSpec, runner: EngineRunner) -> FastAPI:
 
 
 def start_emulator(
-    spec: EmulatorSpec, host: str = "127.0.0.1", timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    spec: EmulatorSpec,
+    host: str = "127.0.0.1",
+    timeout_s: float = DEFAULT_START_TIMEOUT_S,
     port: int = 0,
-) -> EmbeddedEmulator:  # fmt: skip
+) -> EmbeddedEmulator:
     """Start one emulator and return once it accepts connections (raises on timeout).
     ``port`` 0 takes a free one; a given port lets emulators on different loopback addresses
     share it, as the pods of a Kubernetes pool share their target port."""

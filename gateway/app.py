@@ -106,9 +106,11 @@ def build_gateway(
     ctx.metrics.registry.register(SharedStateCollector(lambda: ctx.shared))
     if config_path is not None:
         ctx.reloader = Reloader(
-            config_path, lambda new, pol: _apply(ctx, new, pol), in_force=loaded,
+            config_path,
+            lambda new, pol: _apply(ctx, new, pol),
+            in_force=loaded,
             on_result=lambda ok: ctx.metrics.reloads.labels("ok" if ok else "error").inc(),
-        )  # fmt: skip
+        )
     found = loaded.config.discovery
     watcher = None if found is None else kubernetes_discovery(found.kubernetes, ctx.pool, scraper)
     if watcher is not None:
@@ -123,17 +125,27 @@ def http_app(gateway: Gateway) -> Starlette:
 
 
 def _context(
-    loaded: LoadedConfig, scheduler: SchedulerLike, estimator: Estimator, clock: Clock,
-    transport: httpx.AsyncBaseTransport | None, closers: list[Any], batch_records: bool,
-) -> tuple[GatewayContext, MetricsScraper | None]:  # fmt: skip
+    loaded: LoadedConfig,
+    scheduler: SchedulerLike,
+    estimator: Estimator,
+    clock: Clock,
+    transport: httpx.AsyncBaseTransport | None,
+    closers: list[Any],
+    batch_records: bool,
+) -> tuple[GatewayContext, MetricsScraper | None]:
     """Pool, scraper, dispatcher and metrics, wired to each other."""
     cfg = loaded.config
     wakers: list[Any] = []
     scraper = _scraper(cfg, clock, transport, wakers, closers) if cfg.scrape.enabled else None
     pool = BackendPool(
-        cfg.backends, clock=clock, health=cfg.health, transport=transport, signals=scraper,
-        connect_timeout_s=cfg.server.connect_timeout_s, read_timeout_s=cfg.server.read_timeout_s,
-    )  # fmt: skip
+        cfg.backends,
+        clock=clock,
+        health=cfg.health,
+        transport=transport,
+        signals=scraper,
+        connect_timeout_s=cfg.server.connect_timeout_s,
+        read_timeout_s=cfg.server.read_timeout_s,
+    )
     wakers.append(pool.invalidate)  # a scrape landed: the next snapshot rebuilds its views
     pool.in_flight = lambda: scheduler.stats().in_flight_by_backend
     admission = Admission(scheduler, pool.snapshot, clock=clock)
@@ -143,14 +155,23 @@ def _context(
     metrics.config_info.labels(loaded.version).set(1)
     metrics.follow_backends(pool.labelled)
     ctx = GatewayContext(
-        Runtime(loaded, Authenticator(cfg)), pool, admission, estimator, metrics,
-        RecordSink(cfg.server.log_records, batch_per_turn=batch_records), clock, LocalState(),
+        Runtime(loaded, Authenticator(cfg)),
+        pool,
+        admission,
+        estimator,
+        metrics,
+        RecordSink(cfg.server.log_records, batch_per_turn=batch_records),
+        clock,
+        LocalState(),
         scraper=scraper,
-    )  # fmt: skip
+    )
     ctx.stalls = StallBounds(
-        cfg.stall, cfg.server.read_timeout_s, progress=scraper.progress if scraper else None,
-        scrape_period_s=scraper.settings.period_s if scraper else 1.0, clock=clock,
-    )  # fmt: skip
+        cfg.stall,
+        cfg.server.read_timeout_s,
+        progress=scraper.progress if scraper else None,
+        scrape_period_s=scraper.settings.period_s if scraper else 1.0,
+        clock=clock,
+    )
     metrics.add_scrape_time_gauges(lambda: scheduler_gauges(ctx))
     metrics.add_scrape_time_gauges(event_loop_gauges)
     admission.on_run_end = RunMetrics(metrics, lambda: ctx.scheduler.runs.stats()).ended
@@ -191,9 +212,13 @@ def _apply(ctx: GatewayContext, loaded: LoadedConfig, policy: PolicySet) -> None
 
 
 def _running(
-    ctx: GatewayContext, async_jobs: AsyncJobs, scraper: MetricsScraper | None,
-    background: bool, closers: list[Any], watcher: InferencePoolWatcher | None = None,
-) -> Callable[[], contextlib.AbstractAsyncContextManager[None]]:  # fmt: skip
+    ctx: GatewayContext,
+    async_jobs: AsyncJobs,
+    scraper: MetricsScraper | None,
+    background: bool,
+    closers: list[Any],
+    watcher: InferencePoolWatcher | None = None,
+) -> Callable[[], contextlib.AbstractAsyncContextManager[None]]:
     @contextlib.asynccontextmanager
     async def running() -> AsyncIterator[None]:
         jobs = [ctx.admission.run(), ctx.shared.run(), async_jobs.run()]

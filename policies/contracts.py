@@ -49,7 +49,7 @@ class QueuedEntry:
         "request",
         "seq",
         "shadowed",
-    )  # fmt: skip
+    )
 
     def __init__(
         self,
@@ -79,8 +79,10 @@ class QueuedEntry:
         self.gen = gen
 
     def __repr__(self) -> str:
-        return (f"QueuedEntry({self.request.request_id!r}, seq={self.seq}, "
-                f"alive={self.alive}, gen={self.gen})")  # fmt: skip
+        return (
+            f"QueuedEntry({self.request.request_id!r}, seq={self.seq}, "
+            f"alive={self.alive}, gen={self.gen})"
+        )
 
 
 Allow = Callable[[QueuedEntry], bool]
@@ -128,8 +130,14 @@ class GateContext:
         """Seconds the oldest queued request has waited so far; None when nothing is queued."""
 
     def __repr__(self) -> str:
-        names = ("now", "queued_tokens", "drain_tokens_per_s", "exec_p95_s", "room_now",
-                 "oldest_queued_s")  # fmt: skip
+        names = (
+            "now",
+            "queued_tokens",
+            "drain_tokens_per_s",
+            "exec_p95_s",
+            "room_now",
+            "oldest_queued_s",
+        )
         return f"GateContext({', '.join(f'{n}={getattr(self, n)!r}' for n in names)})"
 
 

@@ -76,8 +76,18 @@ def registered(role: Role) -> Mapping[str, type[Plugin[Any, Any]]]:
     return dict(_REGISTRY[role])
 
 
-SECTION_KEYS = {"name", "limit", "fairness", "queue", "gates", "ladder", "retry_after", "headroom",
-             "prefill_backlog", "runs"}  # fmt: skip
+SECTION_KEYS = {
+    "name",
+    "limit",
+    "fairness",
+    "queue",
+    "gates",
+    "ladder",
+    "retry_after",
+    "headroom",
+    "prefill_backlog",
+    "runs",
+}
 
 
 def build_policy(raw: Mapping[str, Any] | None) -> PolicySet:
@@ -108,9 +118,19 @@ def build_policy(raw: Mapping[str, Any] | None) -> PolicySet:
     assert isinstance(discipline, Discipline) and queue and ladder and retry and headroom
     assert prefill and runs
     return PolicySet(
-        str(name), policy_version(raw), limit, fairness, discipline, gates,
-        queue, ladder, retry, headroom, prefill, runs,
-    )  # fmt: skip
+        str(name),
+        policy_version(raw),
+        limit,
+        fairness,
+        discipline,
+        gates,
+        queue,
+        ladder,
+        retry,
+        headroom,
+        prefill,
+        runs,
+    )
 
 
 def _mapping(value: Any, loc: Loc, errors: list[tuple[Loc, str]]) -> Mapping[Any, Any]:
@@ -232,10 +252,13 @@ def tenant_references(raw: Any) -> list[tuple[Loc, str]]:
     specs: list[tuple[Role, Loc, Any]] = [
         ("limit", ("limit",), raw.get("limit")),
         ("fairness", ("fairness",), raw.get("fairness")),
-        ("discipline", ("queue", "discipline"),
-         queue.get("discipline") if isinstance(queue, Mapping) else None),
+        (
+            "discipline",
+            ("queue", "discipline"),
+            queue.get("discipline") if isinstance(queue, Mapping) else None,
+        ),
         *(("gate", ("gates", i), g) for i, g in enumerate(gates)),
-    ]  # fmt: skip
+    ]
     out: list[tuple[Loc, str]] = []
     for role, loc, spec in specs:
         params = _params_of(role, spec)

@@ -190,9 +190,22 @@ NO_DEGRADATION = Degradation()
 """The degradation of a request nothing changed (shared: it is frozen)."""
 
 
-DECISION_FIELDS = ("decision", "reason", "request_id", "tenant", "flow", "estimate", "policy",
-                   "policy_version", "reservation_tokens", "retry_after_s", "queue_position",
-                   "degradation", "backend", "shadowed")  # fmt: skip
+DECISION_FIELDS = (
+    "decision",
+    "reason",
+    "request_id",
+    "tenant",
+    "flow",
+    "estimate",
+    "policy",
+    "policy_version",
+    "reservation_tokens",
+    "retry_after_s",
+    "queue_position",
+    "degradation",
+    "backend",
+    "shadowed",
+)
 """``Decision``'s fields, in the order of its parameters."""
 
 
@@ -240,10 +253,22 @@ class Decision:
 
     def fields(self) -> tuple[object, ...]:
         """Every field's value, in the order of ``DECISION_FIELDS``."""
-        return (self.decision, self.reason, self.request_id, self.tenant, self.flow,
-                self.estimate, self.policy, self.policy_version, self.reservation_tokens,
-                self.retry_after_s, self.queue_position, self.degradation, self.backend,
-                self.shadowed)  # fmt: skip
+        return (
+            self.decision,
+            self.reason,
+            self.request_id,
+            self.tenant,
+            self.flow,
+            self.estimate,
+            self.policy,
+            self.policy_version,
+            self.reservation_tokens,
+            self.retry_after_s,
+            self.queue_position,
+            self.degradation,
+            self.backend,
+            self.shadowed,
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Decision):

@@ -18,8 +18,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "gateway", "policies", "emulator",
-           "simulation")  # fmt: skip
+SOURCES = (
+    "pyproject.toml",
+    "setup.py",
+    "README.md",
+    "gateway",
+    "policies",
+    "emulator",
+    "simulation",
+)
 
 
 def copy_sources(dest: Path) -> Path:
@@ -45,8 +52,19 @@ def build(scratch: Path) -> Path:
     pip = [sys.executable, "-m", "pip"]
     _run([*pip, "wheel", "-q", "--no-deps", "-w", str(scratch / "wheel"), str(src)], env)
     (wheel,) = (scratch / "wheel").glob("*.whl")
-    _run([*pip, "install", "-q", "--no-deps", "--root-user-action=ignore",
-          "--target", str(scratch / "site"), str(wheel)], env)  # fmt: skip
+    _run(
+        [
+            *pip,
+            "install",
+            "-q",
+            "--no-deps",
+            "--root-user-action=ignore",
+            "--target",
+            str(scratch / "site"),
+            str(wheel),
+        ],
+        env,
+    )
     return scratch / "site"
 
 

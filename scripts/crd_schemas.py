@@ -24,8 +24,11 @@ def strip(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     out = {k: strip(v) for k, v in node.items() if k != "description"}
-    if ("properties" in out and "additionalProperties" not in out
-            and not out.get("x-kubernetes-preserve-unknown-fields")):  # fmt: skip
+    if (
+        "properties" in out
+        and "additionalProperties" not in out
+        and not out.get("x-kubernetes-preserve-unknown-fields")
+    ):
         out["additionalProperties"] = False
     return out
 

@@ -104,9 +104,10 @@ bash scripts/vllm/install.sh
 step "tiny random-weight model"
 "$VENV/bin/python" scripts/vllm/build_model.py tiny
 
-step "ruff check"
+step "ruff check and ruff format --check (pyproject.toml [tool.ruff])"
 RUFF_RC=0
 "$PY" -m ruff check . || RUFF_RC=$?  # reported at the end; the tests still run
+"$PY" -m ruff format --check . || RUFF_RC=$?
 
 step "mypy (strict, the packages)"
 MYPY_RC=0
@@ -162,7 +163,7 @@ else
   fi
 fi
 step "done: ruff exit code $RUFF_RC, mypy exit code $MYPY_RC, mutation slice exit code $MUTATION_RC, pytest exit code $PYTEST_RC, compiled tier exit code $COMPILED_RC"
-[ "$RUFF_RC" -eq 0 ] || { echo "FAIL: ruff check found problems (listed above)" >&2; exit 1; }
+[ "$RUFF_RC" -eq 0 ] || { echo "FAIL: ruff check or ruff format --check found problems (listed above; \`ruff format .\` fixes the format)" >&2; exit 1; }
 [ "$MYPY_RC" -eq 0 ] || { echo "FAIL: mypy found problems (listed above)" >&2; exit 1; }
 [ "$MUTATION_RC" -eq 0 ] || { echo "FAIL: the mutation slice (listed above)" >&2; exit 1; }
 [ "$PYTEST_RC" -eq 0 ] || exit "$PYTEST_RC"

@@ -117,15 +117,27 @@ _FRONTIER: dict[str, tuple[dict[str, Any], BackoffPolicy]] = {
     "codel-8s": (SEED_POLICIES["codel-8s"], EXPONENTIAL),
     "codel-admission-8s": (SEED_POLICIES["codel-admission-8s"], EXPONENTIAL),
     "fixed-cap-12/exact": (SEED_POLICIES["fixed-cap-12"], EXACT),
-    "queue-deadline-12s/exact": ({"name": "queue-deadline-12s", "queue": {"max_wait_s": 12.0},
-                                  "retry_after": {"jitter": 0.0}}, EXACT),
-    "adaptive-qt/exact": ({"name": "adaptive-qt", "queue": {"max_wait_s": 12.0},
-                           "limit": {"type": "adaptive", "parameters": {"signal": "queue_time"}},
-                           "retry_after": {"jitter": 0.0}}, EXACT),
+    "queue-deadline-12s/exact": (
+        {
+            "name": "queue-deadline-12s",
+            "queue": {"max_wait_s": 12.0},
+            "retry_after": {"jitter": 0.0},
+        },
+        EXACT,
+    ),
+    "adaptive-qt/exact": (
+        {
+            "name": "adaptive-qt",
+            "queue": {"max_wait_s": 12.0},
+            "limit": {"type": "adaptive", "parameters": {"signal": "queue_time"}},
+            "retry_after": {"jitter": 0.0},
+        },
+        EXACT,
+    ),
     "reservation-3s/exact": (_reservation(3.0), EXACT),
     "reservation-4s/exact": (_reservation(4.0), EXACT),
     "reservation-5s/exact": (_reservation(5.0), EXACT),
-}  # fmt: skip
+}
 FRONTIER = {name: (_on_the_card(policy), agents) for name, (policy, agents) in _FRONTIER.items()}
 """Candidates for "beyond the seed", each with the agent behaviour it assumes."""
 

@@ -65,8 +65,14 @@ def draw_frontier(rows: list[Row], path: Path, *, title: str) -> None:
     markers = "osD^vP*Xh"
     for i, r in enumerate(rows):
         note = f"{r.policy}: {r.goodput_tps:.3f}/s, {r.deferral_share:.0%} deferred"
-        ax.scatter([r.p99_queue_wait_s], [r.p99_felt_wait_s], s=70, label=note,
-                   color=PALETTE[i % len(PALETTE)], marker=markers[i % len(markers)])  # fmt: skip
+        ax.scatter(
+            [r.p99_queue_wait_s],
+            [r.p99_felt_wait_s],
+            s=70,
+            label=note,
+            color=PALETTE[i % len(PALETTE)],
+            marker=markers[i % len(markers)],
+        )
     ax.set_yscale("log")
     ax.set_ylim(10, 400)
     ax.set_xlim(0, None)

@@ -60,14 +60,24 @@ def simulate_conversations(
     backend = EmulatedBackend(profile, model=MODEL)
     prompts = ConversationPrompts(shape, profile)
     admission = SchedulerAdmission(
-        policy, clock=clock, model=MODEL, estimated_output_tokens=shape.output_tokens,
-        seed=shape.seed, tenant_of=prompts.tenant_of, marks_retries=False,
-    )  # fmt: skip
+        policy,
+        clock=clock,
+        model=MODEL,
+        estimated_output_tokens=shape.output_tokens,
+        seed=shape.seed,
+        tenant_of=prompts.tenant_of,
+        marks_retries=False,
+    )
     sim = Simulation(
-        n_agents=shape.agents, workload=conversation_workload(shape, backoff),
-        admission=admission, engine=backend, clock=clock, duration_s=duration_s,
-        seed=shape.seed, prompts=prompts,
-    )  # fmt: skip
+        n_agents=shape.agents,
+        workload=conversation_workload(shape, backoff),
+        admission=admission,
+        engine=backend,
+        clock=clock,
+        duration_s=duration_s,
+        seed=shape.seed,
+        prompts=prompts,
+    )
     records = sim.run()
     engine = backend.engine
     hit_rate = engine.prefix_cache_hits / engine.prefix_cache_queries

@@ -96,9 +96,10 @@ class FleetSimulation:
         self.spec = spec
         self.clock = VirtualClock()
         self.engine = EmulatedBackend(spec.profile, model=MODEL)
-        self.schedulers = [Scheduler(build_policy(POLICY), clock=self.clock,
-                                     rng=random.Random(spec.seed + i))
-                           for i in range(spec.replicas)]  # fmt: skip
+        self.schedulers = [
+            Scheduler(build_policy(POLICY), clock=self.clock, rng=random.Random(spec.seed + i))
+            for i in range(spec.replicas)
+        ]
         self.ledger = FleetLedger(ttl_s=max(3 * (spec.fair_share_s or 1.0), 1.0) + 0.1)
         self._rng = random.Random(spec.seed)
         self._lengths = AgentWorkload(spec.profile.output_lengths)
@@ -177,8 +178,14 @@ class FleetSimulation:
         output = self._lengths.output_tokens(self._rng)
         self._open[rid] = (replica, None, tenant, output)
         mean = round(self.spec.profile.output_lengths.mean)
-        req = RequestInfo(rid, tenant, "interactive", MODEL,
-                          WorkEstimate(self.spec.prompt_tokens, mean), self.clock.now)  # fmt: skip
+        req = RequestInfo(
+            rid,
+            tenant,
+            "interactive",
+            MODEL,
+            WorkEstimate(self.spec.prompt_tokens, mean),
+            self.clock.now,
+        )
         self._answer(self.schedulers[replica].submit(req, self._snapshot(replica)))
 
     def _answer(self, out: Ticket | Decision) -> None:

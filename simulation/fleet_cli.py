@@ -38,10 +38,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--redis-latency-ms", type=_floats, default=[0.5], help="fleet mode: Redis round trip in ms"
     )
-    p.add_argument("--peer-sync-ms", type=_floats, default=[100.0],
-                   help="fleet mode: in-flight exchange intervals in ms")  # fmt: skip
-    p.add_argument("--allowance", type=float, default=1000.0,
-                   help="fleet mode: fair_share_allowance_tokens")  # fmt: skip
+    p.add_argument(
+        "--peer-sync-ms",
+        type=_floats,
+        default=[100.0],
+        help="fleet mode: in-flight exchange intervals in ms",
+    )
+    p.add_argument(
+        "--allowance", type=float, default=1000.0, help="fleet mode: fair_share_allowance_tokens"
+    )
 
 
 def main_fleet(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
@@ -51,16 +56,28 @@ def main_fleet(args: argparse.Namespace, out: Callable[[str], None] = print) -> 
         f"{args.replicas} replicas, {profile.name}: solo through replica 0, spread through "
         f"all; {args.duration:.0f} s simulated ({warmup:.0f} s warm-up), seeds {args.seeds}"
     )
-    out("peer ms | sync s | Redis ms | solo share (min..max) | fairness error | max gap "
-        "tokens | tokens/s | rate x interval | held over max_num_seqs")  # fmt: skip
+    out(
+        "peer ms | sync s | Redis ms | solo share (min..max) | fairness error | max gap "
+        "tokens | tokens/s | rate x interval | held over max_num_seqs"
+    )
     grid = itertools.product(args.peer_sync_ms, args.redis_latency_ms, args.sync_intervals)
     for peer, latency, interval in grid:
-        runs = [simulate_fleet(FleetSpec(
-            profile, replicas=args.replicas, fair_share_s=interval,
-            redis_latency_s=(latency or 0.0) / 1000, allowance=args.allowance,
-            peer_sync_s=(peer or 100.0) / 1000, duration_s=args.duration, warmup_s=warmup,
-            seed=seed,
-        )) for seed in args.seeds]  # fmt: skip
+        runs = [
+            simulate_fleet(
+                FleetSpec(
+                    profile,
+                    replicas=args.replicas,
+                    fair_share_s=interval,
+                    redis_latency_s=(latency or 0.0) / 1000,
+                    allowance=args.allowance,
+                    peer_sync_s=(peer or 100.0) / 1000,
+                    duration_s=args.duration,
+                    warmup_s=warmup,
+                    seed=seed,
+                )
+            )
+            for seed in args.seeds
+        ]
         out(f"{peer or 100:g} | " + _row(interval, latency, runs))
     return 0
 
@@ -70,7 +87,9 @@ def _row(interval: float | None, latency: float | None, runs: list[FleetResult])
     rate = statistics.mean(r.tokens_per_s for r in runs)
     label = "off" if interval is None else f"{interval:g}"
     per_interval = "-" if interval is None else f"{rate * interval:.0f}"
-    return (f"{label} | {latency or 0:g} | {statistics.mean(shares):.3f} ({min(shares):.3f}.."
-            f"{max(shares):.3f}) | {max(r.fairness_error for r in runs):.1%} | "
-            f"{max(r.max_gap for r in runs)} | {rate:.0f} | {per_interval} | "
-            f"{statistics.mean(r.mean_over_seqs for r in runs):.2f}")  # fmt: skip
+    return (
+        f"{label} | {latency or 0:g} | {statistics.mean(shares):.3f} ({min(shares):.3f}.."
+        f"{max(shares):.3f}) | {max(r.fairness_error for r in runs):.1%} | "
+        f"{max(r.max_gap for r in runs)} | {rate:.0f} | {per_interval} | "
+        f"{statistics.mean(r.mean_over_seqs for r in runs):.2f}"
+    )

@@ -74,9 +74,13 @@ def resolve_policy(name: str) -> tuple[str, dict[str, Any]]:
 
 
 def simulate_runs(
-    profile: Profile, workload: RunWorkload, policy: dict[str, Any], rate: float,
-    duration_s: float, seed: int,
-) -> list[RunRecord]:  # fmt: skip
+    profile: Profile,
+    workload: RunWorkload,
+    policy: dict[str, Any],
+    rate: float,
+    duration_s: float,
+    seed: int,
+) -> list[RunRecord]:
     """One run of the case: Poisson runs at ``rate`` for ``duration_s``, all ended."""
     clock = VirtualClock()
     sim = RunSimulation(
@@ -92,10 +96,16 @@ def simulate_runs(
 
 
 def measure(
-    profile: Profile, workload: RunWorkload, policies: list[tuple[str, dict[str, Any]]],
-    loads: list[float], *, duration_s: float, warmup_s: float, seeds: list[int],
+    profile: Profile,
+    workload: RunWorkload,
+    policies: list[tuple[str, dict[str, Any]]],
+    loads: list[float],
+    *,
+    duration_s: float,
+    warmup_s: float,
+    seeds: list[int],
     progress: Callable[[str], None] | None = None,
-) -> list[RunRow]:  # fmt: skip
+) -> list[RunRow]:
     """Every policy at every load (runs/s = load x capacity), seeds pooled per row."""
     capacity = capacity_runs_per_s(profile, workload)
     rows = []
@@ -103,8 +113,9 @@ def measure(
         for label, policy in policies:
             records: list[RunRecord] = []
             for seed in seeds:
-                shifted = simulate_runs(profile, workload, policy, load * capacity,
-                                        duration_s, seed)  # fmt: skip
+                shifted = simulate_runs(
+                    profile, workload, policy, load * capacity, duration_s, seed
+                )
                 records += shifted
             window = (duration_s - warmup_s) * len(seeds)
             summary = summarise_run_records(records, warmup_s, duration_s)
@@ -132,8 +143,10 @@ def describe(row: RunRow) -> str:
     )
 
 
-COLUMNS = [*(f.name for f in fields(RunRow) if f.name != "summary"),
-           *(f.name for f in fields(RunSummary))]  # fmt: skip
+COLUMNS = [
+    *(f.name for f in fields(RunRow) if f.name != "summary"),
+    *(f.name for f in fields(RunSummary)),
+]
 
 
 def write_rows(rows: list[RunRow], path: Path) -> None:
@@ -146,8 +159,10 @@ def write_rows(rows: list[RunRow], path: Path) -> None:
 
 
 def format_rows(rows: list[RunRow]) -> str:
-    head = ("| load | policy | runs/s | latency p50 s | latency p99 s | wasted tokens "
-            "| wasted share | first-call wait p99 s | never started |")  # fmt: skip
+    head = (
+        "| load | policy | runs/s | latency p50 s | latency p99 s | wasted tokens "
+        "| wasted share | first-call wait p99 s | never started |"
+    )
     lines = [head, "|" + "---|" * 9]
     for r in rows:
         s = r.summary
@@ -170,20 +185,34 @@ def _ints(text: str) -> list[int]:
 def add_workload_flags(p: argparse.ArgumentParser) -> None:
     """The run workload's flags, shared by ``simulate-runs`` and ``swarm-runs``."""
     p.add_argument("--profile", default="rx9070xt", help="emulator profile name or YAML path")
-    p.add_argument("--lengths", default="profile",
-                   help="call output lengths: profile, lognormal-S or a YAML file")  # fmt: skip
+    p.add_argument(
+        "--lengths",
+        default="profile",
+        help="call output lengths: profile, lognormal-S or a YAML file",
+    )
     p.add_argument("--turns", default="2-4", help="tool turns after the plan call: MIN-MAX")
-    p.add_argument("--branch-prob", type=float, default=0.3,
-                   help="probability that a turn fans out into parallel branches")  # fmt: skip
+    p.add_argument(
+        "--branch-prob",
+        type=float,
+        default=0.3,
+        help="probability that a turn fans out into parallel branches",
+    )
     p.add_argument("--branches", type=int, default=3, help="parallel calls of a fanned turn")
     p.add_argument("--think", type=float, default=2.0, help="mean think/tool time (s), exp.")
     p.add_argument("--deadline", type=float, default=120.0, help="run deadline (s) from arrival")
-    p.add_argument("--patience", type=float, default=30.0,
-                   help="a run not admitted this long after arrival is dropped by its "
-                   "client (s); 0: retry until the deadline")  # fmt: skip
+    p.add_argument(
+        "--patience",
+        type=float,
+        default=30.0,
+        help="a run not admitted this long after arrival is dropped by its "
+        "client (s); 0: retry until the deadline",
+    )
     p.add_argument("--prompt-tokens", type=int, default=64, help="prefill per call (tokens)")
-    p.add_argument("--hints", default="calls,tokens,branches,deadline",
-                   help="run hints sent: any of calls,tokens,branches,deadline")  # fmt: skip
+    p.add_argument(
+        "--hints",
+        default="calls,tokens,branches,deadline",
+        help="run hints sent: any of calls,tokens,branches,deadline",
+    )
     p.add_argument("--backoff-base", type=float, default=1.0, help="first backoff (s)")
     p.add_argument("--backoff-cap", type=float, default=30.0, help="longest backoff (s)")
 
@@ -192,26 +221,38 @@ def workload_of(args: argparse.Namespace, profile: Profile) -> RunWorkload:
     low, _, high = args.turns.partition("-")
     return RunWorkload(
         resolve_lengths(args.lengths, profile.output_lengths),
-        turns_min=int(low), turns_max=int(high or low), branch_prob=args.branch_prob,
-        branches=args.branches, think_mean_s=args.think, deadline_s=args.deadline,
+        turns_min=int(low),
+        turns_max=int(high or low),
+        branch_prob=args.branch_prob,
+        branches=args.branches,
+        think_mean_s=args.think,
+        deadline_s=args.deadline,
         patience_s=args.patience or None,
-        prompt_tokens=args.prompt_tokens, hints=tuple(h for h in args.hints.split(",") if h),
+        prompt_tokens=args.prompt_tokens,
+        hints=tuple(h for h in args.hints.split(",") if h),
         backoff=BackoffPolicy(base_s=args.backoff_base, growth=2.0, cap_s=args.backoff_cap),
-    )  # fmt: skip
+    )
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sluicegate simulate-runs",
-                                description=__doc__.split("\n")[0])  # fmt: skip
-    p.add_argument("--loads", type=_floats, default=[1.0, 1.5, 2.0],
-                   help="arrival rates as multiples of the fleet's capacity")  # fmt: skip
-    p.add_argument("--policies", default="default,agent-swarm,fair-share,seed000-best,agent-runs",
-                   help="comma-separated: default, preset names or YAML paths")  # fmt: skip
+    p = argparse.ArgumentParser(prog="sluicegate simulate-runs", description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--loads",
+        type=_floats,
+        default=[1.0, 1.5, 2.0],
+        help="arrival rates as multiples of the fleet's capacity",
+    )
+    p.add_argument(
+        "--policies",
+        default="default,agent-swarm,fair-share,seed000-best,agent-runs",
+        help="comma-separated: default, preset names or YAML paths",
+    )
     p.add_argument("--duration", type=float, default=1800.0, help="seconds of run arrivals")
     p.add_argument("--warmup", type=float, default=300.0, help="unmeasured seconds at the start")
     p.add_argument("--seeds", type=_ints, default=[1], help="seeds pooled per row")
-    p.add_argument("--out", type=Path, default=Path("bench/runs/sim"),
-                   help="output prefix: writes PREFIX.csv")  # fmt: skip
+    p.add_argument(
+        "--out", type=Path, default=Path("bench/runs/sim"), help="output prefix: writes PREFIX.csv"
+    )
     add_workload_flags(p)
     return p
 
@@ -227,8 +268,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     capacity = capacity_runs_per_s(profile, workload)
     print(f"capacity {capacity:.4f} runs/s ({workload.mean_calls:.2f} calls per run)")
-    rows = measure(profile, workload, policies, args.loads, duration_s=args.duration,
-                   warmup_s=args.warmup, seeds=args.seeds, progress=print)  # fmt: skip
+    rows = measure(
+        profile,
+        workload,
+        policies,
+        args.loads,
+        duration_s=args.duration,
+        warmup_s=args.warmup,
+        seeds=args.seeds,
+        progress=print,
+    )
     write_rows(rows, args.out.with_suffix(".csv"))
     print(format_rows(rows))
     print(f"wrote {args.out.with_suffix('.csv')}")

@@ -134,8 +134,15 @@ class RunSimulation:
         assert not self._live and not self._left, "a run never ended"
         return sorted(self.records, key=lambda r: r.index)
 
-    def _push(self, at: float, kind: _Kind, *, run: int = -1, branch: int = -1,
-              step: EngineStep | None = None) -> None:  # fmt: skip
+    def _push(
+        self,
+        at: float,
+        kind: _Kind,
+        *,
+        run: int = -1,
+        branch: int = -1,
+        step: EngineStep | None = None,
+    ) -> None:
         heapq.heappush(self._heap, _Event(at, next(self._seq), kind, run, branch, step))
 
     def _handle(self, event: _Event) -> None:
@@ -184,11 +191,18 @@ class RunSimulation:
         prompt = self._workload.prompt_tokens
         out = self._estimator.output_tokens(prompt, length, None, FLOW)
         req = RequestInfo(
-            request_id=rid, tenant=TENANT, workload_class="interactive", model=self._model,
-            estimate=WorkEstimate(prompt, out), arrival=now, max_tokens=length,
+            request_id=rid,
+            tenant=TENANT,
+            workload_class="interactive",
+            model=self._model,
+            estimate=WorkEstimate(prompt, out),
+            arrival=now,
+            max_tokens=length,
             is_retry=live.deferrals.get(branch, 0) > 0,
-            session_id=f"run-{plan.index}-b{branch}", stream=True, run=self._hints(live),
-        )  # fmt: skip
+            session_id=f"run-{plan.index}-b{branch}",
+            stream=True,
+            run=self._hints(live),
+        )
         self._answer(self.scheduler.submit(req, self._snapshot()))
 
     def _hints(self, live: _LiveRun) -> RunHints:

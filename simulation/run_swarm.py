@@ -106,13 +106,15 @@ async def _join(calls: list[Coroutine[None, None, None]]) -> None:
         task.result()
 
 
-async def _call(swarm: RunSwarm, plan: RunPlan, record: RunRecord, deadline: float,
-                branch: int, tokens: int) -> None:  # fmt: skip
+async def _call(
+    swarm: RunSwarm, plan: RunPlan, record: RunRecord, deadline: float, branch: int, tokens: int
+) -> None:
     """One call, retried until served; RunOver when the run cannot go on."""
     deferrals = 0
     while True:
-        status, retry_after = await _attempt(swarm, plan, record, deadline, branch, tokens,
-                                             deferrals)  # fmt: skip
+        status, retry_after = await _attempt(
+            swarm, plan, record, deadline, branch, tokens, deferrals
+        )
         if status == 200:
             return
         if status == 409:
@@ -125,22 +127,32 @@ async def _call(swarm: RunSwarm, plan: RunPlan, record: RunRecord, deadline: flo
         await asyncio.sleep(wait / swarm.speed)
 
 
-async def _attempt(swarm: RunSwarm, plan: RunPlan, record: RunRecord, deadline: float,
-                   branch: int, tokens: int, retry: int) -> tuple[int, float]:  # fmt: skip
+async def _attempt(
+    swarm: RunSwarm,
+    plan: RunPlan,
+    record: RunRecord,
+    deadline: float,
+    branch: int,
+    tokens: int,
+    retry: int,
+) -> tuple[int, float]:
     """One streamed call: (status, emulated Retry-After); 200 when served to its end."""
     w = swarm.workload
     prompt = "Plan the next tool call. " * max(1, w.prompt_tokens // 6)
     body = {
         "model": swarm.model,
         "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": tokens, "ignore_eos": True, "stream": True,
+        "max_tokens": tokens,
+        "ignore_eos": True,
+        "stream": True,
         "stream_options": {"include_usage": True},
-    }  # fmt: skip
+    }
     headers = run_headers(w, plan, deadline - swarm.now(), swarm.speed)
     headers |= {"x-session-id": f"run-{plan.index}-b{branch}", "x-retry-attempt": str(retry)}
     try:
-        async with swarm.client.stream("POST", "/v1/chat/completions", json=body,
-                                       headers=headers) as r:  # fmt: skip
+        async with swarm.client.stream(
+            "POST", "/v1/chat/completions", json=body, headers=headers
+        ) as r:
             if r.status_code != 200:
                 await r.aread()
                 if r.status_code not in (*DEFERRAL_STATUSES, 409):
@@ -182,8 +194,12 @@ async def _say(swarm: RunSwarm, method: str, path: str) -> None:
         await swarm.client.request(method, path)
 
 
-async def swarm_runs(args: argparse.Namespace, workload: RunWorkload, plans: list[RunPlan],
-                     transport: httpx.AsyncBaseTransport | None = None) -> RunSwarm:  # fmt: skip
+async def swarm_runs(
+    args: argparse.Namespace,
+    workload: RunWorkload,
+    plans: list[RunPlan],
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> RunSwarm:
     """Every run of ``plans``, each ended by completion, refusal or its deadline."""
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
     timeout = httpx.Timeout(args.request_timeout)

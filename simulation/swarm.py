@@ -199,8 +199,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--drain", type=float, default=120.0, help="emulated seconds to finish")
     p.add_argument("--request-timeout", type=float, default=600.0, help="wall seconds")
     p.add_argument("--profile", default="rx9070xt", help="output-length mixture from this profile")
-    p.add_argument("--lengths", default="profile",
-                   help="profile, lognormal-S or a YAML file (simulation/lengths.py)")  # fmt: skip
+    p.add_argument(
+        "--lengths",
+        default="profile",
+        help="profile, lognormal-S or a YAML file (simulation/lengths.py)",
+    )
     p.add_argument("--think", type=float, default=4.5)
     p.add_argument("--prompt-tokens", type=int, default=64)
     p.add_argument("--backoff-base", type=float, default=6.0)
@@ -209,8 +212,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=Path("bench/seed000/swarm"))
     p.add_argument("--no-chart", action="store_true")
-    p.add_argument("--records", type=Path, default=None,
-                   help="also write each turn (lengths, times; no text) as JSON lines")  # fmt: skip
+    p.add_argument(
+        "--records",
+        type=Path,
+        default=None,
+        help="also write each turn (lengths, times; no text) as JSON lines",
+    )
     return p
 
 

@@ -52,10 +52,24 @@ class RedisServer:
 
     def start(self) -> RedisServer:
         argv = [
-            self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
-            "--dir", str(self._dir), "--save", "", "--appendonly", "no",
-            "--daemonize", "no", "--loglevel", "warning", "--logfile", "",
-        ]  # fmt: skip
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self._dir),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+            "--logfile",
+            "",
+        ]
         self._proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._wait_ready()
         return self

@@ -14,11 +14,17 @@ ENVOY_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "envoy" / "envoy
 
 
 def render_envoy(
-    listen: int, admin: int, epp: int | None, *, backend: int | None = None,
-    failure_mode_allow: bool = False, request_body_mode: str = "FULL_DUPLEX_STREAMED",
-    response_body_mode: str | None = None, response_header_mode: str | None = None,
+    listen: int,
+    admin: int,
+    epp: int | None,
+    *,
+    backend: int | None = None,
+    failure_mode_allow: bool = False,
+    request_body_mode: str = "FULL_DUPLEX_STREAMED",
+    response_body_mode: str | None = None,
+    response_header_mode: str | None = None,
     picker_tls: Mapping[str, str] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """The shipped config, listening on 127.0.0.1:``listen``, admin on ``admin``, the
     picker at 127.0.0.1:``epp``; with ``epp`` None, no ext_proc filter and every request
     goes to the backend at 127.0.0.1:``backend``. ``response_header_mode`` SKIP also asks
@@ -68,12 +74,14 @@ def upstream_tls(
         "validation_context": {
             "trusted_ca": {"filename": ca_file},
             "match_typed_subject_alt_names": [
-                {"san_type": "DNS", "matcher": {"exact": server_name}}],
+                {"san_type": "DNS", "matcher": {"exact": server_name}}
+            ],
         },
-    }  # fmt: skip
+    }
     if cert_file is not None and key_file is not None:
-        common["tls_certificates"] = [{"certificate_chain": {"filename": cert_file},
-                                       "private_key": {"filename": key_file}}]  # fmt: skip
+        common["tls_certificates"] = [
+            {"certificate_chain": {"filename": cert_file}, "private_key": {"filename": key_file}}
+        ]
     return {
         "name": "envoy.transport_sockets.tls",
         "typed_config": {
@@ -87,12 +95,29 @@ def upstream_tls(
 
 def _static(name: str, port: int, *, http2: bool) -> dict[str, Any]:
     cluster: dict[str, Any] = {
-        "name": name, "type": "STATIC", "connect_timeout": "1s",
-        "circuit_breakers": {"thresholds": [{"max_connections": 40000,
-                                             "max_pending_requests": 40000,
-                                             "max_requests": 40000}]},
-        "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [{
-            "endpoint": {"address": {"socket_address": {"address": "127.0.0.1",
-                                                        "port_value": port}}}}]}]},
-    }  # fmt: skip
+        "name": name,
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "circuit_breakers": {
+            "thresholds": [
+                {"max_connections": 40000, "max_pending_requests": 40000, "max_requests": 40000}
+            ]
+        },
+        "load_assignment": {
+            "cluster_name": name,
+            "endpoints": [
+                {
+                    "lb_endpoints": [
+                        {
+                            "endpoint": {
+                                "address": {
+                                    "socket_address": {"address": "127.0.0.1", "port_value": port}
+                                }
+                            }
+                        }
+                    ]
+                }
+            ],
+        },
+    }
     return cluster

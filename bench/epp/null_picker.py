@@ -139,8 +139,9 @@ async def serve_aio(host: str, port: int, endpoint: str) -> tuple[grpc.aio.Serve
 def serve_sync(host: str, port: int, endpoint: str, threads: int) -> tuple[grpc.Server, int]:
     """The thread-pool null picker started on ``host:port``, and its port. Each open call
     holds a thread, so ``threads`` bounds the concurrent requests it serves."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads),
-                         maximum_concurrent_rpcs=None)  # fmt: skip
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=threads), maximum_concurrent_rpcs=None
+    )
     external_processor_pb2_grpc.add_ExternalProcessorServicer_to_server(
         SyncNullPicker(Answers.to(endpoint)), server
     )
@@ -166,8 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--endpoint", required=True, help="ip:port every request is routed to")
     p.add_argument("--server", choices=("aio", "sync"), default="aio")
     p.add_argument("--threads", type=int, default=512, help="sync server: worker threads")
-    p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
-                   help="aio server: the event loop")  # fmt: skip
+    p.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="aio server: the event loop",
+    )
     args = p.parse_args(argv)
     if args.server == "aio":
         factory = uvloop.new_event_loop if args.loop == "uvloop" else None

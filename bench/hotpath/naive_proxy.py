@@ -36,13 +36,16 @@ async def chat(request: Request) -> Response:
     body = await request.body()
     upstream: Any
     if FAST:
-        upstream = await pool.send("POST", "/v1/chat/completions", body,
-                                   {"content-type": "application/json"})  # fmt: skip
+        upstream = await pool.send(
+            "POST", "/v1/chat/completions", body, {"content-type": "application/json"}
+        )
     else:
         upstream_request = client.build_request(
-            "POST", "/v1/chat/completions", content=body,
+            "POST",
+            "/v1/chat/completions",
+            content=body,
             headers={"content-type": "application/json"},
-        )  # fmt: skip
+        )
         upstream = await client.send(upstream_request, stream=True)
     if upstream.headers.get("content-type", "").startswith("text/event-stream"):
 

@@ -117,8 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     decode_new: Callable[[], object] = lambda: loads_as_json(BODY)  # noqa: E731
     loop = asyncio.new_event_loop()
     for _ in range(args.rounds):
-        for name, old, new in (("metrics per request", m_old, m_new),
-                               ("request body decode", decode_old, decode_new)):  # fmt: skip
+        for name, old, new in (
+            ("metrics per request", m_old, m_new),
+            ("request body decode", decode_old, decode_new),
+        ):
             pair = rows.setdefault(name, ([], []))
             pair[0].append(_per_call(old, args.calls))
             pair[1].append(_per_call(new, args.calls))

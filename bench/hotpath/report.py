@@ -43,7 +43,9 @@ class Cell:
     def of(cls, setup: str, mode: str, conns: int, samples: Sequence[Sample]) -> Cell:
         results = [s.result for s in samples]
         return cls(
-            setup, mode, conns,
+            setup,
+            mode,
+            conns,
             rate=statistics.median(r.rate for r in results),
             tokens_per_s=statistics.median(r.tokens_per_s for r in results),
             p50_ms=statistics.median(r.p50_ms for r in results),
@@ -51,7 +53,7 @@ class Cell:
             cpu_us=statistics.median(s.cpu_us_per_request for s in samples),
             failed=sum(r.failed for r in results),
             rounds=len(results),
-        )  # fmt: skip
+        )
 
 
 Table = dict[tuple[str, str, int], Cell]
@@ -63,10 +65,19 @@ def markdown_tables(table: Table, setups: Sequence[str], conns: Sequence[int]) -
         if not any(k[1] == mode for k in table):
             continue
         unit = "streams/s (chunks/s)" if mode == "stream" else "req/s"
-        out += [f"### {mode}" + (f", {STREAM_TOKENS} chunks per stream" if mode == "stream"
-                                 else ", 16 tokens per answer"), ""]  # fmt: skip
-        out.append(f"| setup | C | {unit} | vs direct | p50 ms | +p50 ms | p99 ms "
-                   "| proxy CPU µs/req | failed |")  # fmt: skip
+        out += [
+            f"### {mode}"
+            + (
+                f", {STREAM_TOKENS} chunks per stream"
+                if mode == "stream"
+                else ", 16 tokens per answer"
+            ),
+            "",
+        ]
+        out.append(
+            f"| setup | C | {unit} | vs direct | p50 ms | +p50 ms | p99 ms "
+            "| proxy CPU µs/req | failed |"
+        )
         out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for c in conns:
             direct = table.get(("direct", mode, c))
@@ -80,16 +91,20 @@ def markdown_tables(table: Table, setups: Sequence[str], conns: Sequence[int]) -
 
 def _row(cell: Cell, direct: Cell | None) -> str:
     if cell.rate == 0:
-        return (f"| {cell.setup} | {cell.conns} | 0 (none completed within the cell) | 0 | - | - "
-                f"| - | - | {cell.failed} |")  # fmt: skip
+        return (
+            f"| {cell.setup} | {cell.conns} | 0 (none completed within the cell) | 0 | - | - "
+            f"| - | - | {cell.failed} |"
+        )
     rate = f"{cell.rate:,.0f}"
     if cell.mode == "stream":
         rate += f" ({cell.tokens_per_s:,.0f})"
     ratio = f"{cell.rate / direct.rate:.2f}" if direct and direct.rate else "-"
     added = f"{cell.p50_ms - direct.p50_ms:+.2f}" if direct and cell.setup != "direct" else ""
     cpu = "" if cell.setup == "direct" or cell.cpu_us != cell.cpu_us else f"{cell.cpu_us:,.0f}"
-    return (f"| {cell.setup} | {cell.conns} | {rate} | {ratio} | {cell.p50_ms:.2f} | {added} "
-            f"| {cell.p99_ms:.2f} | {cpu} | {cell.failed} |")  # fmt: skip
+    return (
+        f"| {cell.setup} | {cell.conns} | {rate} | {ratio} | {cell.p50_ms:.2f} | {added} "
+        f"| {cell.p99_ms:.2f} | {cpu} | {cell.failed} |"
+    )
 
 
 def target_lines(table: Table, gateway: str = "sluicegate") -> list[str]:

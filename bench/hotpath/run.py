@@ -37,9 +37,13 @@ same pass-through on the gateway's upstream pool (how much of the gain is the cl
 
 
 def cell_args(
-    p: argparse.ArgumentParser, argv: Sequence[str] | None, *, rounds: int, duration_s: float,
+    p: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    *,
+    rounds: int,
+    duration_s: float,
     results: Path,
-) -> argparse.Namespace:  # fmt: skip
+) -> argparse.Namespace:
     """The flags every cell-by-cell benchmark shares, parsed. ``p`` holds its own flags and
     its ``--conns``/``--setups``/``--modes`` defaults; ``rounds`` and ``duration_s`` are a
     full run's (``--quick``: 1 round of 2 s cells, nothing written)."""
@@ -70,9 +74,12 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def start_all(args: argparse.Namespace, workdir: Path) -> tuple[Proc, list[Setup], list[str]]:
     port = free_port()
-    backend = Proc("fake-backend", [sys.executable, "-m", "bench.hotpath.fake_backend",
-                                    "--port", str(port)], args.load_cpus,
-                   workdir / "backend.log")  # fmt: skip
+    backend = Proc(
+        "fake-backend",
+        [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port)],
+        args.load_cpus,
+        workdir / "backend.log",
+    )
     backend.start()
     wait_http(backend, "127.0.0.1", port)
     setups: list[Setup] = [Direct(port, workdir)]
@@ -95,8 +102,14 @@ def warm_up(setups: Sequence[Setup], modes: Sequence[str]) -> None:
     """A short run per setup and mode: imports, pools and caches before anything counts."""
     for setup in setups:
         for mode in modes:
-            run_wrk(setup.url, conns=16, duration_s=1.0, stream=mode == "stream",
-                    keys=setup.keys, model=MODEL)  # fmt: skip
+            run_wrk(
+                setup.url,
+                conns=16,
+                duration_s=1.0,
+                stream=mode == "stream",
+                keys=setup.keys,
+                model=MODEL,
+            )
 
 
 def measure(args: argparse.Namespace, setups: Sequence[Setup]) -> Table:
@@ -124,9 +137,12 @@ def measure(args: argparse.Namespace, setups: Sequence[Setup]) -> Table:
                 cpu_s = group_cpu_s(groups) - before
                 samples[(setup.name, mode, conns)].append(Sample(result, cpu_s))
                 done += 1
-                print(f"[{done}/{total}] round {rnd + 1} {setup.name:<10} {mode:<10} C={conns:<3}"
-                      f" {result.rate:>9,.0f}/s p50 {result.p50_ms:8.2f} ms"
-                      f" failed {result.failed}", flush=True)  # fmt: skip
+                print(
+                    f"[{done}/{total}] round {rnd + 1} {setup.name:<10} {mode:<10} C={conns:<3}"
+                    f" {result.rate:>9,.0f}/s p50 {result.p50_ms:8.2f} ms"
+                    f" failed {result.failed}",
+                    flush=True,
+                )
     return {key: Cell.of(*key, s) for key, s in samples.items()}
 
 
@@ -156,20 +172,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def render(
-    args: argparse.Namespace, table: Table, names: Sequence[str], versions: dict[str, str],
-    skipped: Sequence[str], command: str, elapsed_s: float,
-) -> str:  # fmt: skip
+    args: argparse.Namespace,
+    table: Table,
+    names: Sequence[str],
+    versions: dict[str, str],
+    skipped: Sequence[str],
+    command: str,
+    elapsed_s: float,
+) -> str:
     failed = sum(c.failed for c in table.values())
     lines = [
-        "# Hot path: side by side", "",
+        "# Hot path: side by side",
+        "",
         f"Command: `{command}` ({elapsed_s / 60:.1f} min). {args.rounds} round(s) x "
         f"{args.duration:g} s per cell; medians over rounds; order of setups rotated per cell.",
         f"wrk and the fake backend on core(s) {args.load_cpus}, the proxy on core(s) "
         f"{args.proxy_cpus}. `vs direct` is the rate ratio; `+p50` the added median latency; "
         "`proxy CPU µs/req` is the proxy's own CPU time per good answer (steadier than rates "
-        "on a shared machine).", "",
-        f"**Failed requests: {failed}**" + (" (the run fails)" if failed else ""), "",
-    ]  # fmt: skip
+        "on a shared machine).",
+        "",
+        f"**Failed requests: {failed}**" + (" (the run fails)" if failed else ""),
+        "",
+    ]
     if skipped:
         lines += ["Skipped setups:", *[f"- {s}" for s in skipped], ""]
     lines += ["## Results", "", markdown_tables(table, names, args.conns)]

@@ -158,10 +158,14 @@ class Sluicegate(Setup):
         digests = [hashlib.sha256(k.encode()).hexdigest() for k in TENANT_KEYS]
         conf = Template((HERE / "sluicegate.yaml.tmpl").read_text()).substitute(
             {f"digest{i}": d for i, d in enumerate(digests)}
-            | {"port": self.port, "backend_port": self.backend_port, "model": MODEL,
-               "max_num_seqs": self.max_num_seqs,
-               "max_concurrent": self.max_concurrent_per_tenant}
-        )  # fmt: skip
+            | {
+                "port": self.port,
+                "backend_port": self.backend_port,
+                "model": MODEL,
+                "max_num_seqs": self.max_num_seqs,
+                "max_concurrent": self.max_concurrent_per_tenant,
+            }
+        )
         path = self.workdir / f"{self.name}.yaml"
         path.write_text(conf)
         argv, env = self.command(path)
@@ -199,8 +203,9 @@ class SluicegateBaseline(Sluicegate):
 
     def version(self) -> str:
         base = os.environ["SLUICEGATE_BASELINE"]
-        rev = subprocess.run(["git", "-C", base, "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True).stdout.strip()  # fmt: skip
+        rev = subprocess.run(
+            ["git", "-C", base, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
         return f"baseline git {rev} ({base})"
 
 
@@ -209,12 +214,26 @@ class Naive(Setup):
 
     def start(self) -> None:
         argv = [
-            sys.executable, "-m", "uvicorn", "bench.hotpath.naive_proxy:app",
-            "--host", "127.0.0.1", "--port", str(self.port), "--loop", "uvloop",
-            "--http", "httptools", "--no-access-log", "--log-level", "warning",
-        ]  # fmt: skip
-        env = {"NAIVE_UPSTREAM": f"http://127.0.0.1:{self.backend_port}",
-               "NAIVE_CLIENT": "pool" if self.name == "naive-pool" else "httpx"}  # fmt: skip
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "bench.hotpath.naive_proxy:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+            "--no-access-log",
+            "--log-level",
+            "warning",
+        ]
+        env = {
+            "NAIVE_UPSTREAM": f"http://127.0.0.1:{self.backend_port}",
+            "NAIVE_CLIENT": "pool" if self.name == "naive-pool" else "httpx",
+        }
         proc = Proc(self.name, argv, self.proxy_cpus, self.workdir / "naive.log", env)
         self.procs.append(proc)
         proc.start()

@@ -58,10 +58,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _tenants(args: argparse.Namespace) -> tuple[Tenant, Tenant]:
-    victim = Tenant("victim", KEYS["victim"], args.victims, args.victim_prompt,
-                    args.victim_max_tokens, True)  # fmt: skip
-    noisy = Tenant("noisy", KEYS["noisy"], args.noisy, args.noisy_prompt,
-                   args.noisy_max_tokens, args.noisy_stream)  # fmt: skip
+    victim = Tenant(
+        "victim", KEYS["victim"], args.victims, args.victim_prompt, args.victim_max_tokens, True
+    )
+    noisy = Tenant(
+        "noisy",
+        KEYS["noisy"],
+        args.noisy,
+        args.noisy_prompt,
+        args.noisy_max_tokens,
+        args.noisy_stream,
+    )
     return victim, noisy
 
 
@@ -75,15 +82,21 @@ async def _phases(
     clients = [httpx.AsyncClient(base_url=t, timeout=600.0, limits=limits) for t in targets]
     try:
         t0 = time.monotonic()
-        vt = [asyncio.create_task(closed_loop(clients[i % len(clients)], victim, MODEL, texts,
-                                              stop_victim, samples))
-              for i in range(victim.workers)]  # fmt: skip
+        vt = [
+            asyncio.create_task(
+                closed_loop(clients[i % len(clients)], victim, MODEL, texts, stop_victim, samples)
+            )
+            for i in range(victim.workers)
+        ]
         await asyncio.sleep(args.alone_s)
         t1 = time.monotonic()
         snaps: list[Any] = [await asyncio.to_thread(_metrics, args.engine_urls)]
-        nt = [asyncio.create_task(closed_loop(clients[i % len(clients)], noisy, MODEL, texts,
-                                              stop_noisy, samples))
-              for i in range(noisy.workers)]  # fmt: skip
+        nt = [
+            asyncio.create_task(
+                closed_loop(clients[i % len(clients)], noisy, MODEL, texts, stop_noisy, samples)
+            )
+            for i in range(noisy.workers)
+        ]
         await asyncio.sleep(args.flood_s)
         t2 = time.monotonic()
         snaps.append(await asyncio.to_thread(_metrics, args.engine_urls))

@@ -44,8 +44,11 @@ async def _window(
 ) -> tuple[list[Sample], float, float]:
     samples: list[Sample] = []
     stop = asyncio.Event()
-    tasks = [asyncio.create_task(closed_loop(client, t, MODEL, texts, stop, samples))
-             for t in tenants for _ in range(t.workers)]  # fmt: skip
+    tasks = [
+        asyncio.create_task(closed_loop(client, t, MODEL, texts, stop, samples))
+        for t in tenants
+        for _ in range(t.workers)
+    ]
     await asyncio.sleep(SETTLE_S)
     start = time.monotonic()
     await asyncio.sleep(seconds)
@@ -61,8 +64,14 @@ def _summary(samples: list[Sample], start: float, end: float) -> dict[str, float
     seconds = end - start
     done = [s for s in samples if s.status == 200 and start <= s.ended < end]
     noisy = [s for s in done if s.tenant == "noisy"]
-    victim = [s for s in done if s.tenant == "victim" and s.started >= start
-              and s.ttft_s is not None and s.e2e_s is not None]  # fmt: skip
+    victim = [
+        s
+        for s in done
+        if s.tenant == "victim"
+        and s.started >= start
+        and s.ttft_s is not None
+        and s.e2e_s is not None
+    ]
     out: dict[str, float | None] = {
         "noisy_tok_s": round(sum(s.completion_tokens for s in noisy) / seconds, 1)
     }
@@ -81,8 +90,9 @@ async def run(args: argparse.Namespace) -> None:
     limits = httpx.Limits(max_connections=64)
     async with httpx.AsyncClient(base_url=args.url, timeout=600.0, limits=limits) as client:
         for k in (int(x) for x in args.ks.split(",")):
-            noisy = Tenant("noisy", KEYS["noisy"], k, args.noisy_prompt,
-                           args.noisy_max_tokens, False)  # fmt: skip
+            noisy = Tenant(
+                "noisy", KEYS["noisy"], k, args.noisy_prompt, args.noisy_max_tokens, False
+            )
             row: dict[str, object] = {"k": k}
             if k:
                 row["alone"] = _summary(*await _window(client, [noisy], texts, args.window_s))

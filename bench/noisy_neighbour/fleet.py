@@ -37,11 +37,22 @@ class Process:
     @classmethod
     def start(cls, argv: list[str], port: int, name: str) -> Process:
         log = Path(tempfile.mkstemp(prefix=f"nn-{name}-", suffix=".log")[1])
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (os.environ.get("PYTHONPATH", ""), str(REPO)) if p)}  # fmt: skip
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (os.environ.get("PYTHONPATH", ""), str(REPO)) if p
+            ),
+        }
         with log.open("wb") as out:
-            popen = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+            popen = subprocess.Popen(
+                argv,
+                cwd=REPO,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         proc = cls(popen, f"http://127.0.0.1:{port}", log)
         try:
             proc.wait_healthy("/health" if name != "gateway" else "/healthz")
@@ -90,8 +101,20 @@ def start_engine(kind: str, profile: str, max_model_len: int, index: int) -> Eng
         server = VllmServer.start(model_cache() / MODEL, served_name=MODEL, extra_args=extra)
         return Engine(server.url, server)
     port = free_port()
-    argv = [sys.executable, "-m", "commands.cli", "emulate", "--profile", profile,
-            "--model-name", MODEL, "--port", str(port), "--seed", str(index)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "commands.cli",
+        "emulate",
+        "--profile",
+        profile,
+        "--model-name",
+        MODEL,
+        "--port",
+        str(port),
+        "--seed",
+        str(index),
+    ]
     proc = Process.start(argv, port, f"emulator{index}")
     return Engine(proc.url, proc)
 
@@ -101,8 +124,16 @@ def start_gateway(config: dict[str, Any]) -> Process:
     full = {**config, "server": {"port": port}}
     path = Path(tempfile.mkstemp(prefix="nn-gateway-", suffix=".yaml")[1])
     path.write_text(yaml.safe_dump(full, sort_keys=False))
-    argv = [sys.executable, "-m", "commands.cli", "serve", "--config", str(path),
-            "--log-level", "warning"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "commands.cli",
+        "serve",
+        "--config",
+        str(path),
+        "--log-level",
+        "warning",
+    ]
     return Process.start(argv, port, "gateway")
 
 

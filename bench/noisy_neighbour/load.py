@@ -114,9 +114,13 @@ async def _read_stream(resp: httpx.Response, sample: Sample) -> None:
 
 
 async def closed_loop(
-    client: httpx.AsyncClient, tenant: Tenant, model: str, texts: Texts, stop: asyncio.Event,
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    model: str,
+    texts: Texts,
+    stop: asyncio.Event,
     out: list[Sample],
-) -> None:  # fmt: skip
+) -> None:
     """One worker: request after request until ``stop``; a 429 waits its Retry-After."""
     while not stop.is_set():
         body = chat_body(model, texts.make(tenant.prompt_tokens), tenant.max_tokens, tenant.stream)
@@ -143,10 +147,14 @@ async def calibrate(url: str, model: str, api_key: str) -> float:
     text = texts.make(1200)
     body = chat_body(model, text, 1, False)
     async with httpx.AsyncClient(base_url=url, timeout=60.0) as client:
-        short = await client.post("/v1/chat/completions", json=chat_body(model, "x", 1, False),
-                                  headers={"authorization": f"Bearer {api_key}"})  # fmt: skip
-        resp = await client.post("/v1/chat/completions", json=body,
-                                 headers={"authorization": f"Bearer {api_key}"})  # fmt: skip
+        short = await client.post(
+            "/v1/chat/completions",
+            json=chat_body(model, "x", 1, False),
+            headers={"authorization": f"Bearer {api_key}"},
+        )
+        resp = await client.post(
+            "/v1/chat/completions", json=body, headers={"authorization": f"Bearer {api_key}"}
+        )
     overhead = short.json()["usage"]["prompt_tokens"] - 1
     tokens = resp.json()["usage"]["prompt_tokens"] - overhead
     return len(text) / max(1, tokens)

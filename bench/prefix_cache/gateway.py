@@ -65,9 +65,21 @@ def gateway_config(policy: dict[str, Any], url: str, shape: ConversationShape) -
 
 def start_emulator(speed: float) -> Process:
     port = free_port()
-    argv = [sys.executable, "-m", "commands.cli", "emulate", "--profile", "cpu-tiny",
-            "--model-name", MODEL, "--port", str(port), "--speed", str(speed),
-            "--enable-prompt-tokens-details"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "commands.cli",
+        "emulate",
+        "--profile",
+        "cpu-tiny",
+        "--model-name",
+        MODEL,
+        "--port",
+        str(port),
+        "--speed",
+        str(speed),
+        "--enable-prompt-tokens-details",
+    ]
     return Process.start(argv, port, "emulator")
 
 
@@ -81,8 +93,16 @@ def run_variant(variant: str, args: argparse.Namespace, shape: ConversationShape
             gateway = start_gateway(gateway_config(policy, engine.url, shape))
             url = gateway.url
         headers = lambda tenant: {"authorization": f"Bearer {_key(tenant)}"}  # noqa: E731
-        return asyncio.run(drive(url, MODEL, shape, duration_s=args.duration,
-                                 metrics_url=engine.url, headers_of=headers))  # fmt: skip
+        return asyncio.run(
+            drive(
+                url,
+                MODEL,
+                shape,
+                duration_s=args.duration,
+                metrics_url=engine.url,
+                headers_of=headers,
+            )
+        )
     finally:
         if gateway is not None:
             gateway.stop()
@@ -99,16 +119,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     shape = ConversationShape(think_mean_s=args.think)
-    print(f"{'variant':<26} {'turns/s':>7} {'TTFT p50':>8} {'TTFT p99':>8} {'hit rate':>8} "
-          f"{'refused':>7}", flush=True)  # fmt: skip
+    print(
+        f"{'variant':<26} {'turns/s':>7} {'TTFT p50':>8} {'TTFT p99':>8} {'hit rate':>8} "
+        f"{'refused':>7}",
+        flush=True,
+    )
     base = None
     for variant in args.variants.split(","):
         r = run_variant(variant, args, shape)
         rate = len(r.ok) / r.elapsed_s
         base = base or rate
-        print(f"{variant:<26} {rate:7.2f} {r.ttft_quantile(0.5) * 1000:8.1f} "
-              f"{r.ttft_quantile(0.99) * 1000:8.1f} {r.hit_rate:8.3f} {r.refused:7d}"
-              f"   ({rate / base:.2f}x direct)", flush=True)  # fmt: skip
+        print(
+            f"{variant:<26} {rate:7.2f} {r.ttft_quantile(0.5) * 1000:8.1f} "
+            f"{r.ttft_quantile(0.99) * 1000:8.1f} {r.hit_rate:8.3f} {r.refused:7d}"
+            f"   ({rate / base:.2f}x direct)",
+            flush=True,
+        )
     return 0
 
 

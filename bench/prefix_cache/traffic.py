@@ -88,18 +88,26 @@ def _prompt_chars(messages: list[dict[str, str]]) -> int:
 
 
 async def one_turn(
-    client: httpx.AsyncClient, url: str, model: str, conv: Conversation,
+    client: httpx.AsyncClient,
+    url: str,
+    model: str,
+    conv: Conversation,
     headers: dict[str, str],
-) -> tuple[TurnOutcome, str]:  # fmt: skip
+) -> tuple[TurnOutcome, str]:
     body: dict[str, Any] = {
-        "model": model, "messages": conv.messages, "max_tokens": conv.shape.output_tokens,
-        "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True},
-    }  # fmt: skip
+        "model": model,
+        "messages": conv.messages,
+        "max_tokens": conv.shape.output_tokens,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     outcome = TurnOutcome(conv.tenant, 0, prompt_chars=_prompt_chars(conv.messages))
     reply: list[str] = []
     started = time.monotonic()
-    async with client.stream("POST", f"{url}/v1/chat/completions", json=body,
-                             headers=headers) as response:  # fmt: skip
+    async with client.stream(
+        "POST", f"{url}/v1/chat/completions", json=body, headers=headers
+    ) as response:
         outcome.status = response.status_code
         if response.status_code != 200:
             await response.aread()
@@ -127,9 +135,16 @@ Headers = Callable[[str], dict[str, str]]
 
 
 async def _agent(
-    client: httpx.AsyncClient, url: str, model: str, conv: Conversation, result: TrafficResult,
-    turns: int | None, deadline: float, retry_s: float, headers_of: Headers | None,
-) -> None:  # fmt: skip
+    client: httpx.AsyncClient,
+    url: str,
+    model: str,
+    conv: Conversation,
+    result: TrafficResult,
+    turns: int | None,
+    deadline: float,
+    retry_s: float,
+    headers_of: Headers | None,
+) -> None:
     done = 0
     while (turns is None or done < turns) and time.monotonic() < deadline:
         headers = {"x-session-id": f"agent-{conv.agent}"}
@@ -146,10 +161,16 @@ async def _agent(
 
 
 async def drive(
-    url: str, model: str, shape: ConversationShape, *, turns_per_agent: int | None = None,
-    duration_s: float = 60.0, metrics_url: str | None = None, retry_s: float = 1.0,
+    url: str,
+    model: str,
+    shape: ConversationShape,
+    *,
+    turns_per_agent: int | None = None,
+    duration_s: float = 60.0,
+    metrics_url: str | None = None,
+    retry_s: float = 1.0,
     headers_of: Headers | None = None,
-) -> TrafficResult:  # fmt: skip
+) -> TrafficResult:
     """Run the agents; ``metrics_url`` is the engine's when ``url`` is a gateway's."""
     metrics_url = metrics_url or url
     result = TrafficResult()
@@ -157,11 +178,22 @@ async def drive(
     started = time.monotonic()
     limits = httpx.Limits(max_connections=shape.agents + 4)
     async with httpx.AsyncClient(timeout=120.0, limits=limits) as client:
-        await asyncio.gather(*(
-            _agent(client, url, model, conv, result, turns_per_agent, started + duration_s,
-                   retry_s, headers_of)
-            for conv in conversations(shape)
-        ))  # fmt: skip
+        await asyncio.gather(
+            *(
+                _agent(
+                    client,
+                    url,
+                    model,
+                    conv,
+                    result,
+                    turns_per_agent,
+                    started + duration_s,
+                    retry_s,
+                    headers_of,
+                )
+                for conv in conversations(shape)
+            )
+        )
     result.elapsed_s = time.monotonic() - started
     q1, h1 = cache_counters(metrics_url)
     result.queries, result.hits = q1 - q0, h1 - h0

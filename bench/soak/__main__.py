@@ -30,18 +30,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--think-s", type=float, default=0.3, help="mean pause between requests")
     p.add_argument("--reload-every-s", type=float, default=10.0)
     p.add_argument("--speed", type=float, default=10.0, help="emulator speed-up")
-    p.add_argument("--fault-every-s", type=float, default=0.0,
-                   help="a backend fault (frozen, then killed emulator) this often; 0: none")
+    p.add_argument(
+        "--fault-every-s",
+        type=float,
+        default=0.0,
+        help="a backend fault (frozen, then killed emulator) this often; 0: none",
+    )
     p.add_argument("--samples", type=Path, help="append every footprint sample (JSON lines)")
     p.add_argument("--workdir", type=Path, help="logs and config (default: a temp dir)")
     args = p.parse_args(argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sluicegate-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
     settings = Settings(
-        duration_s=args.minutes * 60, workdir=workdir, round_s=args.round_s,
-        workers=args.workers, think_s=args.think_s, reload_every_s=args.reload_every_s,
-        speed=args.speed, fault_every_s=args.fault_every_s, samples=args.samples,
-    )  # fmt: skip
+        duration_s=args.minutes * 60,
+        workdir=workdir,
+        round_s=args.round_s,
+        workers=args.workers,
+        think_s=args.think_s,
+        reload_every_s=args.reload_every_s,
+        speed=args.speed,
+        fault_every_s=args.fault_every_s,
+        samples=args.samples,
+    )
     print(f"soak: {args.minutes:g} min, logs in {workdir}", flush=True)
     report = asyncio.run(soak(settings, lambda line: print(line, flush=True)))
     print(render(report))

@@ -85,8 +85,20 @@ def started(workdir: Path, speed: float) -> Iterator[Fleet]:
 
 def _emulator(workdir: Path, i: int, speed: float, procs: list[Proc]) -> str:
     port = free_port()
-    argv = [sys.executable, "-m", "commands.cli", "emulate", "--model-name", MODEL,
-            "--speed", str(speed), "--seed", str(i), "--port", str(port)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "commands.cli",
+        "emulate",
+        "--model-name",
+        MODEL,
+        "--speed",
+        str(speed),
+        "--seed",
+        str(i),
+        "--port",
+        str(port),
+    ]
     if i == 1:
         argv += ["--max-num-queued-reqs", "12"]
     proc = Proc(f"emulator-{i}", argv, CPUS, workdir / f"emulator-{i}.log")

@@ -97,8 +97,13 @@ def trend(samples: Sequence[Sample]) -> Trend:
     rss = slope(ts, [s.rss_bytes / 2**20 for s in samples])
     fds = slope(ts, [float(s.fds) for s in samples])
     return Trend(
-        window_s=window, rss_mib_per_hour=rss * 3600, fds_per_hour=fds * 3600,
-        rss_growth_mib=rss * window, fds_growth=fds * window,
-        rss_first_mib=samples[0].rss_bytes / 2**20, rss_last_mib=samples[-1].rss_bytes / 2**20,
-        fds_first=samples[0].fds, fds_last=samples[-1].fds,
-    )  # fmt: skip
+        window_s=window,
+        rss_mib_per_hour=rss * 3600,
+        fds_per_hour=fds * 3600,
+        rss_growth_mib=rss * window,
+        fds_growth=fds * window,
+        rss_first_mib=samples[0].rss_bytes / 2**20,
+        rss_last_mib=samples[-1].rss_bytes / 2**20,
+        fds_first=samples[0].fds,
+        fds_last=samples[-1].fds,
+    )

@@ -123,21 +123,29 @@ def problems(books: Books, want: Expected) -> list[str]:
         ("401 refusals = wrong keys sent", m["invalid"]["401"], want.refused),
         ("other refusals", sum(m["invalid"].values()) - m["invalid"]["401"], 0),
         ("decision records = outcomes", sum(books.records.values()), outcomes),
-        ("records of refusals = refusals", sum(books.refusals.values()),
-         sum(m["invalid"].values())),
+        (
+            "records of refusals = refusals",
+            sum(books.refusals.values()),
+            sum(m["invalid"].values()),
+        ),
         ("terminal decisions = attempts + rejections", terminal, books.record_decisions),
         ("in flight (gauge)", sum(m["in_flight"].values()), 0),
         ("queued (gauge)", sum(m["queued"].values()), 0),
         ("in flight (scheduler)", books.scheduler["in_flight"], 0),
         ("queued (scheduler)", books.scheduler["queued"], 0),
-        ("released tokens = charged", books.scheduler["released_tokens"],
-         books.scheduler["charged_tokens"]),
+        (
+            "released tokens = charged",
+            books.scheduler["released_tokens"],
+            books.scheduler["charged_tokens"],
+        ),
         ("reloads ok", m["reloads"]["ok"], want.reloads_ok),
         ("reloads refused", m["reloads"]["error"], want.reloads_error),
-    ]  # fmt: skip
+    ]
     out = [f"{what}: {got:g} != {expected:g}" for what, got, expected in checks if got != expected]
     for outcome in set(books.records) | set(m["outcomes"]):
         if books.records[outcome] != m["outcomes"][outcome]:
-            out.append(f"records of outcome {outcome}: {books.records[outcome]} "
-                       f"!= counter {m['outcomes'][outcome]:g}")  # fmt: skip
+            out.append(
+                f"records of outcome {outcome}: {books.records[outcome]} "
+                f"!= counter {m['outcomes'][outcome]:g}"
+            )
     return out

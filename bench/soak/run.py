@@ -91,8 +91,10 @@ async def _round(
     settings: Settings, fleet: Fleet, traffic: Traffic, report: Report, until: float, t0: float
 ) -> None:
     jobs = [traffic.worker(until, settings.think_s) for _ in range(settings.workers)]
-    jobs += [_reloads(fleet, report, until, settings.reload_every_s),
-             _sample_under_load(settings, fleet, report, until, t0)]  # fmt: skip
+    jobs += [
+        _reloads(fleet, report, until, settings.reload_every_s),
+        _sample_under_load(settings, fleet, report, until, t0),
+    ]
     if settings.fault_every_s > 0:
         jobs.append(_faults(fleet, report, until, settings.fault_every_s))
     await asyncio.gather(*jobs)
@@ -136,10 +138,17 @@ def _write(settings: Settings, report: Report, kind: str, s: Sample) -> None:
     file is whole up to the last sample if the soak is stopped)."""
     if settings.samples is None:
         return
-    line = {"kind": kind, "t_s": round(s.t_s, 3), "rss_bytes": s.rss_bytes, "fds": s.fds,
-            "tasks": s.tasks, "requests": report.tally.scheduled + report.tally.refused,
-            "reloads": sum(report.writes), "faults": report.faults,
-            "problems": len(report.problems)}  # fmt: skip
+    line = {
+        "kind": kind,
+        "t_s": round(s.t_s, 3),
+        "rss_bytes": s.rss_bytes,
+        "fds": s.fds,
+        "tasks": s.tasks,
+        "requests": report.tally.scheduled + report.tally.refused,
+        "reloads": sum(report.writes),
+        "faults": report.faults,
+        "problems": len(report.problems),
+    }
     with settings.samples.open("a") as f:
         f.write(json.dumps(line) + "\n")
 
@@ -162,15 +171,18 @@ async def _quiet_point(
     books = await read_books(base, records)
     minute = (time.monotonic() - t0) / 60
     report.problems += [f"at {minute:.1f} min: {p}" for p in problems(books, want)]
-    report.problems += [f"at {minute:.1f} min: client error {e} x{n}"
-                        for e, n in traffic.tally.errors.items()]  # fmt: skip
+    report.problems += [
+        f"at {minute:.1f} min: client error {e} x{n}" for e, n in traffic.tally.errors.items()
+    ]
     traffic.tally.errors.clear()
 
 
 def _progress(report: Report, t0: float) -> str:
     q = report.quiet[-1]
-    return (f"soak: {(time.monotonic() - t0) / 60:5.1f} min, "
-            f"{report.tally.scheduled + report.tally.refused} requests, "
-            f"{sum(report.writes)} reloads, {report.faults} faults, gateway at rest: "
-            f"RSS {q.rss_bytes / 2**20:.1f} MiB, {q.fds} fds, {q.tasks} tasks; "
-            f"problems so far: {len(report.problems)}")  # fmt: skip
+    return (
+        f"soak: {(time.monotonic() - t0) / 60:5.1f} min, "
+        f"{report.tally.scheduled + report.tally.refused} requests, "
+        f"{sum(report.writes)} reloads, {report.faults} faults, gateway at rest: "
+        f"RSS {q.rss_bytes / 2**20:.1f} MiB, {q.fds} fds, {q.tasks} tasks; "
+        f"problems so far: {len(report.problems)}"
+    )

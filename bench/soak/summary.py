@@ -44,12 +44,15 @@ def curve(rows: Sequence[dict[str, Any]], bucket_s: float) -> list[str]:
         if not in_b:
             continue
         r = in_b[-1]
-        load = [x["rss_bytes"] for x in rows
-                if x["kind"] == "load" and int(x["t_s"] // bucket_s) == b]  # fmt: skip
+        load = [
+            x["rss_bytes"] for x in rows if x["kind"] == "load" and int(x["t_s"] // bucket_s) == b
+        ]
         peak = f"({max(load) / MIB:.1f})" if load else ""
-        out.append(f"{r['t_s'] / 60:5.1f} {r['rss_bytes'] / MIB:8.1f} {r['fds']:5d} "
-                   f"{r['tasks']:6d} {r['requests']:9d} {r['reloads']:7d} {r['faults']:6d} "
-                   f"{r['problems']:8d}  {peak}")  # fmt: skip
+        out.append(
+            f"{r['t_s'] / 60:5.1f} {r['rss_bytes'] / MIB:8.1f} {r['fds']:5d} "
+            f"{r['tasks']:6d} {r['requests']:9d} {r['reloads']:7d} {r['faults']:6d} "
+            f"{r['problems']:8d}  {peak}"
+        )
     return out
 
 
@@ -63,8 +66,10 @@ def fitted(rows: Sequence[dict[str, Any]], label: str) -> str:
         "tasks": slope(ts, [float(r["tasks"]) for r in rows]) * 3600,
     }
     span = (ts[-1] - ts[0]) / 60
-    return (f"{label} ({span:.0f} min, {len(rows)} quiet points): RSS {per_h['RSS']:+.2f} MiB/h, "
-            f"fds {per_h['fds']:+.2f}/h, tasks {per_h['tasks']:+.2f}/h")  # fmt: skip
+    return (
+        f"{label} ({span:.0f} min, {len(rows)} quiet points): RSS {per_h['RSS']:+.2f} MiB/h, "
+        f"fds {per_h['fds']:+.2f}/h, tasks {per_h['tasks']:+.2f}/h"
+    )
 
 
 def summary(rows: Sequence[dict[str, Any]], bucket_s: float, window_s: float) -> str:
@@ -72,8 +77,9 @@ def summary(rows: Sequence[dict[str, Any]], bucket_s: float, window_s: float) ->
     lines = curve(rows, bucket_s)
     if rest:
         end = rest[-1]["t_s"]
-        lines.append(fitted([r for r in rest if r["t_s"] >= end - window_s],
-                            f"last {window_s / 60:.0f} min"))  # fmt: skip
+        lines.append(
+            fitted([r for r in rest if r["t_s"] >= end - window_s], f"last {window_s / 60:.0f} min")
+        )
         lines.append(fitted(rest[len(rest) // 2 :], "second half"))
     return "\n".join(lines)
 

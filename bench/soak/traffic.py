@@ -47,10 +47,11 @@ class Tally:
 
 def _client(port: int, tenant: str) -> httpx.AsyncClient:
     return httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}", timeout=120.0,
+        base_url=f"http://127.0.0.1:{port}",
+        timeout=120.0,
         headers={"authorization": f"Bearer {api_key(tenant)}"},
         limits=httpx.Limits(max_connections=None),
-    )  # fmt: skip
+    )
 
 
 @dataclass
@@ -84,9 +85,13 @@ class Traffic:
         return self.rng.choice(("alice", "bob"))
 
     def _body(self, *, stream: bool = False) -> dict[str, object]:
-        return {"model": MODEL, "messages": [{"role": "user", "content": "soak"}],
-                "max_tokens": self.rng.randint(4, 48), "ignore_eos": True,
-                "stream": stream}  # fmt: skip
+        return {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "soak"}],
+            "max_tokens": self.rng.randint(4, 48),
+            "ignore_eos": True,
+            "stream": stream,
+        }
 
 
 async def _plain(t: Traffic, kind: str) -> None:
@@ -141,9 +146,11 @@ async def _wrong_key(t: Traffic, kind: str) -> None:
 async def _left_before_answer(t: Traffic, kind: str) -> None:
     """The whole request on a raw socket, then the connection closed after a pause."""
     body = json.dumps(t._body()).encode()
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            f"Authorization: Bearer {api_key(t._tenant())}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")  # fmt: skip
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: Bearer {api_key(t._tenant())}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
     reader, writer = await asyncio.open_connection("127.0.0.1", t.port)
     try:
         writer.write(head.encode() + body)
@@ -164,8 +171,11 @@ async def _agent_run(t: Traffic, kind: str) -> None:
     run = f"soak-{t.rng.getrandbits(48):012x}"
     client = t.clients[t._tenant()]
     calls = t.rng.randint(2, 4)
-    first = {"x-agent-run-id": run, "x-agent-run-calls": str(calls),
-             "x-agent-run-deadline-ms": "60000"}  # fmt: skip
+    first = {
+        "x-agent-run-id": run,
+        "x-agent-run-calls": str(calls),
+        "x-agent-run-deadline-ms": "60000",
+    }
 
     async def call(headers: dict[str, str]) -> int:
         t.tally.scheduled += 1

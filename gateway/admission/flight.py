@@ -86,9 +86,13 @@ class Flight:
         )
 
     def finish(
-        self, outcome: Outcome, *, status: int, usage: Usage | None = None,
+        self,
+        outcome: Outcome,
+        *,
+        status: int,
+        usage: Usage | None = None,
         error: str | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if self.done:
             return
         self.done = True
@@ -112,6 +116,10 @@ class Flight:
     def _learn(self, request: RequestInfo, usage: Usage) -> None:
         self.ctx.metrics.tokens(request.estimate, usage)
         self.ctx.estimator.observe(
-            request.model, self.prompt_chars, usage, flow=request.flow,
-            expected_output=request.estimate.output_tokens, sequences=request.estimate.sequences,
-        )  # fmt: skip
+            request.model,
+            self.prompt_chars,
+            usage,
+            flow=request.flow,
+            expected_output=request.estimate.output_tokens,
+            sequences=request.estimate.sequences,
+        )

@@ -23,21 +23,29 @@ class AsyncMetrics:
         self._store = store
         r = metrics.registry
         self._queued = Counter(
-            "sluicegate_async_jobs_queued", "Calls handed off as async jobs (202)", ["tenant"],
+            "sluicegate_async_jobs_queued",
+            "Calls handed off as async jobs (202)",
+            ["tenant"],
             registry=r,
-        )  # fmt: skip
+        )
         self._ended = Counter(
-            "sluicegate_async_jobs_ended", "Async jobs by their one ending", ["tenant", "state"],
+            "sluicegate_async_jobs_ended",
+            "Async jobs by their one ending",
+            ["tenant", "state"],
             registry=r,
-        )  # fmt: skip
+        )
         self._refused = Counter(
             "sluicegate_async_jobs_refused",
-            "Handoffs refused: the tenant's async queue was full", ["tenant"], registry=r,
-        )  # fmt: skip
-        self._dropped = Counter(
-            "sluicegate_async_results_dropped", "Async results let go at their TTL", ["fetched"],
+            "Handoffs refused: the tenant's async queue was full",
+            ["tenant"],
             registry=r,
-        )  # fmt: skip
+        )
+        self._dropped = Counter(
+            "sluicegate_async_results_dropped",
+            "Async results let go at their TTL",
+            ["fetched"],
+            registry=r,
+        )
         for fetched in ("true", "false"):
             self._dropped.labels(fetched)
         metrics.add_scrape_time_gauges(self._gauges)
@@ -62,7 +70,15 @@ class AsyncMetrics:
 
     def _gauges(self) -> Iterable[GaugeSample]:
         none: dict[str, str] = {}
-        yield ("sluicegate_async_jobs_pending", "Async jobs not ended (waiting or running)",
-               none, self._store.pending())  # fmt: skip
-        yield ("sluicegate_async_result_bytes", "Bytes of async results kept in memory", none,
-               self._store.result_bytes)  # fmt: skip
+        yield (
+            "sluicegate_async_jobs_pending",
+            "Async jobs not ended (waiting or running)",
+            none,
+            self._store.pending(),
+        )
+        yield (
+            "sluicegate_async_result_bytes",
+            "Bytes of async results kept in memory",
+            none,
+            self._store.result_bytes,
+        )

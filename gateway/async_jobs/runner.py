@@ -78,9 +78,12 @@ Send = Callable[[Ticket], Awaitable[Ending | Failed]]
 
 def limits_of(cfg: AsyncJobsConfig) -> StoreLimits:
     return StoreLimits(
-        cfg.max_pending_per_tenant, cfg.max_pending_s, cfg.result_ttl_s, cfg.max_result_bytes,
+        cfg.max_pending_per_tenant,
+        cfg.max_pending_s,
+        cfg.result_ttl_s,
+        cfg.max_result_bytes,
         cfg.max_total_result_bytes,
-    )  # fmt: skip
+    )
 
 
 class AsyncJobs:
@@ -213,7 +216,7 @@ class AsyncJobs:
 
     async def _attempt(
         self, flight: Flight, req: RequestInfo, send: Send, tries: int
-    ) -> Ending | Decision | Failed | Gone:  # fmt: skip
+    ) -> Ending | Decision | Failed | Gone:
         """Shared limits first in fleet mode (a grant is kept after a failed try), then the
         attempt loop; a refusal is waited out, so it is not counted as a decision."""
         ctx = self.ctx
@@ -222,17 +225,22 @@ class AsyncJobs:
             if refusal is not None:
                 return refusal
         async with _never() as gone:  # cancellation comes as the task's own
-            return await attempt(ctx, flight, req, send, tries=tries, gone=gone,
-                                 count_refusal=False)  # fmt: skip
+            return await attempt(
+                ctx, flight, req, send, tries=tries, gone=gone, count_refusal=False
+            )
 
     def _background(self, req: RequestInfo, job_id: str) -> RequestInfo:
         """The call as background work: the job's id, class and band; no deadline (its
         wait is bounded by ``max_pending_s``); not streamed."""
         cfg = self.config
         return dataclasses.replace(
-            req, request_id=job_id, workload_class=cfg.workload_class, deadline=None,
-            priority=req.priority + cfg.priority_offset, stream=False,
-        )  # fmt: skip
+            req,
+            request_id=job_id,
+            workload_class=cfg.workload_class,
+            deadline=None,
+            priority=req.priority + cfg.priority_offset,
+            stream=False,
+        )
 
     async def _turn(self) -> None:
         """Until nobody waits in the gateway's queue: a job never overtakes a waiting call."""
@@ -250,9 +258,12 @@ class AsyncJobs:
         ctx, backend = self.ctx, ticket.backend
         try:
             upstream = await open_upstream(
-                ctx.pool.client(backend), ctx.pool.upstream(backend), work.path,
-                job_body(work, ticket.request), job_id,
-            )  # fmt: skip
+                ctx.pool.client(backend),
+                ctx.pool.upstream(backend),
+                work.path,
+                job_body(work, ticket.request),
+                job_id,
+            )
         except (httpx.ConnectError, httpx.ConnectTimeout, BackendBusy) as exc:
             kind = "busy" if isinstance(exc, BackendBusy) else "connect"
             ctx.metrics.upstream_errors.labels(backend, kind).inc()
@@ -287,9 +298,13 @@ def job_body(work: AsyncWork, sent: RequestInfo) -> bytes:
     parsed = work.parsed
     body = {k: v for k, v in parsed.body.items() if k not in _STREAM_FIELDS}
     return upstream_body(
-        body, model=sent.model, max_tokens=sent.max_tokens, stream=False,
-        raw=None if parsed.stream else work.raw, key=parsed.max_tokens_field,
-    )  # fmt: skip
+        body,
+        model=sent.model,
+        max_tokens=sent.max_tokens,
+        stream=False,
+        raw=None if parsed.stream else work.raw,
+        key=parsed.max_tokens_field,
+    )
 
 
 async def _read_at_most(chunks: AsyncIterator[bytes], limit: int) -> bytes | None:

@@ -203,9 +203,11 @@ def error_result(status: int, message: str, type_: str, code: str) -> Result:
 def too_large(limit: int, scope: str) -> Result:
     where = "per job" if scope == "job" else "for all kept results"
     return error_result(
-        507, f"the result exceeds the {limit} bytes kept {where}", "server_error",
+        507,
+        f"the result exceeds the {limit} bytes kept {where}",
+        "server_error",
         "async_result_too_large",
-    )  # fmt: skip
+    )
 
 
 EXPIRED = error_result(

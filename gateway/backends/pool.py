@@ -109,9 +109,11 @@ class BackendPool:
     def _new_state(self, b: BackendConfig) -> _BackendState:
         connect_s, read_s = self._timeouts
         client = httpx.AsyncClient(
-            base_url=b.url.rstrip("/"), timeout=httpx.Timeout(read_s, connect=connect_s),
-            limits=_CLIENT_LIMITS, transport=self._transport,
-        )  # fmt: skip
+            base_url=b.url.rstrip("/"),
+            timeout=httpx.Timeout(read_s, connect=connect_s),
+            limits=_CLIENT_LIMITS,
+            transport=self._transport,
+        )
         upstream = _lean_pool(b, self._transport, connect_s, read_s)
         return _BackendState(b, client, upstream, max_model_len=b.max_model_len)
 

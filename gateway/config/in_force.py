@@ -19,10 +19,15 @@ HOT = frozenset(
     {"auth", "tenants", "workload_classes", "default_workload_class", "policy", "async_jobs"}
 )
 """Top-level settings a reload applies at once (and ``HOT_SERVER`` of ``server``)."""
-HOT_SERVER = frozenset({
-    "max_body_bytes", "body_timeout_s", "max_sequences_per_request", "max_attempts",
-    "tenant_label_limit",
-})  # fmt: skip
+HOT_SERVER = frozenset(
+    {
+        "max_body_bytes",
+        "body_timeout_s",
+        "max_sequences_per_request",
+        "max_attempts",
+        "tenant_label_limit",
+    }
+)
 
 
 def in_force(file: GatewayConfig, started: GatewayConfig) -> GatewayConfig:

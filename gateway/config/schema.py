@@ -107,9 +107,11 @@ class KubernetesDiscoveryConfig(_Strict):
 
     inference_pool: str = Field(min_length=1, max_length=253, pattern=_DNS_SUBDOMAIN)
     namespace: str | None = Field(
-        default=None, max_length=63, pattern=_DNS_LABEL,
+        default=None,
+        max_length=63,
+        pattern=_DNS_LABEL,
         description="default: the namespace of the service account or kubeconfig context",
-    )  # fmt: skip
+    )
     kubeconfig: str | None = Field(
         default=None, description="default: in-cluster, then $KUBECONFIG, then ~/.kube/config"
     )
@@ -193,9 +195,10 @@ class StateConfig(_Strict):
     backend: Literal["local", "redis"] = "local"
     url: str | None = Field(default=None, pattern=r"^rediss?://[^\s]+$")
     password_env: str | None = Field(
-        default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="environment variable holding the password (never in the file)",
-    )  # fmt: skip
+    )
     key_prefix: str = Field(default="sluicegate:", min_length=1, max_length=64)
     connect_timeout_ms: int = Field(default=100, gt=0, le=5000)
     command_timeout_ms: int = Field(default=100, gt=0, le=5000)
@@ -212,9 +215,10 @@ class StateConfig(_Strict):
     )
     fair_share_interval_ms: int = Field(default=100, ge=10, le=10_000)
     fair_share_allowance_tokens: float = Field(
-        default=1000.0, ge=0.0,
+        default=1000.0,
+        ge=0.0,
         description="virtual tokens a tenant may lead a tenant queued on another replica",
-    )  # fmt: skip
+    )
 
     @model_validator(mode="after")
     def _coherent(self) -> StateConfig:

@@ -91,8 +91,11 @@ class PickerFront(Front[Routed | None]):
         else:
             tenant = authenticate(runtime.auth, self.headers)
         objective = self.headers.get(OBJECTIVE)
-        if (objective and "x-workload-class" not in self.headers
-                and objective in tenant.workload_classes):  # fmt: skip
+        if (
+            objective
+            and "x-workload-class" not in self.headers
+            and objective in tenant.workload_classes
+        ):
             self.rewritten["x-workload-class"] = objective
         return tenant
 
@@ -123,8 +126,13 @@ class PickerFront(Front[Routed | None]):
     def exhausted(self, flight: Flight, prepared: Prepared, failure: str) -> Response:
         """503 with the HTTP front's body: no endpoint the gateway allows is available."""
         after = self.ctx.scheduler.retry_after(prepared.runtime.loaded.config.health.interval_s)
-        decision = make_decision(self.ctx.scheduler.policy, prepared.request, DecisionKind.REJECT,
-                                 Reason.NO_HEALTHY_BACKEND, retry_after_s=after)  # fmt: skip
+        decision = make_decision(
+            self.ctx.scheduler.policy,
+            prepared.request,
+            DecisionKind.REJECT,
+            Reason.NO_HEALTHY_BACKEND,
+            retry_after_s=after,
+        )
         flight.decided(decision)
         return rejection(flight, decision)
 
@@ -134,9 +142,15 @@ class PickerFront(Front[Routed | None]):
     def _routed(self, flight: Flight, prepared: Prepared, backend: str) -> Routed:
         assert flight.ticket is not None
         sent, parsed = flight.ticket.request, prepared.parsed
-        body = upstream_body(parsed.body, model=sent.model, max_tokens=sent.max_tokens,
-                             stream=parsed.stream, raw=prepared.raw,
-                             key=parsed.max_tokens_field)  # fmt: skip
-        route = self.endpoints.route(backend, sent.model, self.ctx.pool.snapshot(),
-                                     self.settings.fallbacks, self.avoid)  # fmt: skip
+        body = upstream_body(
+            parsed.body,
+            model=sent.model,
+            max_tokens=sent.max_tokens,
+            stream=parsed.stream,
+            raw=prepared.raw,
+            key=parsed.max_tokens_field,
+        )
+        route = self.endpoints.route(
+            backend, sent.model, self.ctx.pool.snapshot(), self.settings.fallbacks, self.avoid
+        )
         return Routed(flight, prepared, route, body, changed=body != self.inbound.raw)

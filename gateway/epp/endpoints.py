@@ -38,16 +38,25 @@ class Endpoints:
         """Backend names whose endpoint the subset ``allowed`` leaves out."""
         return frozenset(n for n, e in self.by_name.items() if e not in allowed)
 
-    def route(self, backend: str, model: str, fleet: FleetSnapshot, fallbacks: int,
-              avoid: frozenset[str] = frozenset()) -> str:  # fmt: skip
+    def route(
+        self,
+        backend: str,
+        model: str,
+        fleet: FleetSnapshot,
+        fallbacks: int,
+        avoid: frozenset[str] = frozenset(),
+    ) -> str:
         """The chosen backend's endpoint, then up to ``fallbacks`` other available ones
         serving ``model`` (fewest running first), as the header's ``ip:port,...`` list."""
         chosen = [self.by_name[backend]]
         if fallbacks:
             others = sorted(
-                (v for v in fleet.backends if v.available and v.serves(model)
-                 and v.name != backend and v.name not in avoid),
+                (
+                    v
+                    for v in fleet.backends
+                    if v.available and v.serves(model) and v.name != backend and v.name not in avoid
+                ),
                 key=lambda v: v.running or 0.0,
-            )  # fmt: skip
+            )
             chosen += [self.by_name[v.name] for v in others[:fallbacks] if v.name in self.by_name]
         return ",".join(chosen)

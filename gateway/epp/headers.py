@@ -67,9 +67,12 @@ def subset_hint(metadata: Mapping[str, Mapping[str, Any]]) -> frozenset[str] | N
     value = namespace[SUBSET]
     items = value if isinstance(value, list) else [value]
     return frozenset(
-        part.strip() for item in items if isinstance(item, str)
-        for part in item.split(",") if part.strip()
-    )  # fmt: skip
+        part.strip()
+        for item in items
+        if isinstance(item, str)
+        for part in item.split(",")
+        if part.strip()
+    )
 
 
 def served_endpoint(message: Any) -> str | None:

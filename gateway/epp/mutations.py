@@ -90,8 +90,9 @@ def streamed_bodies(body: bytes, end_of_stream: bool, *, request: bool) -> list[
     return out
 
 
-def body_response(replacement: bytes | None, *, request: bool,
-                  headers: Mapping[str, str] | None = None) -> Any:  # fmt: skip
+def body_response(
+    replacement: bytes | None, *, request: bool, headers: Mapping[str, str] | None = None
+) -> Any:
     """The answer to one body message in ``STREAMED`` or ``BUFFERED`` mode: continue
     unchanged (``replacement`` None) or with the body replaced; ``headers`` set too (the
     request headers are still held in ``BUFFERED`` mode)."""

@@ -80,5 +80,6 @@ class ResponseWatch:
             self.complete()
             return
         usage = stream_usage(self.flight, self.relay) if self.relay is not None else None
-        self.flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST, usage=usage,
-                           error=error)  # fmt: skip
+        self.flight.finish(
+            Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST, usage=usage, error=error
+        )

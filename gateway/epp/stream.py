@@ -163,9 +163,12 @@ class ProcessStream:
         await self._decide(hdrs, path, subset)
 
     async def _decide(
-        self, hdrs: Mapping[str, str], path: str, subset: frozenset[str] | None,
+        self,
+        hdrs: Mapping[str, str],
+        path: str,
+        subset: frozenset[str] | None,
         raw: bytes | Response | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if raw is None:
             raw = await self._body(hdrs, path)
         if raw is None:
@@ -173,8 +176,7 @@ class ProcessStream:
         if isinstance(raw, Response):
             await self._send(immediate(raw))
             return
-        decided = await decide(self.ctx, self.runtime, Inbound(hdrs, path, raw, subset),
-                               self.gone)  # fmt: skip
+        decided = await decide(self.ctx, self.runtime, Inbound(hdrs, path, raw, subset), self.gone)
         if decided is None:
             return
         if isinstance(decided, Response):
@@ -263,8 +265,12 @@ class ProcessStream:
         backends = Endpoints.of(self.ctx.pool.configs()).by_endpoint
         name = backends.get(served)
         if name is not None and name != flight.record.backend:
-            log.info("request %s served by %s, picked %s", flight.record.request_id, name,
-                     flight.record.backend)  # fmt: skip
+            log.info(
+                "request %s served by %s, picked %s",
+                flight.record.request_id,
+                name,
+                flight.record.backend,
+            )
             flight.record.backend = name
 
     async def _response_body(self, message: Any) -> None:
@@ -292,8 +298,14 @@ class ProcessStream:
             watch.learn_status(status)
         self._note_served(watch.flight, served_endpoint(message))
 
-    async def _echo(self, body: Any, *, request: bool, replacement: bytes | None = None,
-                    data: bytes | None = None) -> None:  # fmt: skip
+    async def _echo(
+        self,
+        body: Any,
+        *,
+        request: bool,
+        replacement: bytes | None = None,
+        data: bytes | None = None,
+    ) -> None:
         mode = self.request_mode if request else self.response_mode
         if mode == "FULL_DUPLEX_STREAMED":
             if replacement is not None:
@@ -319,9 +331,13 @@ class ProcessStream:
 
     def _any_endpoint(self, subset: frozenset[str] | None) -> str | None:
         endpoints = Endpoints.of(self.ctx.pool.configs())
-        views = [v for v in self.ctx.pool.snapshot().backends
-                 if v.available and v.name in endpoints.by_name
-                 and (subset is None or endpoints.by_name[v.name] in subset)]  # fmt: skip
+        views = [
+            v
+            for v in self.ctx.pool.snapshot().backends
+            if v.available
+            and v.name in endpoints.by_name
+            and (subset is None or endpoints.by_name[v.name] in subset)
+        ]
         if not views:
             return None
         return endpoints.by_name[min(views, key=lambda v: v.running or 0.0).name]
@@ -337,8 +353,11 @@ def _warn_no_response_body() -> None:
 
 def _no_endpoint() -> Response:
     body = error_body("no endpoint is available", "overloaded", None, "no_healthy_backend")
-    headers = {**retry_after_headers(None), "x-sluicegate-decision": "reject",
-               "x-sluicegate-reason": "no_healthy_backend"}  # fmt: skip
+    headers = {
+        **retry_after_headers(None),
+        "x-sluicegate-decision": "reject",
+        "x-sluicegate-reason": "no_healthy_backend",
+    }
     return JSONResponse(body, status_code=503, headers=headers)
 
 

@@ -69,9 +69,11 @@ class _MemoryTransport(asyncio.Transport):
     def on_message_complete(self) -> None:
         method = self._parser.get_method().decode()
         request = httpx.Request(
-            method, self._base_url + self._url.decode(), headers=self._headers,
+            method,
+            self._base_url + self._url.decode(),
+            headers=self._headers,
             content=b"".join(self._body),
-        )  # fmt: skip
+        )
         self._url, self._headers, self._body = b"", [], []
         self._task = asyncio.get_running_loop().create_task(self._serve(request))
 

@@ -72,10 +72,14 @@ class StallBounds:
     of the scrape interval and a scrape's deadline."""
 
     def __init__(
-        self, config: StallConfig, read_timeout_s: float, *,
+        self,
+        config: StallConfig,
+        read_timeout_s: float,
+        *,
         progress: Callable[[str], EngineProgress | None] | None = None,
-        scrape_period_s: float = 1.0, clock: Clock | None = None,
-    ) -> None:  # fmt: skip
+        scrape_period_s: float = 1.0,
+        clock: Clock | None = None,
+    ) -> None:
         self.config = config
         self.read_timeout_s = read_timeout_s
         self._progress, self._period_s, self._clock = progress, scrape_period_s, clock
@@ -149,15 +153,30 @@ class StallWatch:
     of the two deadlines, not one per event: ``heard`` only notes the time."""
 
     __slots__ = (
-        "_bound", "_down", "_ended", "_gone", "_loop", "_progress", "_timer", "cut",
-        "ended_by", "last", "paused", "reason", "started",
-    )  # fmt: skip
+        "_bound",
+        "_down",
+        "_ended",
+        "_gone",
+        "_loop",
+        "_progress",
+        "_timer",
+        "cut",
+        "ended_by",
+        "last",
+        "paused",
+        "reason",
+        "started",
+    )
 
     def __init__(
-        self, bound_s: float | None, *, down: asyncio.Future[Any] | None,
-        gone: asyncio.Future[Any] | None, ended: asyncio.Future[Any] | None = None,
+        self,
+        bound_s: float | None,
+        *,
+        down: asyncio.Future[Any] | None,
+        gone: asyncio.Future[Any] | None,
+        ended: asyncio.Future[Any] | None = None,
         progress: ProgressLeft | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._loop = asyncio.get_running_loop()
         self.cut: asyncio.Future[None] = self._loop.create_future()
         self.reason: str | None = None

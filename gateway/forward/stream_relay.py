@@ -63,9 +63,14 @@ async def first_events(
 
 
 async def relay_stream(
-    flight: Flight, upstream: Upstream, relay: SseRelay, *, watch: StallWatch | None = None,
-    chunks: AsyncIterator[bytes] | None = None, first: bytes = b"",
-) -> AsyncGenerator[bytes, None]:  # fmt: skip
+    flight: Flight,
+    upstream: Upstream,
+    relay: SseRelay,
+    *,
+    watch: StallWatch | None = None,
+    chunks: AsyncIterator[bytes] | None = None,
+    first: bytes = b"",
+) -> AsyncGenerator[bytes, None]:
     """Yields upstream SSE events as they arrive: ``first`` (already read), then all
     complete events of one upstream read as one chunk (one send to the client; none waits
     for a later read)."""

@@ -46,9 +46,12 @@ class Upstream(Protocol):
 
 
 async def open_upstream(
-    client: httpx.AsyncClient, pool: UpstreamPool | None, path: str, body: bytes,
+    client: httpx.AsyncClient,
+    pool: UpstreamPool | None,
+    path: str,
+    body: bytes,
     request_id: str,
-) -> Upstream:  # fmt: skip
+) -> Upstream:
     """Send the request through ``pool`` (or ``client`` without one) and wait for the
     response head; the body stays unread (owned).
 
@@ -97,8 +100,12 @@ def upstream_body(
     as sent, without encoding them again."""
     if key is None:
         key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
-    if (raw is not None and not stream and body.get("model") == model
-            and (max_tokens is None or body.get(key) == max_tokens)):  # fmt: skip
+    if (
+        raw is not None
+        and not stream
+        and body.get("model") == model
+        and (max_tokens is None or body.get(key) == max_tokens)
+    ):
         return raw
     out = dict(body)
     out["model"] = model

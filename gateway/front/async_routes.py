@@ -29,9 +29,11 @@ ASYNC_PATH = "/v1/async/{job_id}"
 
 
 def hand_off(
-    jobs: AsyncJobs | None, flight: Flight, decision: Decision,
+    jobs: AsyncJobs | None,
+    flight: Flight,
+    decision: Decision,
     work: tuple[str, ParsedBody, bytes],
-) -> Response | None:  # fmt: skip
+) -> Response | None:
     """For a refused call that prefers an async answer: the 202 when the handoff covers the
     refusal's reason and the tenant's async queue has room, the 429 marked
     ``x-sluicegate-async: tenant_queue_full`` when it has none; None when the handoff is off
@@ -46,9 +48,11 @@ def hand_off(
         response.headers["x-sluicegate-async"] = "tenant_queue_full"
         return response
     hdrs = {
-        **headers(flight), **retry_after_headers(jobs.config.poll_interval_s),
-        "location": location(job), "preference-applied": "respond-async",
-    }  # fmt: skip
+        **headers(flight),
+        **retry_after_headers(jobs.config.poll_interval_s),
+        "location": location(job),
+        "preference-applied": "respond-async",
+    }
     return JSONResponse(status_body(job), status_code=202, headers=hdrs)
 
 
@@ -67,8 +71,11 @@ async def poll(ctx: GatewayContext, jobs: AsyncJobs | None, request: Request) ->
     jobs, job = found
     result = job.result
     if result is None:
-        hdrs = {"location": location(job), "x-sluicegate-async-status": job.state.value,
-                **retry_after_headers(jobs.config.poll_interval_s)}  # fmt: skip
+        hdrs = {
+            "location": location(job),
+            "x-sluicegate-async-status": job.state.value,
+            **retry_after_headers(jobs.config.poll_interval_s),
+        }
         return JSONResponse(status_body(job), status_code=202, headers=hdrs)
     job.fetched = True
     hdrs = {"x-sluicegate-async-status": job.state.value}

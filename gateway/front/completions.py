@@ -69,8 +69,9 @@ class HttpFront(Front[Response]):
 
     async def body(self, runtime: Runtime, tenant: Tenant) -> tuple[bytes, dict[str, Any] | None]:
         server = runtime.loaded.config.server
-        raw = await read_body(self.request, server.max_body_bytes, self.headers,
-                              server.body_timeout_s)  # fmt: skip
+        raw = await read_body(
+            self.request, server.max_body_bytes, self.headers, server.body_timeout_s
+        )
         return raw, None
 
     def listen(self) -> asyncio.Future[None]:
@@ -103,9 +104,11 @@ class HttpFront(Front[Response]):
 
 
 async def read_body(
-    request: Request, limit: int, hdrs: Mapping[str, str] | None = None,
+    request: Request,
+    limit: int,
+    hdrs: Mapping[str, str] | None = None,
     timeout_s: float | None = None,
-) -> bytes:  # fmt: skip
+) -> bytes:
     """The request body from ASGI ``receive`` (``body.read_body``), as ``Request.stream``
     reads it minus its async generator. A client that goes away before its body is whole
     gets 400 (``body.incomplete``)."""
@@ -127,16 +130,24 @@ def _pieces(receive: Receive) -> body.NextPiece:
 
 
 async def _open(
-    ctx: GatewayContext, flight: Flight, prepared: Prepared, ticket: Ticket,
+    ctx: GatewayContext,
+    flight: Flight,
+    prepared: Prepared,
+    ticket: Ticket,
     gone: asyncio.Future[None],
-) -> Response | Failed:  # fmt: skip
+) -> Response | Failed:
     """The response, or the kind of failure ("connect", "busy", "stall") that allows
     another try: nothing reached the client yet."""
     sent = ticket.request
     parsed = prepared.parsed
-    body = upstream_body(parsed.body, model=sent.model, max_tokens=sent.max_tokens,
-                         stream=parsed.stream, raw=prepared.raw,
-                         key=parsed.max_tokens_field)  # fmt: skip
+    body = upstream_body(
+        parsed.body,
+        model=sent.model,
+        max_tokens=sent.max_tokens,
+        stream=parsed.stream,
+        raw=prepared.raw,
+        key=parsed.max_tokens_field,
+    )
     client, pool = ctx.pool.client(ticket.backend), ctx.pool.upstream(ticket.backend)
     watch = _watch(ctx, ticket, prepared.parsed.stream, gone)
     handed_over = False
@@ -208,9 +219,12 @@ def _stalled(ctx: GatewayContext, flight: Flight, backend: str) -> Failed:
 
 
 async def _respond(
-    ctx: GatewayContext, flight: Flight, prepared: Prepared, upstream: Upstream,
+    ctx: GatewayContext,
+    flight: Flight,
+    prepared: Prepared,
+    upstream: Upstream,
     watch: StallWatch,
-) -> Response | Failed:  # fmt: skip
+) -> Response | Failed:
     backend = flight.record.backend or ""
     if prepared.parsed.stream and upstream.status_code == 200:
         relay = SseRelay(strip_usage=not prepared.parsed.client_wants_usage)
@@ -239,7 +253,6 @@ async def _respond(
     flight.first_byte()
     usage = usage_from_body(data) if upstream.status_code == 200 else None
     status = upstream.status_code
-    flight.finish(Outcome.COMPLETED if status < 500 else Outcome.FAILED, status=status,
-                  usage=usage)  # fmt: skip
+    flight.finish(Outcome.COMPLETED if status < 500 else Outcome.FAILED, status=status, usage=usage)
     media = upstream.headers.get("content-type", "application/json")
     return UpstreamAnswer(data, status, headers(flight), media)

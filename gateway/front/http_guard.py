@@ -161,8 +161,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _head_timed_out(self) -> None:
         self._head_timer = None
         if not self.transport.is_closing():
-            self._refuse(408, f"the request head was not received within "
-                              f"{self.header_timeout_s:g} s")  # fmt: skip
+            self._refuse(
+                408, f"the request head was not received within {self.header_timeout_s:g} s"
+            )
 
     def _refuse(self, status: int, message: str) -> None:
         self._refused = True
@@ -187,9 +188,13 @@ def guarded_http(
 ) -> type[GuardedHttpToolsProtocol]:
     """The protocol class for uvicorn's ``http=``, with ``server``'s limits; ``on_refused``
     is told the status of every request refused before it reaches the app."""
-    linger = LingerBounds(server.lingering_time_s, server.lingering_timeout_s,
-                          server.lingering_max_bytes)  # fmt: skip
-    attrs = {"max_header_bytes": server.max_header_bytes,
-             "header_timeout_s": server.header_timeout_s, "linger": linger,
-             "on_refused": staticmethod(on_refused) if on_refused else None}  # fmt: skip
+    linger = LingerBounds(
+        server.lingering_time_s, server.lingering_timeout_s, server.lingering_max_bytes
+    )
+    attrs = {
+        "max_header_bytes": server.max_header_bytes,
+        "header_timeout_s": server.header_timeout_s,
+        "linger": linger,
+        "on_refused": staticmethod(on_refused) if on_refused else None,
+    }
     return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), attrs)

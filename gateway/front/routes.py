@@ -35,9 +35,11 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def http_front(
-    ctx: GatewayContext, jobs: AsyncJobs, scraper: MetricsScraper | None,
+    ctx: GatewayContext,
+    jobs: AsyncJobs,
+    scraper: MetricsScraper | None,
     running: Callable[[], contextlib.AbstractAsyncContextManager[None]],
-) -> Starlette:  # fmt: skip
+) -> Starlette:
     """The ASGI app of the HTTP front; its lifespan runs ``running``. An error before the
     response starts gets the gateway's 500 body and is re-raised for the server to log."""
 
@@ -47,9 +49,10 @@ def http_front(
             yield
 
     app = GatewayApp(
-        routes=_routes(ctx, jobs, scraper), lifespan=lifespan,
+        routes=_routes(ctx, jobs, scraper),
+        lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
-    )  # fmt: skip
+    )
     app.hot = {p: _completion(ctx, jobs, p) for p in (CHAT, COMPLETIONS)}
     app.state.ctx = ctx
     app.state.async_jobs = jobs
@@ -94,8 +97,10 @@ def _routes(ctx: GatewayContext, jobs: AsyncJobs, scraper: MetricsScraper | None
         return await handle_completion(ctx, request, COMPLETIONS, jobs)
 
     async def models(_request: Request) -> Response:
-        data = [{"id": m, "object": "model", "owned_by": "sluicegate", "max_model_len": n}
-                for m, n in sorted(ctx.pool.healthy_models().items())]  # fmt: skip
+        data = [
+            {"id": m, "object": "model", "owned_by": "sluicegate", "max_model_len": n}
+            for m, n in sorted(ctx.pool.healthy_models().items())
+        ]
         return JSONResponse({"object": "list", "data": data})
 
     async def metrics(_request: Request) -> Response:
@@ -110,8 +115,13 @@ def _routes(ctx: GatewayContext, jobs: AsyncJobs, scraper: MetricsScraper | None
 
     async def admin_backends(_request: Request) -> Response:
         if scraper is None:
-            return JSONResponse({"backends": [{"name": n, "health": ctx.pool.health(n).value}
-                                              for n in ctx.pool.names]})  # fmt: skip
+            return JSONResponse(
+                {
+                    "backends": [
+                        {"name": n, "health": ctx.pool.health(n).value} for n in ctx.pool.names
+                    ]
+                }
+            )
         return JSONResponse(backends_admin(scraper, ctx.clock(), ctx.pool.health))
 
     async def admin_scheduler(_request: Request) -> Response:
@@ -160,15 +170,20 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if status in NOT_SERVED:
         return not_served(status, request_id)
     message = str(getattr(exc, "detail", "error"))
-    return JSONResponse(error_body(message, "invalid_request_error"), status_code=status,
-                        headers=refusal_headers(request_id, "invalid_request"))  # fmt: skip
+    return JSONResponse(
+        error_body(message, "invalid_request_error"),
+        status_code=status,
+        headers=refusal_headers(request_id, "invalid_request"),
+    )
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
     log.error("unhandled error", exc_info=exc)
-    return JSONResponse(error_body("internal gateway error", "server_error"), status_code=500,
-                        headers=refusal_headers(request_id_from(request.headers),
-                                                "internal_error"))  # fmt: skip
+    return JSONResponse(
+        error_body("internal gateway error", "server_error"),
+        status_code=500,
+        headers=refusal_headers(request_id_from(request.headers), "internal_error"),
+    )
 
 
 def _finite(value: Any) -> Any:

@@ -39,8 +39,9 @@ def _answer(ctx: GatewayContext, request: Request, cancel: bool | None) -> Respo
         return JSONResponse(err.body(), status_code=err.status)
     run_id = str(request.path_params["run_id"])
     if not valid_run_id(run_id):
-        body = error_body("a run id is 1-128 printable ASCII characters", "invalid_request_error",
-                          "run_id")  # fmt: skip
+        body = error_body(
+            "a run id is 1-128 printable ASCII characters", "invalid_request_error", "run_id"
+        )
         return JSONResponse(body, status_code=400)
     if cancel is not None:
         ctx.admission.end_run(tenant.name, run_id, cancel=cancel)
@@ -54,16 +55,30 @@ def _answer(ctx: GatewayContext, request: Request, cancel: bool | None) -> Respo
 def run_body(state: RunState) -> dict[str, object]:
     """The ``agent.run`` object of a run's state (docs/runs.md); no prompt, no output."""
     if isinstance(state, EndedRunState):
-        return {"id": state.run_id, "object": "agent.run", "status": "ended",
-                "reason": state.reason.value}  # fmt: skip
+        return {
+            "id": state.run_id,
+            "object": "agent.run",
+            "status": "ended",
+            "reason": state.reason.value,
+        }
     res = state.reserved
     return {
-        "id": state.run_id, "object": "agent.run",
+        "id": state.run_id,
+        "object": "agent.run",
         "status": "closing" if state.closing else "open",
-        "age_s": state.age_s, "deadline_in_s": state.deadline_in_s,
-        "reserved": {"tokens": res.tokens, "calls": res.calls, "branches": res.branches,
-                     "source": res.source},
-        "drawn_tokens": state.drawn_tokens, "spent_tokens": state.spent_tokens,
-        "calls": state.calls, "in_flight": state.in_flight, "queued": state.queued,
-        "waiting_for_branch": state.waiting_for_branch, "peak_parallel": state.peak_parallel,
-    }  # fmt: skip
+        "age_s": state.age_s,
+        "deadline_in_s": state.deadline_in_s,
+        "reserved": {
+            "tokens": res.tokens,
+            "calls": res.calls,
+            "branches": res.branches,
+            "source": res.source,
+        },
+        "drawn_tokens": state.drawn_tokens,
+        "spent_tokens": state.spent_tokens,
+        "calls": state.calls,
+        "in_flight": state.in_flight,
+        "queued": state.queued,
+        "waiting_for_branch": state.waiting_for_branch,
+        "peak_parallel": state.peak_parallel,
+    }

@@ -144,8 +144,11 @@ class GatewayMetrics:
         if self._labelled is None:
             return
         keep = self._labelled()
-        seen = {(s.labels["backend"], s.labels["kind"])
-                for family in self.upstream_errors.collect() for s in family.samples}  # fmt: skip
+        seen = {
+            (s.labels["backend"], s.labels["kind"])
+            for family in self.upstream_errors.collect()
+            for s in family.samples
+        }
         for backend, kind in seen:
             if backend not in keep:
                 self.upstream_errors.remove(backend, kind)

@@ -38,9 +38,13 @@ class CounterTally(Collector):
     """``Counter(name, documentation, labelnames)`` as a dict of floats by label values."""
 
     def __init__(
-        self, name: str, documentation: str, labelnames: Sequence[str],
-        *, wall: WallClock = time.time,
-    ) -> None:  # fmt: skip
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str],
+        *,
+        wall: WallClock = time.time,
+    ) -> None:
         self.name = name.removesuffix("_total")
         self.documentation = documentation
         self.labelnames = tuple(labelnames)
@@ -89,9 +93,14 @@ class HistogramTally(Collector):
     """``Histogram(name, documentation, labelnames, buckets=...)`` as plain counts."""
 
     def __init__(
-        self, name: str, documentation: str, labelnames: Sequence[str],
-        buckets: Sequence[float], *, wall: WallClock = time.time,
-    ) -> None:  # fmt: skip
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str],
+        buckets: Sequence[float],
+        *,
+        wall: WallClock = time.time,
+    ) -> None:
         bounds = [float(b) for b in buckets]
         if bounds and bounds[-1] != math.inf:
             bounds.append(math.inf)

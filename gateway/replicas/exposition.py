@@ -30,10 +30,12 @@ class SharedStateCollector:
             mode.add_metric([each.value], 1.0 if state.mode is each else 0.0)
         yield mode
         yield GaugeMetricFamily(
-            "sluicegate_fleet_replicas", "Gateway replicas alive at the last heartbeat",
+            "sluicegate_fleet_replicas",
+            "Gateway replicas alive at the last heartbeat",
             value=state.replicas,
-        )  # fmt: skip
+        )
         yield CounterMetricFamily(
-            "sluicegate_shared_state_failures", "Redis calls that failed or timed out",
+            "sluicegate_shared_state_failures",
+            "Redis calls that failed or timed out",
             value=state.failures,
-        )  # fmt: skip
+        )

@@ -78,10 +78,13 @@ def connect(cfg: StateConfig) -> aioredis.Redis:
             raise RuntimeError(f"state.password_env names {cfg.password_env}, which is not set")
     assert cfg.url is not None
     return aioredis.Redis.from_url(
-        cfg.url, password=password, socket_timeout=cfg.command_timeout_ms / 1000,
-        socket_connect_timeout=cfg.connect_timeout_ms / 1000, retry=Retry(NoBackoff(), 0),
+        cfg.url,
+        password=password,
+        socket_timeout=cfg.command_timeout_ms / 1000,
+        socket_connect_timeout=cfg.connect_timeout_ms / 1000,
+        retry=Retry(NoBackoff(), 0),
         health_check_interval=0,
-    )  # fmt: skip
+    )
 
 
 class RedisState:
@@ -182,8 +185,12 @@ class RedisState:
         self, req: RequestInfo, member: str, limits: TenantLimits | None, retry: RetryRule | None
     ) -> Awaitable[Any]:
         keys = [self._key("lease", req.tenant), self._key("bucket", req.tenant)]
-        args: list[Any] = [member, self._ttl_ms, *_limit_args(limits or TenantLimits()),
-                           req.estimate.total]  # fmt: skip
+        args: list[Any] = [
+            member,
+            self._ttl_ms,
+            *_limit_args(limits or TenantLimits()),
+            req.estimate.total,
+        ]
         if retry is not None:
             return self.retries.admit_call(req, retry, keys, args, lease=limits is not None)
         return self._admit(keys=keys, args=args)  # type: ignore[no-any-return]
@@ -212,8 +219,9 @@ class RedisState:
         tpm, size = _limit_args(limits)[1:]
         return self._release(  # type: ignore[no-any-return]
             keys=[self._key("lease", tenant), self._key("bucket", tenant)],
-            args=[s.grant.member, tpm, size, s.give_back], client=client,
-        )  # fmt: skip
+            args=[s.grant.member, tpm, size, s.give_back],
+            client=client,
+        )
 
     async def _call(self, call: Awaitable[Any]) -> Any:
         async with asyncio.timeout(self._timeout_s):  # not wait_for: it may swallow a cancel
@@ -245,8 +253,12 @@ class RedisState:
         if report is None:
             return
         backlog_ttl_ms = _backlog_ttl_ms(self._cfg)
-        args: list[str | int | float] = [self.replica_id, backlog_ttl_ms, FAIR_COUNTERS_KEEP_MS,
-                                         len(report.served)]  # fmt: skip
+        args: list[str | int | float] = [
+            self.replica_id,
+            backlog_ttl_ms,
+            FAIR_COUNTERS_KEEP_MS,
+            len(report.served),
+        ]
         for tenant, served in report.served.items():
             args += [tenant, repr(served)]
         args += sorted(report.backlogged)
@@ -258,8 +270,7 @@ class RedisState:
             return
         if self._fair_failing:
             self._fair_failing = False
-            log.warning("shared state: the fairness sync answers again; fair share across "
-                        "replicas")  # fmt: skip
+            log.warning("shared state: the fairness sync answers again; fair share across replicas")
         elsewhere_count = int(flat[0]) * 2 + 1
         pairs = {flat[i].decode(): float(flat[i + 1]) for i in range(1, len(flat), 2)}
         elsewhere = {flat[i].decode(): float(flat[i + 1]) for i in range(1, elsewhere_count, 2)}
@@ -273,8 +284,11 @@ class RedisState:
         self._fair.merge(None, report)
         if not self._fair_failing:
             self._fair_failing = True
-            log.warning("shared state: Redis fairness sync failed (%s); fair share within "
-                        "this replica only until it answers", type(exc).__name__)  # fmt: skip
+            log.warning(
+                "shared state: Redis fairness sync failed (%s); fair share within "
+                "this replica only until it answers",
+                type(exc).__name__,
+            )
 
     async def _retry_syncs(self) -> None:
         while True:
@@ -303,8 +317,9 @@ class RedisState:
         for backend, count in self._in_flight().items():
             args += [backend, count]
         try:
-            flat = await self._call(self._peers(
-                keys=[self._key("in-flight"), self._key("replicas")], args=args))  # fmt: skip
+            flat = await self._call(
+                self._peers(keys=[self._key("in-flight"), self._key("replicas")], args=args)
+            )
         except Exception as exc:
             self._failed("in-flight exchange", exc)
             return
@@ -316,8 +331,11 @@ class RedisState:
         """Heartbeats until cancelled; faster while Redis does not answer."""
         while True:
             await self.beat()
-            interval = self._cfg.sync_interval_ms if rules(self._mode).store_decides else (
-                self._cfg.retry_interval_ms)  # fmt: skip
+            interval = (
+                self._cfg.sync_interval_ms
+                if rules(self._mode).store_decides
+                else (self._cfg.retry_interval_ms)
+            )
             await asyncio.sleep(interval / 1000)
 
     async def beat(self) -> None:
@@ -326,8 +344,14 @@ class RedisState:
         keys = [self._key("replicas"), self._key("replica-info"), self._key("epoch")]
         keys += [self._key("lease", h.grant.tenant) for h in held]
         flags = "".join("r" if h.confirmed else "a" for h in held)
-        info = json.dumps({"started": self._started, "mode": self._mode.value,
-                           "leases": len(held), **self._info()})  # fmt: skip
+        info = json.dumps(
+            {
+                "started": self._started,
+                "mode": self._mode.value,
+                "leases": len(held),
+                **self._info(),
+            }
+        )
         args: list[str | int] = [self.replica_id, self._ttl_ms, info, flags, self._epoch]
         args += [h.grant.member for h in held]
         try:
@@ -342,8 +366,10 @@ class RedisState:
         known, self._epoch = self._epoch, epoch.decode()
         if int(rebuilt) and known:
             self.rebuilds += 1
-            log.warning("shared state: Redis had lost its data; rebuilt from this replica's "
-                        "%d leases", len(held))  # fmt: skip
+            log.warning(
+                "shared state: Redis had lost its data; rebuilt from this replica's %d leases",
+                len(held),
+            )
         self._set_mode(SharedMode.SHARED)
 
     async def _flush_unsent(self) -> None:
@@ -363,11 +389,15 @@ class RedisState:
         self.failures += 1
         if rules(self._mode).store_decides:
             failed = SharedMode.CLOSED if self._cfg.on_failure == "closed" else SharedMode.FALLBACK
-            log.warning("shared state: Redis %s failed (%s); %s%s", op, type(exc).__name__,
-                        "refusing quota-gated work" if rules(failed).refuses_quota_work
-                        else f"enforcing the local share of 1/{self.replicas}",
-                        "; fair share within this replica only" if self._fair else "",
-                        )  # fmt: skip
+            log.warning(
+                "shared state: Redis %s failed (%s); %s%s",
+                op,
+                type(exc).__name__,
+                "refusing quota-gated work"
+                if rules(failed).refuses_quota_work
+                else f"enforcing the local share of 1/{self.replicas}",
+                "; fair share within this replica only" if self._fair else "",
+            )
             self._set_mode(failed)
 
     def _set_mode(self, mode: SharedMode) -> None:
@@ -430,9 +460,11 @@ class RedisState:
             await asyncio.gather(task, return_exceptions=True)
         try:
             await self._call(self._flush_unsent())
-            await self._call(self._leave(
-                keys=[self._key("replicas"), self._key("replica-info")], args=[self.replica_id]
-            ))  # fmt: skip
+            await self._call(
+                self._leave(
+                    keys=[self._key("replicas"), self._key("replica-info")], args=[self.replica_id]
+                )
+            )
         except Exception as exc:
             log.warning("shared state: could not leave the fleet cleanly (%s)", type(exc).__name__)
         await self._client.aclose()

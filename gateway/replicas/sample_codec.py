@@ -10,22 +10,36 @@ from gateway.backends.scrape.sample import Histogram, MetricsSample
 
 
 def encode(sample: MetricsSample) -> str:
-    hists = {name: [list(h.bounds), list(h.cumulative), h.sum, h.count]
-             for name, h in sample.histograms.items()}  # fmt: skip
-    return json.dumps({
-        "running": sample.running, "waiting": sample.waiting,
-        "waiting_by_reason": dict(sample.waiting_by_reason),
-        "kv_cache_usage": sample.kv_cache_usage, "kv_cache_tokens": sample.kv_cache_tokens,
-        "counters": dict(sample.counters), "histograms": hists,
-    }, separators=(",", ":"))  # fmt: skip
+    hists = {
+        name: [list(h.bounds), list(h.cumulative), h.sum, h.count]
+        for name, h in sample.histograms.items()
+    }
+    return json.dumps(
+        {
+            "running": sample.running,
+            "waiting": sample.waiting,
+            "waiting_by_reason": dict(sample.waiting_by_reason),
+            "kv_cache_usage": sample.kv_cache_usage,
+            "kv_cache_tokens": sample.kv_cache_tokens,
+            "counters": dict(sample.counters),
+            "histograms": hists,
+        },
+        separators=(",", ":"),
+    )
 
 
 def decode(text: str | bytes) -> MetricsSample:
     raw: dict[str, Any] = json.loads(text)
-    hists = {name: Histogram(tuple(b), tuple(c), float(s), float(n))
-             for name, (b, c, s, n) in raw["histograms"].items()}  # fmt: skip
+    hists = {
+        name: Histogram(tuple(b), tuple(c), float(s), float(n))
+        for name, (b, c, s, n) in raw["histograms"].items()
+    }
     return MetricsSample(
-        running=raw["running"], waiting=raw["waiting"],
-        waiting_by_reason=raw["waiting_by_reason"], kv_cache_usage=raw["kv_cache_usage"],
-        kv_cache_tokens=raw["kv_cache_tokens"], counters=raw["counters"], histograms=hists,
-    )  # fmt: skip
+        running=raw["running"],
+        waiting=raw["waiting"],
+        waiting_by_reason=raw["waiting_by_reason"],
+        kv_cache_usage=raw["kv_cache_usage"],
+        kv_cache_tokens=raw["kv_cache_tokens"],
+        counters=raw["counters"],
+        histograms=hists,
+    )

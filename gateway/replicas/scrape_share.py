@@ -36,9 +36,13 @@ KEEP_INTERVALS = 20
 
 class SharedScrapes:
     def __init__(
-        self, cfg: StateConfig, client: aioredis.Redis, replica_id: str,
-        scraper: MetricsScraper, clock: Callable[[], float] = time.monotonic,
-    ) -> None:  # fmt: skip
+        self,
+        cfg: StateConfig,
+        client: aioredis.Redis,
+        replica_id: str,
+        scraper: MetricsScraper,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """``clock``: the scraper's (its observations' times are on it)."""
         self._cfg, self._client, self._scraper = cfg, client, scraper
         self.replica_id, self._clock = replica_id, clock
@@ -68,8 +72,12 @@ class SharedScrapes:
     async def _send(self, name: str, sample: MetricsSample, at: float) -> None:
         age_ms = max(0, int((self._clock() - at) * 1000))
         keys = [self._key("scrape-lead", name), self._key("signals", name)]
-        args: list[str | int] = [self.replica_id, age_ms, encode(sample),
-                                 self._interval_ms * KEEP_INTERVALS]  # fmt: skip
+        args: list[str | int] = [
+            self.replica_id,
+            age_ms,
+            encode(sample),
+            self._interval_ms * KEEP_INTERVALS,
+        ]
         try:
             if not await self._call(self._publish(keys=keys, args=args)):
                 self.leading.discard(name)  # another replica took the lead meanwhile
@@ -92,8 +100,11 @@ class SharedScrapes:
         for name in names:
             keys += [self._key("scrape-lead", name), self._key("signals", name)]
         try:
-            flat = await self._call(self._exchange(
-                keys=keys, args=[self.replica_id, self._interval_ms * LEAD_INTERVALS]))  # fmt: skip
+            flat = await self._call(
+                self._exchange(
+                    keys=keys, args=[self.replica_id, self._interval_ms * LEAD_INTERVALS]
+                )
+            )
         except Exception as exc:
             self._lost(exc)
             return
@@ -116,8 +127,11 @@ class SharedScrapes:
             decoded = decode(sample)
         except (ValueError, KeyError, TypeError) as exc:
             if name not in self._unreadable:
-                log.warning("scrape sharing: unreadable scrape of %s (%s); scraping it here",
-                            name, type(exc).__name__)  # fmt: skip
+                log.warning(
+                    "scrape sharing: unreadable scrape of %s (%s); scraping it here",
+                    name,
+                    type(exc).__name__,
+                )
             self._unreadable.add(name)
             return
         self._unreadable.discard(name)
@@ -129,8 +143,9 @@ class SharedScrapes:
 
     def _lost(self, exc: BaseException) -> None:
         if self.answering:
-            log.warning("scrape sharing: Redis failed (%s); scraping every backend here",
-                        type(exc).__name__)  # fmt: skip
+            log.warning(
+                "scrape sharing: Redis failed (%s); scraping every backend here", type(exc).__name__
+            )
         self.answering = False
         self.leading.clear()
 

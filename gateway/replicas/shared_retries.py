@@ -26,9 +26,13 @@ FRESH_SYNCS = 3
 
 class SharedRetries:
     def __init__(
-        self, cfg: StateConfig, client: aioredis.Redis, replica_id: str,
-        policy: Callable[[], PolicySet | None], clock: Callable[[], float] = time.monotonic,
-    ) -> None:  # fmt: skip
+        self,
+        cfg: StateConfig,
+        client: aioredis.Redis,
+        replica_id: str,
+        policy: Callable[[], PolicySet | None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._cfg, self._replica_id = cfg, replica_id
         self._policy, self._clock = policy, clock
         self._admit = client.register_script(retry_scripts.ADMIT_RETRY)
@@ -51,15 +55,27 @@ class SharedRetries:
         return None
 
     def admit_call(
-        self, req: RequestInfo, rule: RetryRule, quota_keys: list[str], quota_args: list[Any],
+        self,
+        req: RequestInfo,
+        rule: RetryRule,
+        quota_keys: list[str],
+        quota_args: list[Any],
         lease: bool,
-    ) -> Awaitable[Any]:  # fmt: skip
+    ) -> Awaitable[Any]:
         """ADMIT_RETRY for ``req``; ``quota_args`` are ADMIT's (member first)."""
         key = rule.key(req)
         firsts = self.firsts.count(key, self._clock(), rule.params.window_s)
         fresh_ms = FRESH_SYNCS * self._cfg.peer_sync_interval_ms
-        args = [*quota_args, rule.window_ms, repr(rule.params.ratio), repr(rule.floor),
-                "1" if lease else "0", self._replica_id, firsts, fresh_ms]  # fmt: skip
+        args = [
+            *quota_args,
+            rule.window_ms,
+            repr(rule.params.ratio),
+            repr(rule.floor),
+            "1" if lease else "0",
+            self._replica_id,
+            firsts,
+            fresh_ms,
+        ]
         keys = [*quota_keys, self.key(f"retries:{key}"), self.key(f"firsts:{key}")]
         return self._admit(keys=keys, args=args)  # type: ignore[no-any-return]
 

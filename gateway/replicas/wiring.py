@@ -19,9 +19,10 @@ from policies.shared_mode import SharedMode, for_mode
 
 
 def join_replicas(
-    ctx: GatewayContext, scraper: MetricsScraper | None,
+    ctx: GatewayContext,
+    scraper: MetricsScraper | None,
     closers: list[Callable[[], Awaitable[None]]],
-) -> None:  # fmt: skip
+) -> None:
     """Share this replica's limits through Redis (``ctx.shared``) and, with a scraper, its
     scrapes; the scheduler runs the policy of the state's mode from now on."""
     shared = ctx.shared = _redis_state(ctx)
@@ -52,16 +53,24 @@ def _redis_state(ctx: GatewayContext) -> RedisState:
 
     fair = FairShareHooks(lambda: ctx.scheduler.share_report(), merge_fair_share)
     return RedisState(
-        cfg, connect(cfg), replica_id=replica, info=info, on_mode=on_mode,
-        in_flight=in_flight, on_peers=ctx.pool.set_peer_in_flight, fair=fair,
+        cfg,
+        connect(cfg),
+        replica_id=replica,
+        info=info,
+        on_mode=on_mode,
+        in_flight=in_flight,
+        on_peers=ctx.pool.set_peer_in_flight,
+        fair=fair,
         policy=lambda: ctx.full_policy,
-    )  # fmt: skip
+    )
 
 
 def _shared_scrapes(
-    ctx: GatewayContext, replica: str, scraper: MetricsScraper,
+    ctx: GatewayContext,
+    replica: str,
+    scraper: MetricsScraper,
     closers: list[Callable[[], Awaitable[None]]],
-) -> SharedScrapes:  # fmt: skip
+) -> SharedScrapes:
     """One replica scrapes each backend and publishes what it read."""
     cfg = ctx.runtime.loaded.config.state
     share = SharedScrapes(cfg, connect(cfg), replica, scraper, clock=ctx.clock)

@@ -26,8 +26,7 @@ async def admit_shared(
     held = await ctx.shared.admit(req, quota_limits(policy, req.tenant))
     if isinstance(held, Refusal):
         after = ctx.scheduler.retry_after(held.retry_after_s)
-        decision = make_decision(policy, req, DecisionKind.REJECT, held.reason,
-                                 retry_after_s=after)  # fmt: skip
+        decision = make_decision(policy, req, DecisionKind.REJECT, held.reason, retry_after_s=after)
         if count_refusal:
             flight.decided(decision)
         return decision

@@ -37,11 +37,16 @@ GONE = Gone()
 
 
 async def attempt(
-    ctx: GatewayContext, flight: Flight, request: RequestInfo,
-    send: Callable[[Ticket], Awaitable[T | Failed]], *, tries: int,
-    gone: asyncio.Future[None], avoid: frozenset[str] = frozenset(),
+    ctx: GatewayContext,
+    flight: Flight,
+    request: RequestInfo,
+    send: Callable[[Ticket], Awaitable[T | Failed]],
+    *,
+    tries: int,
+    gone: asyncio.Future[None],
+    avoid: frozenset[str] = frozenset(),
     count_refusal: bool = True,
-) -> T | Decision | Failed | Gone:  # fmt: skip
+) -> T | Decision | Failed | Gone:
     """What ``send`` made of the first ticket it did not fail; the refusal (a REJECT
     Decision); the last failure when every try failed, or when only backends that failed
     this request were left (no healthy backend); ``GONE``. Backends in ``avoid`` are never
@@ -51,8 +56,7 @@ async def attempt(
     last = Failed("busy")
     for n in range(1, tries + 1):
         req = request if n == 1 else replace(request, request_id=f"{request.request_id}~{n}")
-        admitted = await admit(ctx, flight, req, gone, avoid | failed,
-                               count_refusal=count_refusal)  # fmt: skip
+        admitted = await admit(ctx, flight, req, gone, avoid | failed, count_refusal=count_refusal)
         if admitted is None:
             return GONE
         if isinstance(admitted, Decision):

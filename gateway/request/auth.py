@@ -71,8 +71,13 @@ def authenticate(auth: Authenticator, hdrs: Mapping[str, str]) -> Tenant:
     """The caller's tenant from its API key; 401 without a valid one."""
     tenant = auth.authenticate(hdrs.get("authorization"))
     if tenant is None:
-        raise ApiError(401, "missing or unknown API key", type_="authentication_error",
-                       code="invalid_api_key", reason="unauthenticated")  # fmt: skip
+        raise ApiError(
+            401,
+            "missing or unknown API key",
+            type_="authentication_error",
+            code="invalid_api_key",
+            reason="unauthenticated",
+        )
     return tenant
 
 
@@ -81,8 +86,13 @@ def tenant_named(auth: Authenticator, name: str, header: str) -> Tenant:
     for a name the config does not know."""
     tenant = auth.named(name)
     if tenant is None:
-        raise ApiError(401, f"unknown tenant {name!r} in {header}", type_="authentication_error",
-                       code="unknown_tenant", reason="unauthenticated")  # fmt: skip
+        raise ApiError(
+            401,
+            f"unknown tenant {name!r} in {header}",
+            type_="authentication_error",
+            code="unknown_tenant",
+            reason="unauthenticated",
+        )
     return tenant
 
 

@@ -29,8 +29,12 @@ async def read_body(
         async with asyncio.timeout(timeout_s):
             return await _collect(next_piece, limit)
     except TimeoutError:
-        raise ApiError(408, f"the request body was not received within {timeout_s:g} s",
-                       code="request_timeout", reason="body_timeout") from None  # fmt: skip
+        raise ApiError(
+            408,
+            f"the request body was not received within {timeout_s:g} s",
+            code="request_timeout",
+            reason="body_timeout",
+        ) from None
 
 
 async def _collect(next_piece: NextPiece, limit: int) -> bytes:
@@ -50,12 +54,20 @@ async def _collect(next_piece: NextPiece, limit: int) -> bytes:
 
 
 def too_large(limit: int) -> ApiError:
-    return ApiError(413, f"request body exceeds {limit} bytes", code="request_too_large",
-                    reason="body_too_large")  # fmt: skip
+    return ApiError(
+        413,
+        f"request body exceeds {limit} bytes",
+        code="request_too_large",
+        reason="body_too_large",
+    )
 
 
 def incomplete() -> ApiError:
     """The sender went away before its body was whole: its own fault (400), not an error
     of the gateway; nobody reads the answer, the record keeps it."""
-    return ApiError(400, "the request body ended before it was complete",
-                    code="incomplete_body", reason="body_incomplete")  # fmt: skip
+    return ApiError(
+        400,
+        "the request body ended before it was complete",
+        code="incomplete_body",
+        reason="body_incomplete",
+    )

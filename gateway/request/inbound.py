@@ -39,8 +39,11 @@ class RunHeaders:
 
 
 RUN_ID = "x-agent-run-id"
-_RUN_HINTS = (("x-agent-run-calls", "calls"), ("x-agent-run-tokens", "tokens"),
-              ("x-agent-run-branches", "branches"))  # fmt: skip
+_RUN_HINTS = (
+    ("x-agent-run-calls", "calls"),
+    ("x-agent-run-tokens", "tokens"),
+    ("x-agent-run-branches", "branches"),
+)
 _RUN_DEADLINE = "x-agent-run-deadline-ms"
 
 
@@ -135,8 +138,9 @@ def run_headers(headers: Mapping[str, str]) -> RunHeaders | None:
                 raise ApiError(400, f"{_title(name)} needs X-Agent-Run-Id", param=_title(name))
         return None
     if not valid_run_id(run_id):
-        raise ApiError(400, "X-Agent-Run-Id must be 1-128 printable ASCII characters",
-                       param="X-Agent-Run-Id")  # fmt: skip
+        raise ApiError(
+            400, "X-Agent-Run-Id must be 1-128 printable ASCII characters", param="X-Agent-Run-Id"
+        )
     raw_deadline = headers.get(_RUN_DEADLINE)
     deadline_s = None
     if raw_deadline is not None:

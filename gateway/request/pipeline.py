@@ -107,8 +107,18 @@ async def _prepare(
 ) -> Prepared:
     tenant = front.tenant(runtime)
     raw, body = await front.body(runtime, tenant)
-    return prepare(ctx, runtime, tenant, front.headers, front.path, request_id, arrival, raw,
-                   body, prefer_async=front.prefer_async)  # fmt: skip
+    return prepare(
+        ctx,
+        runtime,
+        tenant,
+        front.headers,
+        front.path,
+        request_id,
+        arrival,
+        raw,
+        body,
+        prefer_async=front.prefer_async,
+    )
 
 
 @contextmanager
@@ -129,9 +139,12 @@ def flight_of(ctx: GatewayContext, prepared: Prepared, arrival: float) -> Iterat
 
 
 async def _decide(
-    ctx: GatewayContext, front: Front[T], flight: Flight, prepared: Prepared,
+    ctx: GatewayContext,
+    front: Front[T],
+    flight: Flight,
+    prepared: Prepared,
     gone: asyncio.Future[None],
-) -> T | Response:  # fmt: skip
+) -> T | Response:
     req = prepared.request
     if req.is_retry:
         ctx.metrics.retries.labels(ctx.metrics.tenant_label(req.tenant), req.workload_class).inc()

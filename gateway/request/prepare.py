@@ -35,10 +35,18 @@ class Prepared:
 
 
 def prepare(
-    ctx: GatewayContext, runtime: Runtime, tenant: Tenant, hdrs: Mapping[str, str], path: str,
-    request_id: str, arrival: float, raw: bytes, body: dict[str, Any] | None = None,
-    *, prefer_async: bool = False,
-) -> Prepared:  # fmt: skip
+    ctx: GatewayContext,
+    runtime: Runtime,
+    tenant: Tenant,
+    hdrs: Mapping[str, str],
+    path: str,
+    request_id: str,
+    arrival: float,
+    raw: bytes,
+    body: dict[str, Any] | None = None,
+    *,
+    prefer_async: bool = False,
+) -> Prepared:
     """The whole body ``raw`` (``body``: its decoding, when the caller has it) validated,
     estimated and described for the scheduler. ``prefer_async``: the client asked for the
     asynchronous handoff (only the HTTP front offers it)."""
@@ -46,15 +54,20 @@ def prepare(
         body = decode_json_object(raw)
     meta = parse_metadata(hdrs, tenant, request_id)
     server = runtime.loaded.config.server
-    parsed = parse_body(path, body, ctx.pool.known_models(), ctx.pool.model_limit,
-                        server.max_sequences_per_request)  # fmt: skip
+    parsed = parse_body(
+        path, body, ctx.pool.known_models(), ctx.pool.model_limit, server.max_sequences_per_request
+    )
     model_limit = ctx.pool.model_limit(parsed.model)
     flow = FlowKey(tenant.name, meta.workload_class, parsed.model, deadline_bucket(meta.deadline_s))
     estimate = ctx.estimator.estimate(
-        parsed.model, parsed.prompt_chars, max_tokens=parsed.max_tokens,
-        max_model_len=model_limit, flow=flow, fan_out=parsed.fan_out,
+        parsed.model,
+        parsed.prompt_chars,
+        max_tokens=parsed.max_tokens,
+        max_model_len=model_limit,
+        flow=flow,
+        fan_out=parsed.fan_out,
         known_prompt_tokens=parsed.prompt_token_ids,
-    )  # fmt: skip
+    )
     info = RequestInfo(
         request_id=request_id,
         tenant=tenant.name,
@@ -85,9 +98,16 @@ def _run_hints(run: RunHeaders | None, arrival: float) -> RunHints | None:
 def request_record(prepared: Prepared, arrival: float) -> RequestRecord:
     req = prepared.request
     record = RequestRecord(
-        req.request_id, req.tenant, req.workload_class, req.model, prepared.path,
-        prepared.parsed.stream, req.prompt_hash, arrival, is_retry=req.is_retry,
-    )  # fmt: skip
+        req.request_id,
+        req.tenant,
+        req.workload_class,
+        req.model,
+        prepared.path,
+        prepared.parsed.stream,
+        req.prompt_hash,
+        arrival,
+        is_retry=req.is_retry,
+    )
     if req.run is not None:
         record.extra["run_sha256"] = run_digest(req.tenant, req.run.run_id)
     return record

@@ -33,8 +33,9 @@ def refuse(
     record = RequestRecord(request_id, "", "", "", path, False, "", arrival)
     record.status, record.outcome, record.error = err.status, Outcome.REJECTED, err.reason
     ctx.records.emit(record)
-    return JSONResponse(err.body(), status_code=err.status,
-                        headers=refusal_headers(request_id, err.reason))  # fmt: skip
+    return JSONResponse(
+        err.body(), status_code=err.status, headers=refusal_headers(request_id, err.reason)
+    )
 
 
 NOT_SERVED = {
@@ -47,14 +48,18 @@ NOT_SERVED = {
 def not_served(status: int, request_id: str) -> Response:
     """404 or 405 (``NOT_SERVED``), with the refusal's decision headers."""
     kind, reason = NOT_SERVED[status]
-    return JSONResponse(error_body(reason, kind), status_code=status,
-                        headers=refusal_headers(request_id, reason))  # fmt: skip
+    return JSONResponse(
+        error_body(reason, kind), status_code=status, headers=refusal_headers(request_id, reason)
+    )
 
 
 def refusal_headers(request_id: str, reason: str) -> dict[str, str]:
     """A refusal before any decision: ``reject`` with a gateway reason."""
-    return {"x-request-id": request_id, "x-sluicegate-decision": "reject",
-            "x-sluicegate-reason": reason}  # fmt: skip
+    return {
+        "x-request-id": request_id,
+        "x-sluicegate-decision": "reject",
+        "x-sluicegate-reason": reason,
+    }
 
 
 def headers(flight: Flight) -> dict[str, str]:
@@ -113,8 +118,11 @@ def exhausted(ctx: GatewayContext, runtime: Runtime, flight: Flight, failure: st
     else:
         status, reason = 503, "no_healthy_backend"
         retry_after = ctx.scheduler.retry_after(runtime.loaded.config.health.interval_s)
-        message = ("could not connect to any backend" if failure == "connect"
-                   else "no backend answered in time")  # fmt: skip
+        message = (
+            "could not connect to any backend"
+            if failure == "connect"
+            else "no backend answered in time"
+        )
     flight.finish(Outcome.REJECTED, status=status, error=failure)
     hdrs = {**headers(flight), **retry_after_headers(retry_after)}
     hdrs["x-sluicegate-decision"], hdrs["x-sluicegate-reason"] = "reject", reason

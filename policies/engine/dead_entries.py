@@ -42,8 +42,7 @@ def live_items(heap: list[Item], leaving: QueuedEntry) -> list[Item]:
     """The heap rebuilt from its current items, without those of ``leaving`` (an entry
     being discarded, not yet marked dead)."""
     kept = [
-        item for item in heap
-        if item[3] is not leaving and item[3].alive and item[3].gen == item[2]
-    ]  # fmt: skip
+        item for item in heap if item[3] is not leaving and item[3].alive and item[3].gen == item[2]
+    ]
     heapq.heapify(kept)
     return kept

@@ -160,18 +160,29 @@ class Scheduler:
         )
 
     def _new_entry(
-        self, req: RequestInfo, kind: DecisionKind, degradation: Degradation,
-        shadowed: tuple[str, ...], now: float,
-    ) -> QueuedEntry:  # fmt: skip
+        self,
+        req: RequestInfo,
+        kind: DecisionKind,
+        degradation: Degradation,
+        shadowed: tuple[str, ...],
+        now: float,
+    ) -> QueuedEntry:
         self._seq += 1
         if req.deadline is not None:  # the client's own bound replaces the queue's
             expires_at, reason = req.deadline, Reason.DEADLINE_EXPIRED
         else:
             expires_at, reason = now + self._policy.queue.max_wait_s, Reason.OVERLOADED
         return QueuedEntry(
-            req, kind, degradation, shadowed, now, expires_at, reason, self._seq,
+            req,
+            kind,
+            degradation,
+            shadowed,
+            now,
+            expires_at,
+            reason,
+            self._seq,
             self._flows.of(req),
-        )  # fmt: skip
+        )
 
     def _enqueue(self, entry: QueuedEntry, gate_names: tuple[str, ...]) -> Decision:
         req = entry.request
@@ -181,10 +192,15 @@ class Scheduler:
         if req.run is not None:
             self.runs.enqueued(entry)
         return make_decision(
-            self._policy, req, DecisionKind.DELAY, Reason.QUEUED_FOR_CAPACITY,
-            queue_position=len(self._queue), degradation=entry.degradation,
-            shadowed=entry.shadowed, flow=entry.flow,
-        )  # fmt: skip
+            self._policy,
+            req,
+            DecisionKind.DELAY,
+            Reason.QUEUED_FOR_CAPACITY,
+            queue_position=len(self._queue),
+            degradation=entry.degradation,
+            shadowed=entry.shadowed,
+            flow=entry.flow,
+        )
 
     # -- poll ----------------------------------------------------------------------------
 
@@ -269,9 +285,15 @@ class Scheduler:
             else (Reason.CAPACITY_AVAILABLE)
         )
         decision = make_decision(
-            self._policy, req, entry.kind, reason, degradation=entry.degradation,
-            shadowed=entry.shadowed, backend=backend.name, flow=entry.flow,
-        )  # fmt: skip
+            self._policy,
+            req,
+            entry.kind,
+            reason,
+            degradation=entry.degradation,
+            shadowed=entry.shadowed,
+            backend=backend.name,
+            flow=entry.flow,
+        )
         ticket = Ticket(req.request_id, backend.name, decision, now, req)
         total = req.estimate.total
         self._place.took(backend.name, req, total)
@@ -313,9 +335,13 @@ class Scheduler:
             self.runs.released(req, outcome, usage, now)
         if self._limit_learns:
             self._policy.limit.on_sample(
-                self._states.limit, self._place.view.get(ticket.backend), load, ttft_s, latency_s,
+                self._states.limit,
+                self._place.view.get(ticket.backend),
+                load,
+                ttft_s,
+                latency_s,
                 outcome is Outcome.FAILED,
-            )  # fmt: skip
+            )
         self._drain.tick(now, bool(self._in_flight))
         self._full_drain.tick(now, bool(self._queue))
 
@@ -354,17 +380,26 @@ class Scheduler:
         return self._policy.runs
 
     def refuse(
-        self, req: RequestInfo, reason: Reason, seconds: float | None, now: float,
+        self,
+        req: RequestInfo,
+        reason: Reason,
+        seconds: float | None,
+        now: float,
         shadowed: tuple[str, ...] = (),
-    ) -> Decision:  # fmt: skip
+    ) -> Decision:
         return self._reject(req, reason, seconds, now, shadowed=shadowed)
 
     def delayed(self, entry: QueuedEntry, position: int) -> Decision:
         return make_decision(
-            self._policy, entry.request, DecisionKind.DELAY, Reason.QUEUED_FOR_CAPACITY,
-            queue_position=position, degradation=entry.degradation, shadowed=entry.shadowed,
+            self._policy,
+            entry.request,
+            DecisionKind.DELAY,
+            Reason.QUEUED_FOR_CAPACITY,
+            queue_position=position,
+            degradation=entry.degradation,
+            shadowed=entry.shadowed,
             flow=entry.flow,
-        )  # fmt: skip
+        )
 
     def drain_rate(self, saturated: bool, now: float) -> float | None:
         return (self._full_drain if saturated else self._drain).rate(now)
@@ -402,9 +437,16 @@ class Scheduler:
         new sequence number: heap items of the two never tie (entries do not compare)."""
         self._seq += 1
         return QueuedEntry(
-            entry.request, entry.kind, entry.degradation, entry.shadowed, entry.enqueued_at,
-            entry.expires_at, entry.expiry_reason, self._seq, entry.flow,
-        )  # fmt: skip
+            entry.request,
+            entry.kind,
+            entry.degradation,
+            entry.shadowed,
+            entry.enqueued_at,
+            entry.expires_at,
+            entry.expiry_reason,
+            self._seq,
+            entry.flow,
+        )
 
     # -- helpers ---------------------------------------------------------------------------
 

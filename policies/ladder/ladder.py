@@ -95,9 +95,10 @@ def _step(
             return None
         before = req.estimate  # the cap holds per sequence
         est = WorkEstimate(
-            before.prompt_tokens, min(before.output_tokens, cap * before.sequences),
+            before.prompt_tokens,
+            min(before.output_tokens, cap * before.sequences),
             before.sequences,
-        )  # fmt: skip
+        )
         return dataclasses.replace(req, max_tokens=cap, estimate=est)
     alias = step.models.get(req.model)
     if alias is None or alias not in served:

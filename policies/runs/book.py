@@ -55,8 +55,15 @@ class RunBook:
 
     def stats(self, held_calls: int) -> RunStats:
         ended = {(t, e.value): n for (t, e), n in self.ended.items()}
-        return RunStats(dict(self.started), ended, dict(self.wasted), len(self.runs),
-                        self.promised, held_calls, self.learner.error())  # fmt: skip
+        return RunStats(
+            dict(self.started),
+            ended,
+            dict(self.wasted),
+            len(self.runs),
+            self.promised,
+            held_calls,
+            self.learner.error(),
+        )
 
     def of(self, request_id: str) -> Run | None:
         """The run of a queued, held or in-flight call."""
@@ -92,9 +99,13 @@ class RunBook:
         return Reservation(max(tokens, own), max(calls, 1), branches, source)
 
     def promise_wait(
-        self, params: RunsParams, plan: Reservation, rate: float | None, now: float,
+        self,
+        params: RunsParams,
+        plan: Reservation,
+        rate: float | None,
+        now: float,
         deadline: float | None,
-    ) -> float | None:  # fmt: skip
+    ) -> float | None:
         """Seconds until the work promised to open runs, plus ``plan``, would drain within
         the horizon (before ``deadline`` if sooner); None when it already does, or when
         nothing bounds it (no horizon, or no drain rate measured yet)."""
@@ -166,9 +177,13 @@ class RunBook:
         return self._after_leaving(params, run, now)
 
     def released(
-        self, params: RunsParams, req: RequestInfo, outcome: Outcome, used: int | None,
+        self,
+        params: RunsParams,
+        req: RequestInfo,
+        outcome: Outcome,
+        used: int | None,
         now: float,
-    ) -> str | None:  # fmt: skip
+    ) -> str | None:
         """A dispatched call ended. ``used``: its actual tokens, if reported. Returns the
         held call of its run that may now go to the gateway queue, if any."""
         run = self._by_request.pop(req.request_id, None)
@@ -250,15 +265,29 @@ class RunBook:
         for rid in run.queued:
             self._drop_continuation(tenant, rid)
         if end is RunEnd.COMPLETED:
-            self.learner.observe(run.flow, params.learned_runs, run.calls, run.spent, run.peak,
-                                 run.reservation.tokens)  # fmt: skip
+            self.learner.observe(
+                run.flow,
+                params.learned_runs,
+                run.calls,
+                run.spent,
+                run.peak,
+                run.reservation.tokens,
+            )
         else:
             self.wasted[tenant] = self.wasted.get(tenant, 0) + run.spent
         ended_at = run.last_active if end is RunEnd.COMPLETED else now
         done = RunEnded(
-            tenant, run.run_id, end, reason, run.started_at, ended_at, run.calls, run.spent,
-            run.reservation.tokens, tuple(sorted(run.in_flight)),
-        )  # fmt: skip
+            tenant,
+            run.run_id,
+            end,
+            reason,
+            run.started_at,
+            ended_at,
+            run.calls,
+            run.spent,
+            run.reservation.tokens,
+            tuple(sorted(run.in_flight)),
+        )
         self._ends.append(done)
         return done
 

@@ -28,9 +28,13 @@ class RunHost(Protocol):
     def runs_params(self) -> RunsParams: ...
 
     def refuse(
-        self, req: RequestInfo, reason: Reason, seconds: float | None, now: float,
+        self,
+        req: RequestInfo,
+        reason: Reason,
+        seconds: float | None,
+        now: float,
         shadowed: tuple[str, ...] = (),
-    ) -> Decision:  # fmt: skip
+    ) -> Decision:
         """A REJECT of ``req`` (``seconds`` None: the Retry-After the scheduler computes)."""
 
     def delayed(self, entry: QueuedEntry, position: int) -> Decision:

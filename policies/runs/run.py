@@ -86,12 +86,18 @@ class Run:
         "spent",
         "started_at",
         "tenant",
-    )  # fmt: skip
+    )
 
     def __init__(
-        self, tenant: str, run_id: str, flow: RunFlow, started_at: float, deadline: float | None,
-        reservation: Reservation, opening: str,
-    ) -> None:  # fmt: skip
+        self,
+        tenant: str,
+        run_id: str,
+        flow: RunFlow,
+        started_at: float,
+        deadline: float | None,
+        reservation: Reservation,
+        opening: str,
+    ) -> None:
         self.tenant = tenant
         self.run_id = run_id
         self.flow = flow

@@ -41,7 +41,16 @@ RunState = OpenRunState | EndedRunState
 
 def open_state(run: Run, now: float) -> OpenRunState:
     return OpenRunState(
-        run.run_id, run.closing, now - run.started_at,
-        None if run.deadline is None else run.deadline - now, run.reservation, run.drawn,
-        run.spent, run.calls, len(run.in_flight), len(run.queued), len(run.held), run.peak,
-    )  # fmt: skip
+        run.run_id,
+        run.closing,
+        now - run.started_at,
+        None if run.deadline is None else run.deadline - now,
+        run.reservation,
+        run.drawn,
+        run.spent,
+        run.calls,
+        len(run.in_flight),
+        len(run.queued),
+        len(run.held),
+        run.peak,
+    )

@@ -52,9 +52,14 @@ def in_slice(mutant: Mutant, every: int) -> bool:
 
 
 def run_module(
-    root: Path, module: str, tests: list[str], mutants: Iterable[Mutant],
-    equivalents: dict[tuple[str, str], str], jobs: int, plugins: list[str],
-) -> ModuleResult:  # fmt: skip
+    root: Path,
+    module: str,
+    tests: list[str],
+    mutants: Iterable[Mutant],
+    equivalents: dict[tuple[str, str], str],
+    jobs: int,
+    plugins: list[str],
+) -> ModuleResult:
     result = ModuleResult(module)
     stages = _stages(tests)
     timeouts: list[float] = []
@@ -81,8 +86,10 @@ def run_module(
 def _stages(tests: list[str]) -> list[list[str]]:
     """One pytest run per listed path, in order, each leaving out the files run before it:
     a mutant the first (most telling) file kills never pays for collecting the rest."""
-    return [[path, *(f"--ignore={t}" for t in tests[:i] if t.endswith(".py"))]
-            for i, path in enumerate(tests)]  # fmt: skip
+    return [
+        [path, *(f"--ignore={t}" for t in tests[:i] if t.endswith(".py"))]
+        for i, path in enumerate(tests)
+    ]
 
 
 def _judge(
@@ -112,9 +119,14 @@ def _pytest(
         env[MODULE_ENV], env[KEY_ENV] = mutant.module, mutant.key
         args += ["-p", "scripts.mutation.inject"]
     proc = subprocess.Popen(
-        [*args, *tests], cwd=root, env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        [*args, *tests],
+        cwd=root,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

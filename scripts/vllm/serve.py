@@ -70,16 +70,23 @@ def server_command(
         str(vllm_venv() / "bin" / "python"),
         "-m",
         "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir),
-        "--served-model-name", served_name,
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--max-num-seqs", str(MAX_NUM_SEQS),
-        "--max-model-len", "2048",
-        "--dtype", "bfloat16",
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        served_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-num-seqs",
+        str(MAX_NUM_SEQS),
+        "--max-model-len",
+        "2048",
+        "--dtype",
+        "bfloat16",
         "--enforce-eager",
         *extra_args,
-    ]  # fmt: skip
+    ]
 
 
 def server_env(cache_root: Path) -> dict[str, str]:

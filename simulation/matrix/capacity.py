@@ -28,20 +28,35 @@ def _window(requests: list[Request], start: float, end: float) -> list[Request]:
     return [r for r in requests if start <= r.first_submit < end and r.finished is not None]
 
 
-def measure_capacity(workload: Workload, profile: Profile, backends: int,
-                     duration_s: float, seed: int = 1) -> Capacity:  # fmt: skip
+def measure_capacity(
+    workload: Workload, profile: Profile, backends: int, duration_s: float, seed: int = 1
+) -> Capacity:
     main = workload.main(profile)
     warmup = duration_s / 4
     slots = profile.engine.max_num_seqs * backends
     flood = replace(main, clients=2 * slots, think_mean_s=0.0)
-    sim = MatrixSimulation(tenants=[flood], policy=NEUTRAL, profile=profile, backends=backends,
-                           duration_s=duration_s, seed=seed, probe=False)  # fmt: skip
+    sim = MatrixSimulation(
+        tenants=[flood],
+        policy=NEUTRAL,
+        profile=profile,
+        backends=backends,
+        duration_s=duration_s,
+        seed=seed,
+        probe=False,
+    )
     ran = sim.run().requests
     done = [r for r in ran if r.finished is not None and warmup <= r.finished < duration_s]
     rate = len(done) / (duration_s - warmup)
     one = replace(main, clients=1, think_mean_s=0.0)
-    sim = MatrixSimulation(tenants=[one], policy=NEUTRAL, profile=profile, backends=backends,
-                           duration_s=duration_s, seed=seed, probe=False)  # fmt: skip
+    sim = MatrixSimulation(
+        tenants=[one],
+        policy=NEUTRAL,
+        profile=profile,
+        backends=backends,
+        duration_s=duration_s,
+        seed=seed,
+        probe=False,
+    )
     alone = _window(sim.run().requests, 0.0, duration_s)
     service = sum((r.finished or 0.0) - r.first_submit for r in alone) / max(1, len(alone))
     return Capacity(rate_per_s=rate, service_s=service)

@@ -41,8 +41,10 @@ class Cell:
 
 
 def full_matrix() -> list[Cell]:
-    return [Cell(w, p, load, b) for w, p, load, b
-            in itertools.product(WORKLOADS, PROFILES, LOADS, BACKENDS)]  # fmt: skip
+    return [
+        Cell(w, p, load, b)
+        for w, p, load, b in itertools.product(WORKLOADS, PROFILES, LOADS, BACKENDS)
+    ]
 
 
 CI_SLICE = (

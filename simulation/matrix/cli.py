@@ -26,16 +26,24 @@ def _names(text: str | None) -> set[str] | None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sluicegate evaluate", description=__doc__.split("\n")[0])
-    p.add_argument("--slice", choices=("full", "ci"), default="full",
-                   help="the whole matrix, or the fixed slice CI runs")  # fmt: skip
+    p.add_argument(
+        "--slice",
+        choices=("full", "ci"),
+        default="full",
+        help="the whole matrix, or the fixed slice CI runs",
+    )
     p.add_argument("--workloads", default=None, help="comma-separated workload filter")
     p.add_argument("--profiles", default=None, help="comma-separated profile filter")
     p.add_argument("--loads", default=None, help="comma-separated load filter, e.g. 1,2")
     p.add_argument("--backends", default=None, help="comma-separated backends filter")
     p.add_argument("--policies", default=None, help="comma-separated filter (default kept)")
     p.add_argument("--workers", type=int, default=2, help="worker processes")
-    p.add_argument("--out", type=Path, default=Path("bench/evaluate/matrix"),
-                   help="output prefix: PREFIX.csv, PREFIX.png, PREFIX.txt")  # fmt: skip
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("bench/evaluate/matrix"),
+        help="output prefix: PREFIX.csv, PREFIX.png, PREFIX.txt",
+    )
     p.add_argument("--no-chart", action="store_true")
     return p
 
@@ -44,9 +52,14 @@ def _select(cells: list[Cell], args: argparse.Namespace) -> list[Cell]:
     w, p = _names(args.workloads), _names(args.profiles)
     loads = None if args.loads is None else {float(x) for x in args.loads.split(",")}
     backends = None if args.backends is None else {int(x) for x in args.backends.split(",")}
-    return [c for c in cells if (w is None or c.workload in w) and (p is None or c.profile in p)
-            and (loads is None or c.load in loads)
-            and (backends is None or c.backends in backends)]  # fmt: skip
+    return [
+        c
+        for c in cells
+        if (w is None or c.workload in w)
+        and (p is None or c.profile in p)
+        and (loads is None or c.load in loads)
+        and (backends is None or c.backends in backends)
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.monotonic()
     print(f"{len(cells)} cells x {len(policies)} policies on {args.workers} workers", flush=True)
+
     def say(message: str) -> None:
         print(f"[{time.monotonic() - started:6.0f}s] {message}", flush=True)
 

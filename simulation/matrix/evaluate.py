@@ -73,8 +73,13 @@ def _alone_tenants(cell: Cell) -> list[str]:
     return list(kinds.values())
 
 
-def evaluate(cells: list[Cell], policies: Policies, *, workers: int = 2,
-             progress: Callable[[str], None] | None = None) -> list[CellRow]:  # fmt: skip
+def evaluate(
+    cells: list[Cell],
+    policies: Policies,
+    *,
+    workers: int = 2,
+    progress: Callable[[str], None] | None = None,
+) -> list[CellRow]:
     say = progress or (lambda _: None)
     firsts = {(c.workload, c.profile, c.backends): c for c in cells}
     caps = dict(_map(_capacity_job, list(firsts.values()), workers))
@@ -107,19 +112,32 @@ def _row(cell: Cell, label: str, results: dict[tuple[Cell, str, str | None], Mea
     fair = fair_shares(demand, dict.fromkeys(demand, 1.0), served_total)
     workload = WORKLOADS[cell.workload]
     tenants = {
-        name: TenantRow(ttft, alone[name], served / served_total if served_total else 0.0,
-                        fair[name])
+        name: TenantRow(
+            ttft, alone[name], served / served_total if served_total else 0.0, fair[name]
+        )
         for name, (ttft, served) in m.tenants.items()
     }
-    return CellRow(cell.workload, cell.profile, cell.load, cell.backends, label,
-                   m.goodput_tps, m.completed_per_s, tenants, noisy=workload.noisy,
-                   runs=workload.runs is not None, ra_returns=m.ra_returns,
-                   ra_admitted=m.ra_admitted, probe_refused=m.probe_refused,
-                   probe_distinct=m.probe_distinct)  # fmt: skip
+    return CellRow(
+        cell.workload,
+        cell.profile,
+        cell.load,
+        cell.backends,
+        label,
+        m.goodput_tps,
+        m.completed_per_s,
+        tenants,
+        noisy=workload.noisy,
+        runs=workload.runs is not None,
+        ra_returns=m.ra_returns,
+        ra_admitted=m.ra_admitted,
+        probe_refused=m.probe_refused,
+        probe_distinct=m.probe_distinct,
+    )
 
 
-def _alone_name(results: dict[tuple[Cell, str, str | None], Measured], cell: Cell,
-                name: str) -> str | None:  # fmt: skip
+def _alone_name(
+    results: dict[tuple[Cell, str, str | None], Measured], cell: Cell, name: str
+) -> str | None:
     """The tenant whose alone run stands for ``name`` (same kind), if one was run."""
     for _, _, only in (k for k in results if k[0] == cell and k[2] is not None):
         if only is not None and _kind(only) == _kind(name):

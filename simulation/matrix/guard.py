@@ -73,15 +73,21 @@ def completed_ratio(row: CellRow, default: CellRow) -> float:
 
 def ttft_ratio(row: CellRow, default: CellRow) -> float:
     """The worst tenant's TTFT p99 over the default's for that same tenant."""
-    ratios = [_ratio(t.ttft_p99_s, default.tenants[name].ttft_p99_s)
-              for name, t in row.tenants.items() if name in default.tenants]  # fmt: skip
+    ratios = [
+        _ratio(t.ttft_p99_s, default.tenants[name].ttft_p99_s)
+        for name, t in row.tenants.items()
+        if name in default.tenants
+    ]
     return max(ratios, default=1.0)
 
 
 def score(row: CellRow, default: CellRow) -> float:
     """One number for the picture: the worst guard ratio, as "x the default" (< 1 worse)."""
-    return min(goodput_ratio(row, default), completed_ratio(row, default),
-               1.0 / max(ttft_ratio(row, default), 1e-9))  # fmt: skip
+    return min(
+        goodput_ratio(row, default),
+        completed_ratio(row, default),
+        1.0 / max(ttft_ratio(row, default), 1e-9),
+    )
 
 
 def harms(row: CellRow, default: CellRow) -> list[str]:
@@ -112,8 +118,9 @@ def goals_missed(row: CellRow, default: CellRow) -> list[str]:
     return missed
 
 
-def fair_shares(demands: dict[str, float], weights: dict[str, float],
-                capacity: float) -> dict[str, float]:  # fmt: skip
+def fair_shares(
+    demands: dict[str, float], weights: dict[str, float], capacity: float
+) -> dict[str, float]:
     """Weighted max-min fair shares of ``capacity`` (fractions of it): a tenant that asks
     for less than its weighted part gets what it asks (its demand: what it is served
     alone); the rest is split among the others by weight."""

@@ -81,14 +81,22 @@ class _Event:
 class MatrixSimulation:
     """``tenants`` against ``policy`` in front of ``backends`` engines of ``profile``."""
 
-    def __init__(self, *, tenants: list[Tenant], policy: dict[str, Any], profile: Profile,
-                 backends: int, duration_s: float, seed: int,
-                 probe: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        tenants: list[Tenant],
+        policy: dict[str, Any],
+        profile: Profile,
+        backends: int,
+        duration_s: float,
+        seed: int,
+        probe: bool = True,
+    ) -> None:
         self.clock = VirtualClock()
-        self.scheduler = Scheduler(build_policy(policy), clock=self.clock,
-                                   rng=random.Random(seed))  # fmt: skip
-        self.engines = {f"b{i}": EmulatedBackend(profile, name=f"b{i}", model=MODEL)
-                        for i in range(backends)}  # fmt: skip
+        self.scheduler = Scheduler(build_policy(policy), clock=self.clock, rng=random.Random(seed))
+        self.engines = {
+            f"b{i}": EmulatedBackend(profile, name=f"b{i}", model=MODEL) for i in range(backends)
+        }
         self._busy = dict.fromkeys(self.engines, False)
         self._tenants = {t.name: t for t in tenants}
         self._duration, self._rng = duration_s, random.Random(seed)
@@ -142,10 +150,14 @@ class MatrixSimulation:
         elif event.what == "probe":
             t = next(iter(self._tenants.values()))
             self.out.probe_retry_after = probe(
-                self.scheduler, self._snapshot(), tenant=t.name, model=MODEL,
-                prompt_tokens=t.shape.prompt_tokens, output_tokens=round(t.shape.lengths.mean),
+                self.scheduler,
+                self._snapshot(),
+                tenant=t.name,
+                model=MODEL,
+                prompt_tokens=t.shape.prompt_tokens,
+                output_tokens=round(t.shape.lengths.mean),
                 now=self.clock.now,
-            )  # fmt: skip
+            )
             self.out.probe_sent = PROBE_REQUESTS
         self._pump()
 
@@ -171,12 +183,18 @@ class MatrixSimulation:
         t = self._tenants[req.tenant]
         est = self._estimator.output_tokens(req.prompt_tokens, req.output_tokens, None, req.tenant)
         info = RequestInfo(
-            request_id=f"{rid}#{req.attempts}", tenant=req.tenant, workload_class="interactive",
-            model=MODEL, estimate=WorkEstimate(req.prompt_tokens, est), arrival=self.clock.now,
-            weight=t.weight, max_tokens=req.output_tokens, is_retry=req.attempts > 1,
+            request_id=f"{rid}#{req.attempts}",
+            tenant=req.tenant,
+            workload_class="interactive",
+            model=MODEL,
+            estimate=WorkEstimate(req.prompt_tokens, est),
+            arrival=self.clock.now,
+            weight=t.weight,
+            max_tokens=req.output_tokens,
+            is_retry=req.attempts > 1,
             session_id=f"{req.tenant}-c{req.client}" if t.shape.turns > 1 else None,
             stream=req.stream,
-        )  # fmt: skip
+        )
         self._answer(self.scheduler.submit(info, self._snapshot()))
 
     def _answer(self, out: Ticket | Decision) -> None:
@@ -189,8 +207,7 @@ class MatrixSimulation:
             req = self._open[rid]
             req.dispatched = self.clock.now
             self._tickets[rid] = out
-            self.engines[out.backend].add(rid, req.prompt_tokens, req.output_tokens,
-                                          self.clock.now)  # fmt: skip
+            self.engines[out.backend].add(rid, req.prompt_tokens, req.output_tokens, self.clock.now)
         elif out.decision is DecisionKind.REJECT:
             if ret is not None:
                 ret.admitted = False
@@ -238,8 +255,9 @@ class MatrixSimulation:
             usage = Usage(prompt_tokens=req.prompt_tokens, completion_tokens=req.output_tokens)
             self._estimator.observe(MODEL, 0, usage, flow=req.tenant)
             ttft = req.first_token - ticket.dispatched_at if req.stream else None
-            self.scheduler.release(ticket, Outcome.COMPLETED, usage, ttft_s=ttft,
-                                   latency_s=now - ticket.dispatched_at)  # fmt: skip
+            self.scheduler.release(
+                ticket, Outcome.COMPLETED, usage, ttft_s=ttft, latency_s=now - ticket.dispatched_at
+            )
             self._next(req)
 
     def _pump(self) -> None:
@@ -252,8 +270,10 @@ class MatrixSimulation:
                     self._busy[name] = True
                     self._push(self.clock.now + step.duration_s, "step", (name, step))
         wake, now = self.scheduler.next_wakeup(), self.clock.now
-        if wake is not None and wake > now and not (
-            self._armed is not None and now < self._armed <= wake
+        if (
+            wake is not None
+            and wake > now
+            and not (self._armed is not None and now < self._armed <= wake)
         ):
             self._armed = wake
             self._push(wake, "wake")

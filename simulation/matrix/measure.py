@@ -42,12 +42,14 @@ class Measured:
 
 
 def capacity_of(cell: Cell) -> Capacity:
-    return measure_capacity(WORKLOADS[cell.workload], load_profile(cell.profile), cell.backends,
-                            cell.duration_s)  # fmt: skip
+    return measure_capacity(
+        WORKLOADS[cell.workload], load_profile(cell.profile), cell.backends, cell.duration_s
+    )
 
 
-def run_cell(cell: Cell, policy: dict[str, Any], cap: Capacity, *,
-             only: str | None = None, seed: int = 1) -> Measured:  # fmt: skip
+def run_cell(
+    cell: Cell, policy: dict[str, Any], cap: Capacity, *, only: str | None = None, seed: int = 1
+) -> Measured:
     """``only``: run that tenant alone (its value alone in this cell's shape)."""
     workload, profile = WORKLOADS[cell.workload], load_profile(cell.profile)
     if workload.runs is not None:
@@ -56,8 +58,14 @@ def run_cell(cell: Cell, policy: dict[str, Any], cap: Capacity, *,
     tenants = workload.tenants(profile, cell.load, cap)
     if only is not None:
         tenants = [t for t in tenants if t.name == only]
-    sim = MatrixSimulation(tenants=tenants, policy=policy, profile=profile,
-                           backends=cell.backends, duration_s=cell.duration_s, seed=seed)
+    sim = MatrixSimulation(
+        tenants=tenants,
+        policy=policy,
+        profile=profile,
+        backends=cell.backends,
+        duration_s=cell.duration_s,
+        seed=seed,
+    )
     return _requests(sim.run(), cell)
 
 
@@ -83,8 +91,9 @@ def _ttft(r: Request) -> float:
     return end - r.first_submit
 
 
-def _accuracy(m: Measured, returns: list[Return], probe: list[float], start: float,
-              end: float) -> None:  # fmt: skip
+def _accuracy(
+    m: Measured, returns: list[Return], probe: list[float], start: float, end: float
+) -> None:
     judged = [r for r in returns if r.on_time and r.admitted is not None and start <= r.at < end]
     m.ra_returns = len(judged)
     m.ra_admitted = sum(1 for r in judged if r.admitted)
@@ -96,8 +105,15 @@ def _run_runs(cell: Cell, policy: dict[str, Any], cap: Capacity, seed: int) -> M
     assert workload.runs is not None
     runs = workload.runs(profile)
     rate = cell.load * cap.rate_per_s / runs.mean_calls
-    sim = PooledRunSimulation(profile=profile, backends=cell.backends, workload=runs,
-                              policy=policy, rate=rate, duration_s=cell.duration_s, seed=seed)
+    sim = PooledRunSimulation(
+        profile=profile,
+        backends=cell.backends,
+        workload=runs,
+        policy=policy,
+        rate=rate,
+        duration_s=cell.duration_s,
+        seed=seed,
+    )
     records = sim.run()
     start, end = cell.warmup_s, cell.duration_s
     seconds = end - start

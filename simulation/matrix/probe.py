@@ -11,16 +11,29 @@ from policies.types import DecisionKind, Outcome, RequestInfo, Usage, WorkEstima
 PROBE_REQUESTS = 100
 
 
-def probe(scheduler: Scheduler, fleet: FleetSnapshot, *, tenant: str, model: str,
-          prompt_tokens: int, output_tokens: int, now: float) -> list[float]:  # fmt: skip
+def probe(
+    scheduler: Scheduler,
+    fleet: FleetSnapshot,
+    *,
+    tenant: str,
+    model: str,
+    prompt_tokens: int,
+    output_tokens: int,
+    now: float,
+) -> list[float]:
     """The Retry-After values (ms resolution, as the header carries them) of the refused."""
     values: list[float] = []
     for i in range(PROBE_REQUESTS):
         info = RequestInfo(
-            request_id=f"probe-{i}", tenant=tenant, workload_class="interactive", model=model,
-            estimate=WorkEstimate(prompt_tokens, output_tokens), arrival=now,
-            max_tokens=output_tokens, stream=True,
-        )  # fmt: skip
+            request_id=f"probe-{i}",
+            tenant=tenant,
+            workload_class="interactive",
+            model=model,
+            estimate=WorkEstimate(prompt_tokens, output_tokens),
+            arrival=now,
+            max_tokens=output_tokens,
+            stream=True,
+        )
         out = scheduler.submit(info, fleet)
         if isinstance(out, Ticket):
             scheduler.release(out, Outcome.CANCELLED, Usage(prompt_tokens=0, completion_tokens=0))

@@ -19,11 +19,27 @@ from simulation.matrix.guard import (
 )
 
 COLUMNS = (
-    "workload", "profile", "load", "backends", "policy", "goodput_tps", "completed_per_s",
-    "goodput_vs_default", "completed_vs_default", "ttft_vs_default", "worst_ttft_vs_alone",
-    "victim_ttft_vs_alone", "min_share_vs_fair", "ra_returns", "ra_accuracy", "probe_refused",
-    "probe_distinct", "harm", "goals_missed", "tenants",
-)  # fmt: skip
+    "workload",
+    "profile",
+    "load",
+    "backends",
+    "policy",
+    "goodput_tps",
+    "completed_per_s",
+    "goodput_vs_default",
+    "completed_vs_default",
+    "ttft_vs_default",
+    "worst_ttft_vs_alone",
+    "victim_ttft_vs_alone",
+    "min_share_vs_fair",
+    "ra_returns",
+    "ra_accuracy",
+    "probe_refused",
+    "probe_distinct",
+    "harm",
+    "goals_missed",
+    "tenants",
+)
 
 
 def defaults(rows: list[CellRow]) -> dict[str, CellRow]:
@@ -42,13 +58,19 @@ def csv_row(row: CellRow, default: CellRow) -> dict[str, str]:
     alone = [v for t in row.tenants.values() if (v := _vs(t.ttft_p99_s, t.alone_p99_s))]
     shares = [v for t in row.tenants.values() if (v := _vs(t.share, t.fair_share))]
     victim = row.tenants.get("victim") if row.noisy else None
-    tenants = ";".join(f"{n}:ttft={t.ttft_p99_s:.4g}/alone={t.alone_p99_s:.4g}"
-                       f"/share={t.share:.3f}/fair={t.fair_share:.3f}"
-                       for n, t in sorted(row.tenants.items()))  # fmt: skip
+    tenants = ";".join(
+        f"{n}:ttft={t.ttft_p99_s:.4g}/alone={t.alone_p99_s:.4g}"
+        f"/share={t.share:.3f}/fair={t.fair_share:.3f}"
+        for n, t in sorted(row.tenants.items())
+    )
     return {
-        "workload": row.workload, "profile": row.profile, "load": f"{row.load:g}",
-        "backends": str(row.backends), "policy": row.policy,
-        "goodput_tps": _fmt(row.goodput_tps), "completed_per_s": _fmt(row.completed_per_s),
+        "workload": row.workload,
+        "profile": row.profile,
+        "load": f"{row.load:g}",
+        "backends": str(row.backends),
+        "policy": row.policy,
+        "goodput_tps": _fmt(row.goodput_tps),
+        "completed_per_s": _fmt(row.completed_per_s),
         "goodput_vs_default": _fmt(goodput_ratio(row, default)),
         "completed_vs_default": _fmt(completed_ratio(row, default)),
         "ttft_vs_default": _fmt(ttft_ratio(row, default)),
@@ -57,12 +79,14 @@ def csv_row(row: CellRow, default: CellRow) -> dict[str, str]:
             _vs(victim.ttft_p99_s, victim.alone_p99_s) if victim else None
         ),
         "min_share_vs_fair": _fmt(min(shares, default=None)),  # type: ignore[type-var]
-        "ra_returns": str(row.ra_returns), "ra_accuracy": _fmt(row.ra_accuracy),
-        "probe_refused": str(row.probe_refused), "probe_distinct": str(row.probe_distinct),
+        "ra_returns": str(row.ra_returns),
+        "ra_accuracy": _fmt(row.ra_accuracy),
+        "probe_refused": str(row.probe_refused),
+        "probe_distinct": str(row.probe_distinct),
         "harm": "|".join(harms(row, default)) if row.policy != "default" else "",
         "goals_missed": "|".join(goals_missed(row, default)),
         "tenants": tenants,
-    }  # fmt: skip
+    }
 
 
 def write_csv(rows: list[CellRow], path: Path) -> None:
@@ -136,8 +160,9 @@ def draw(rows: list[CellRow], path: Path) -> None:
         image = ax.imshow(grid, cmap="RdYlGn", norm=norm, aspect="auto")
         ax.set_title(f"{profile}, {backends} backend{'s' if backends > 1 else ''}", fontsize=9)
         ax.set_yticks(range(len(policies)), policies, fontsize=7)
-        ax.set_xticks(range(len(columns)), [f"{w} {x:g}x" for w, x in columns], rotation=90,
-                      fontsize=5)  # fmt: skip
+        ax.set_xticks(
+            range(len(columns)), [f"{w} {x:g}x" for w, x in columns], rotation=90, fontsize=5
+        )
     if image is not None:
         bar = fig.colorbar(image, ax=axes[:, 0].tolist(), shrink=0.6)
         bar.set_label("log2(worst guard ratio to default)")

@@ -22,11 +22,20 @@ _Key = tuple[int, int, int]
 
 
 class PooledRunSimulation(RunSimulation):
-    def __init__(self, *, profile: Profile, backends: int, workload: RunWorkload,
-                 policy: dict[str, Any], rate: float, duration_s: float,
-                 seed: int) -> None:  # fmt: skip
-        self.pool = {f"b{i}": CuttableBackend(profile, name=f"b{i}", model=MODEL)
-                     for i in range(backends)}  # fmt: skip
+    def __init__(
+        self,
+        *,
+        profile: Profile,
+        backends: int,
+        workload: RunWorkload,
+        policy: dict[str, Any],
+        rate: float,
+        duration_s: float,
+        seed: int,
+    ) -> None:
+        self.pool = {
+            f"b{i}": CuttableBackend(profile, name=f"b{i}", model=MODEL) for i in range(backends)
+        }
         self._names = list(self.pool)
         self._idle = dict.fromkeys(self.pool, True)
         self._where: dict[str, str] = {}
@@ -39,9 +48,15 @@ class PooledRunSimulation(RunSimulation):
         """(the call's first attempt, its time to first token from then)."""
         self.returns: list[Return] = []
         self.probe_retry_after: list[float] = []
-        super().__init__(plans=arrivals(workload, rate, duration_s, seed), workload=workload,
-                         policy=policy, backend=self.pool["b0"], clock=VirtualClock(),
-                         seed=seed, model=MODEL)  # fmt: skip
+        super().__init__(
+            plans=arrivals(workload, rate, duration_s, seed),
+            workload=workload,
+            policy=policy,
+            backend=self.pool["b0"],
+            clock=VirtualClock(),
+            seed=seed,
+            model=MODEL,
+        )
 
     def _handle(self, event: _Event) -> None:
         if event.kind is _Kind.ENGINE:
@@ -49,10 +64,14 @@ class PooledRunSimulation(RunSimulation):
         if not self._probed and self._clock.now >= self._duration:
             self._probed = True
             self.probe_retry_after = probe(
-                self.scheduler, self._snapshot(), tenant=TENANT, model=MODEL,
+                self.scheduler,
+                self._snapshot(),
+                tenant=TENANT,
+                model=MODEL,
                 prompt_tokens=self._workload.prompt_tokens,
-                output_tokens=round(self._workload.lengths.mean), now=self._clock.now,
-            )  # fmt: skip
+                output_tokens=round(self._workload.lengths.mean),
+                now=self._clock.now,
+            )
         super()._handle(event)
 
     def _submit(self, live: _LiveRun, branch: int) -> None:
@@ -111,5 +130,3 @@ class PooledRunSimulation(RunSimulation):
     def _snapshot(self) -> FleetSnapshot:
         now = self._clock.now
         return FleetSnapshot(at=now, backends=tuple(b.view(now) for b in self.pool.values()))
-
-

@@ -17,8 +17,9 @@ from emulator.profile import LengthComponent, LengthMixture
 
 def fixed_length(tokens: int) -> LengthMixture:
     """Every request generates exactly ``tokens`` tokens."""
-    return LengthMixture(components=(LengthComponent(weight=1.0, min_tokens=tokens,
-                                                     max_tokens=tokens),))  # fmt: skip
+    return LengthMixture(
+        components=(LengthComponent(weight=1.0, min_tokens=tokens, max_tokens=tokens),)
+    )
 
 
 def draw_length(lengths: LengthMixture, rng: random.Random) -> int:

@@ -29,10 +29,12 @@ class Capacity:
 
 def chat_lengths() -> LengthMixture:
     """Chat answers: mostly short, some a few hundred tokens (mean ~180)."""
-    return LengthMixture(components=(
-        LengthComponent(weight=0.7, min_tokens=16, max_tokens=200),
-        LengthComponent(weight=0.3, min_tokens=200, max_tokens=500),
-    ))  # fmt: skip
+    return LengthMixture(
+        components=(
+            LengthComponent(weight=0.7, min_tokens=16, max_tokens=200),
+            LengthComponent(weight=0.3, min_tokens=200, max_tokens=500),
+        )
+    )
 
 
 def _closed(tenant: Tenant, load: float, cap: Capacity, share: float = 1.0) -> Tenant:
@@ -95,9 +97,16 @@ def _conversation(_: Profile) -> Tenant:
 
 def _runs(turns: tuple[int, int], deadline_s: float) -> Callable[[Profile], RunWorkload]:
     def runs(p: Profile) -> RunWorkload:
-        return RunWorkload(p.output_lengths, turns_min=turns[0], turns_max=turns[1],
-                           branch_prob=0.5, branches=4, think_mean_s=5.0,
-                           deadline_s=deadline_s, hints=("deadline",))  # fmt: skip
+        return RunWorkload(
+            p.output_lengths,
+            turns_min=turns[0],
+            turns_max=turns[1],
+            branch_prob=0.5,
+            branches=4,
+            think_mean_s=5.0,
+            deadline_s=deadline_s,
+            hints=("deadline",),
+        )
 
     return runs
 
@@ -111,22 +120,34 @@ def _noisy_workload(name: str, prompt: int, stream: bool) -> Workload:
     return Workload(name, _noisy(prompt, stream), _noisy_tenants(prompt, stream), noisy=True)
 
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (
-    Workload("chat", _chat, _chat_tenants),
-    Workload("seed-agents", _seed, lambda p, load, cap: [_closed(_seed(p), load, cap)]),
-    Workload("runs-short", _run_call, runs=_runs((4, 8), 300.0)),
-    Workload("runs-long", _run_call, runs=_runs((12, 20), 900.0)),
-    _noisy_workload("noisy-short-stream", 64, True),
-    _noisy_workload("noisy-1500", 1500, False),
-    _noisy_workload("noisy-1500-stream", 1500, True),
-    _noisy_workload("noisy-3000", 3000, False),
-    _noisy_workload("noisy-3000-stream", 3000, True),
-    Workload("multi-turn", _conversation,
-             lambda p, load, cap: [replace(_closed(_conversation(p), load, cap, 0.5),
-                                           name=f"conv-{i}") for i in range(2)]),
-    Workload("bursty", _chat, lambda p, load, cap: [
-        replace(_open(_chat(p), load, cap, 0.75), name="burst", burst=(10.0, 20.0)),
-        replace(_open(_chat(p), load, cap, 0.25), name="steady"),
-    ]),
-    Workload("alone", _chat, lambda p, load, cap: [_open(_chat(p), load, cap)]),
-)}  # fmt: skip
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload("chat", _chat, _chat_tenants),
+        Workload("seed-agents", _seed, lambda p, load, cap: [_closed(_seed(p), load, cap)]),
+        Workload("runs-short", _run_call, runs=_runs((4, 8), 300.0)),
+        Workload("runs-long", _run_call, runs=_runs((12, 20), 900.0)),
+        _noisy_workload("noisy-short-stream", 64, True),
+        _noisy_workload("noisy-1500", 1500, False),
+        _noisy_workload("noisy-1500-stream", 1500, True),
+        _noisy_workload("noisy-3000", 3000, False),
+        _noisy_workload("noisy-3000-stream", 3000, True),
+        Workload(
+            "multi-turn",
+            _conversation,
+            lambda p, load, cap: [
+                replace(_closed(_conversation(p), load, cap, 0.5), name=f"conv-{i}")
+                for i in range(2)
+            ],
+        ),
+        Workload(
+            "bursty",
+            _chat,
+            lambda p, load, cap: [
+                replace(_open(_chat(p), load, cap, 0.75), name="burst", burst=(10.0, 20.0)),
+                replace(_open(_chat(p), load, cap, 0.25), name="steady"),
+            ],
+        ),
+        Workload("alone", _chat, lambda p, load, cap: [_open(_chat(p), load, cap)]),
+    )
+}

@@ -24,8 +24,13 @@ class Stack:
     emulators: list[EmbeddedEmulator]
 
     def sdk(self, tenant: str = "alice", retries: int = 0, **kw: Any) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.envoy.url}/v1", api_key=api_key(tenant),
-                             max_retries=retries, timeout=60.0, **kw)  # fmt: skip
+        return openai.OpenAI(
+            base_url=f"{self.envoy.url}/v1",
+            api_key=api_key(tenant),
+            max_retries=retries,
+            timeout=60.0,
+            **kw,
+        )
 
 
 StackFactory = Callable[..., Stack]
@@ -38,9 +43,14 @@ def stack(tmp_path: Path) -> Iterator[StackFactory]:
     envoy_binary()  # fails under CI=true, skips elsewhere, when Envoy is missing
     with ExitStack() as exits:
 
-        def build(policy: dict[str, Any] | None = None, *, speed: float = 20.0,
-                  urls: list[str] | None = None, envoy: dict[str, Any] | None = None,
-                  **config: Any) -> Stack:  # fmt: skip
+        def build(
+            policy: dict[str, Any] | None = None,
+            *,
+            speed: float = 20.0,
+            urls: list[str] | None = None,
+            envoy: dict[str, Any] | None = None,
+            **config: Any,
+        ) -> Stack:
             emulators: list[EmbeddedEmulator] = []
             if urls is None:
                 emulator = start_emulator(EmulatorSpec(model_name="emulated", speed=speed))

@@ -43,8 +43,10 @@ def envoy_binary() -> Path:
 def validate_envoy(config_path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(envoy_binary()), "--mode", "validate", "-c", str(config_path)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @dataclass
@@ -76,8 +78,11 @@ def running_epp(config: Mapping[str, Any], workdir: Path) -> Iterator[Epp]:
     """``sluicegate epp`` with ``config`` (ports filled in), up when its HTTP side answers
     and the backends are probed."""
     grpc_port, http_port = free_port(), free_port()
-    full = {**config, "server": {**config.get("server", {}), "port": http_port},
-            "epp": {**config.get("epp", {}), "port": grpc_port}}  # fmt: skip
+    full = {
+        **config,
+        "server": {**config.get("server", {}), "port": http_port},
+        "epp": {**config.get("epp", {}), "port": grpc_port},
+    }
     path = workdir / f"epp-{grpc_port}.yaml"
     path.write_text(yaml.safe_dump(full, sort_keys=False))
     log = workdir / f"epp-{grpc_port}.log"
@@ -104,8 +109,16 @@ def running_envoy(epp_port: int, workdir: Path, **render: Any) -> Iterator[Envoy
     path = workdir / f"envoy-{listen}.yaml"
     path.write_text(yaml.safe_dump(render_envoy(listen, admin, epp_port, **render)))
     log = workdir / f"envoy-{listen}.log"
-    argv = [str(envoy_binary()), "-c", str(path), "--use-dynamic-base-id",
-            "--log-level", "warning", "--concurrency", "1"]  # fmt: skip
+    argv = [
+        str(envoy_binary()),
+        "-c",
+        str(path),
+        "--use-dynamic-base-id",
+        "--log-level",
+        "warning",
+        "--concurrency",
+        "1",
+    ]
     with child(argv, log) as proc:
         admin_url = f"http://127.0.0.1:{admin}"
         try:

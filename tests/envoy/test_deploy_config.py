@@ -23,8 +23,14 @@ def test_the_shipped_config_validates() -> None:
 @pytest.mark.parametrize("response", [None, "FULL_DUPLEX_STREAMED", "BUFFERED"])
 def test_the_rendered_configs_validate(tmp_path: Path, mode: str, response: str | None) -> None:
     path = tmp_path / "envoy.yaml"
-    config = render_envoy(18081, 19000, 19002, failure_mode_allow=True, request_body_mode=mode,
-                          response_body_mode=response)  # fmt: skip
+    config = render_envoy(
+        18081,
+        19000,
+        19002,
+        failure_mode_allow=True,
+        request_body_mode=mode,
+        response_body_mode=response,
+    )
     path.write_text(yaml.safe_dump(config))
     done = validate_envoy(path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -59,6 +65,8 @@ def test_the_original_dst_cluster_reads_the_pickers_header() -> None:
     cluster = clusters[target["cluster"]]
     assert cluster["type"] == "ORIGINAL_DST" and cluster["lb_policy"] == "CLUSTER_PROVIDED"
     assert cluster["original_dst_lb_config"] == {
-        "use_http_header": True, "http_header_name": "x-gateway-destination-endpoint"}  # fmt: skip
+        "use_http_header": True,
+        "http_header_name": "x-gateway-destination-endpoint",
+    }
     health = clusters["sluicegate_epp"]["health_checks"][0]["grpc_health_check"]
     assert health["service_name"] == "envoy.service.ext_proc.v3.ExternalProcessor"

@@ -51,19 +51,31 @@ def test_chat_and_completions_streamed_and_not(stack: StackFactory, request_body
     assert raw.headers["x-sluicegate-decision"] == "admit"
     chat = raw.parse()
     assert chat.usage is not None and chat.usage.completion_tokens == 7
-    chunks = list(sdk.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=5,
-                                              stream=True, extra_body=PIN))  # fmt: skip
+    chunks = list(
+        sdk.chat.completions.create(
+            model=MODEL, messages=MESSAGES, max_tokens=5, stream=True, extra_body=PIN
+        )
+    )
     assert all(c.usage is None for c in chunks)  # the usage chunk asked upstream is not shown
     assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) == 5
-    with_usage = list(sdk.chat.completions.create(
-        model=MODEL, messages=MESSAGES, max_tokens=4, stream=True, extra_body=PIN,
-        stream_options={"include_usage": True},
-    ))  # fmt: skip
+    with_usage = list(
+        sdk.chat.completions.create(
+            model=MODEL,
+            messages=MESSAGES,
+            max_tokens=4,
+            stream=True,
+            extra_body=PIN,
+            stream_options={"include_usage": True},
+        )
+    )
     assert with_usage[-1].usage is not None and with_usage[-1].usage.completion_tokens == 4
     done = sdk.completions.create(model=MODEL, prompt="def f(", max_tokens=6, extra_body=PIN)
     assert done.usage is not None and done.usage.completion_tokens == 6
-    streamed = list(sdk.completions.create(model=MODEL, prompt="def f(", max_tokens=3,
-                                           stream=True, extra_body=PIN))  # fmt: skip
+    streamed = list(
+        sdk.completions.create(
+            model=MODEL, prompt="def f(", max_tokens=3, stream=True, extra_body=PIN
+        )
+    )
     assert "".join(c.choices[0].text for c in streamed if c.choices)
     assert_nothing_lost(s.epp, sent=5)
     assert s.epp.outcomes() == {"completed": 5.0}
@@ -75,11 +87,13 @@ def test_response_headers_skipped_the_usage_is_still_learned(stack: StackFactory
     the usage is learned from the answer, streamed or not."""
     s = stack(envoy={"request_body_mode": "BUFFERED", "response_header_mode": "SKIP"})
     sdk = s.sdk()
-    chat = sdk.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=7,
-                                       extra_body=PIN)  # fmt: skip
+    chat = sdk.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=7, extra_body=PIN)
     assert chat.usage is not None and chat.usage.completion_tokens == 7
-    chunks = list(sdk.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=5,
-                                              stream=True, extra_body=PIN))  # fmt: skip
+    chunks = list(
+        sdk.chat.completions.create(
+            model=MODEL, messages=MESSAGES, max_tokens=5, stream=True, extra_body=PIN
+        )
+    )
     assert all(c.usage is None for c in chunks)
     assert_nothing_lost(s.epp, sent=2)
     assert s.epp.outcomes() == {"completed": 2.0}
@@ -90,13 +104,18 @@ def test_response_headers_skipped_the_usage_is_still_learned(stack: StackFactory
 def test_a_queued_request_waits_in_the_picker_then_runs(stack: StackFactory) -> None:
     s = stack({"limit": {"type": "fixed", "parameters": {"max_in_flight": 1}}}, speed=5.0)
     sdk = s.sdk()
-    first = sdk.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=40,
-                                        stream=True, extra_body=PIN)  # fmt: skip
+    first = sdk.chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=40, stream=True, extra_body=PIN
+    )
     next(iter(first))  # the first holds the one slot
     answers: list[Any] = []
-    second = threading.Thread(target=lambda: answers.append(
-        sdk.chat.completions.with_raw_response.create(
-            model=MODEL, messages=MESSAGES, max_tokens=3, extra_body=PIN)))  # fmt: skip
+    second = threading.Thread(
+        target=lambda: answers.append(
+            sdk.chat.completions.with_raw_response.create(
+                model=MODEL, messages=MESSAGES, max_tokens=3, extra_body=PIN
+            )
+        )
+    )
     second.start()
     eventually(lambda: s.epp.scheduler()["queued"] == 1, "the second request queued")
     assert list(first)  # the rest of the first stream
@@ -111,8 +130,9 @@ def test_a_client_leaving_while_queued_leaves_the_queue_at_once(stack: StackFact
     s = stack({"limit": {"type": "fixed", "parameters": {"max_in_flight": 1}}}, speed=1.0)
     body = {"model": MODEL, "messages": MESSAGES, "max_tokens": 3}
     headers = {"authorization": f"Bearer {s.sdk().api_key}"}
-    with s.sdk().chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2000,
-                                         stream=True, extra_body=PIN) as first:  # fmt: skip
+    with s.sdk().chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=2000, stream=True, extra_body=PIN
+    ) as first:
         next(iter(first))  # the first holds the only slot for the whole test
         client = httpx.Client(base_url=s.envoy.url, headers=headers)
         with client, pytest.raises(httpx.ReadTimeout):
@@ -124,16 +144,20 @@ def test_a_client_leaving_while_queued_leaves_the_queue_at_once(stack: StackFact
 
 
 def test_429_with_retry_after_is_honoured_by_the_sdk_retry(stack: StackFactory) -> None:
-    policy = {"gates": [{"type": "tenant_quota",
-                         "parameters": {"default": {"max_concurrent": 1}}}],
-              "retry_after": {"min_s": 0.3, "max_s": 2.0}}  # fmt: skip
+    policy = {
+        "gates": [{"type": "tenant_quota", "parameters": {"default": {"max_concurrent": 1}}}],
+        "retry_after": {"min_s": 0.3, "max_s": 2.0},
+    }
     s = stack(policy, speed=1.0)
-    holder = s.sdk().chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2000,
-                                             stream=True, extra_body=PIN)  # fmt: skip
+    holder = s.sdk().chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=2000, stream=True, extra_body=PIN
+    )
     next(iter(holder))  # holds the tenant's one slot until the releaser closes it
-    refused = httpx.post(f"{s.envoy.url}/v1/chat/completions", json={
-        "model": MODEL, "messages": MESSAGES, "max_tokens": 3},
-        headers={"authorization": f"Bearer {s.sdk().api_key}"})  # fmt: skip
+    refused = httpx.post(
+        f"{s.envoy.url}/v1/chat/completions",
+        json={"model": MODEL, "messages": MESSAGES, "max_tokens": 3},
+        headers={"authorization": f"Bearer {s.sdk().api_key}"},
+    )
     assert refused.status_code == 429
     assert int(refused.headers["retry-after"]) >= 1 and int(refused.headers["retry-after-ms"]) > 0
     assert refused.json()["error"]["code"] == "tenant_concurrency_exceeded"
@@ -145,7 +169,8 @@ def test_429_with_retry_after_is_honoured_by_the_sdk_retry(stack: StackFactory) 
     releaser = threading.Thread(target=release_when_refused_again)
     releaser.start()
     retried = s.sdk(retries=3).chat.completions.create(
-        model=MODEL, messages=MESSAGES, max_tokens=3, extra_body=PIN)  # fmt: skip
+        model=MODEL, messages=MESSAGES, max_tokens=3, extra_body=PIN
+    )
     releaser.join(SETTLE_S)
     assert retried.usage is not None and retried.usage.completion_tokens == 3
     assert_nothing_lost(s.epp, sent=int(sum(s.epp.outcomes().values())))
@@ -155,7 +180,8 @@ def test_a_degrade_caps_the_output_and_says_so(stack: StackFactory) -> None:
     ladder = {"steps": [{"name": "cap", "at": 0.0, "action": "cap_max_tokens", "max_tokens": 4}]}
     s = stack({"ladder": ladder})
     raw = s.sdk().chat.completions.with_raw_response.create(
-        model=MODEL, messages=MESSAGES, max_tokens=50, extra_body=PIN)  # fmt: skip
+        model=MODEL, messages=MESSAGES, max_tokens=50, extra_body=PIN
+    )
     assert raw.headers["x-sluicegate-decision"] == "degrade"
     assert raw.headers["x-sluicegate-degraded"] == "cap"
     assert raw.parse().usage.completion_tokens == 4
@@ -167,8 +193,9 @@ def test_a_client_leaving_mid_stream_frees_the_engine_slot_and_the_ticket(
 ) -> None:
     s = stack(speed=1.0)
     url = s.emulators[0].url
-    with s.sdk().chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2000,
-                                         stream=True, extra_body=PIN) as stream:  # fmt: skip
+    with s.sdk().chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=2000, stream=True, extra_body=PIN
+    ) as stream:
         iterator = iter(stream)
         next(iterator), next(iterator)
         assert engine_running(url) == 1
@@ -204,9 +231,13 @@ def _answers(url: str) -> bool:
 
 @pytest.mark.parametrize(
     ("request_body_mode", "failure_mode_allow", "status"),
-    [("FULL_DUPLEX_STREAMED", False, {500}), ("FULL_DUPLEX_STREAMED", True, {500, 503}),
-     ("BUFFERED", False, {500}), ("BUFFERED", True, {503})],
-)  # fmt: skip
+    [
+        ("FULL_DUPLEX_STREAMED", False, {500}),
+        ("FULL_DUPLEX_STREAMED", True, {500, 503}),
+        ("BUFFERED", False, {500}),
+        ("BUFFERED", True, {503}),
+    ],
+)
 def test_the_picker_killed_fails_as_envoy_is_configured(
     stack: StackFactory, request_body_mode: str, failure_mode_allow: bool, status: set[int]
 ) -> None:
@@ -218,8 +249,9 @@ def test_the_picker_killed_fails_as_envoy_is_configured(
     envoy = {"request_body_mode": request_body_mode, "failure_mode_allow": failure_mode_allow}
     s = stack(envoy=envoy)
     eventually(lambda: picker_healthy(s.envoy), "Envoy sees the picker healthy")
-    ok = s.sdk().chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2,
-                                         extra_body=PIN)  # fmt: skip
+    ok = s.sdk().chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=2, extra_body=PIN
+    )
     assert ok.usage is not None
     url = s.emulators[0].url
     prompts_before = metric_sums(httpx.get(f"{url}/metrics").text)["vllm:prompt_tokens_total"]

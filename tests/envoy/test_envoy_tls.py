@@ -27,8 +27,10 @@ def _pki(tmp_path: Path, *, mutual: bool) -> tuple[dict[str, Any], dict[str, Any
     ca = TestCa()
     (tmp_path / "ca.crt").write_bytes(ca.cert_pem)
     ca.issue("sluicegate-epp").write(tmp_path / "tls.crt", tmp_path / "tls.key")
-    picker: dict[str, Any] = {"cert_file": str(tmp_path / "tls.crt"),
-                              "key_file": str(tmp_path / "tls.key")}  # fmt: skip
+    picker: dict[str, Any] = {
+        "cert_file": str(tmp_path / "tls.crt"),
+        "key_file": str(tmp_path / "tls.key"),
+    }
     envoy: dict[str, Any] = {"ca_file": str(tmp_path / "ca.crt"), "server_name": SERVER_NAME}
     if mutual:
         picker["client_ca_file"] = str(tmp_path / "ca.crt")
@@ -64,8 +66,9 @@ def test_envoy_reaches_the_picker_over_tls_and_cleartext_is_refused(
     refused = _cleartext_health(s.epp.grpc_port)
     assert refused is not None and refused.code() is grpc.StatusCode.UNAVAILABLE
     with running_envoy(s.epp.grpc_port, tmp_path) as cleartext:  # the TLS settings left out
-        client = openai.OpenAI(base_url=f"{cleartext.url}/v1", api_key=api_key("alice"),
-                               max_retries=0, timeout=30.0)  # fmt: skip
+        client = openai.OpenAI(
+            base_url=f"{cleartext.url}/v1", api_key=api_key("alice"), max_retries=0, timeout=30.0
+        )
         with pytest.raises(openai.InternalServerError):  # fail closed: no decision, no pod
             client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3)
         assert not picker_healthy(cleartext)

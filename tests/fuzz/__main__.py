@@ -36,16 +36,26 @@ def main() -> int:
 def _campaigns(requests: int, configs: int, first_seed: int, findings: list[Finding]) -> None:
     driver = GatewayDriver()
     try:
-        _chunks("requests", requests, first_seed,
-                lambda n, s: run_requests(driver, n, collect=findings, at_seed=s),
-                lambda: driver.exchanges, findings)  # fmt: skip
+        _chunks(
+            "requests",
+            requests,
+            first_seed,
+            lambda n, s: run_requests(driver, n, collect=findings, at_seed=s),
+            lambda: driver.exchanges,
+            findings,
+        )
     finally:
         driver.close()
     checker = ConfigChecker()
     try:
-        _chunks("config files", configs, first_seed,
-                lambda n, s: run_configs(checker, n, collect=findings, at_seed=s),
-                lambda: checker.checked, findings)  # fmt: skip
+        _chunks(
+            "config files",
+            configs,
+            first_seed,
+            lambda n, s: run_configs(checker, n, collect=findings, at_seed=s),
+            lambda: checker.checked,
+            findings,
+        )
     finally:
         checker.close()
 
@@ -63,8 +73,11 @@ def _chunks(
         count = done()  # type: ignore[operator]
         rate = count / (time.perf_counter() - started)
         kinds = len({f.signature for f in findings})
-        print(f"{what}: {count} generated, {rate:.0f}/s; findings so far: {len(findings)}"
-              f" ({kinds} kinds)", flush=True)  # fmt: skip
+        print(
+            f"{what}: {count} generated, {rate:.0f}/s; findings so far: {len(findings)}"
+            f" ({kinds} kinds)",
+            flush=True,
+        )
 
 
 def _summary(findings: list[Finding]) -> int:

@@ -16,8 +16,14 @@ methods = st.sampled_from(["POST"] * 9 + ["GET"])
 
 def _settings(examples: int, collect: bool) -> settings:
     phases = [Phase.generate] if collect else [Phase.generate, Phase.shrink]
-    return settings(max_examples=examples, database=None, deadline=None, phases=phases,
-                    suppress_health_check=list(HealthCheck), print_blob=False)  # fmt: skip
+    return settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        phases=phases,
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )
 
 
 def _report(finding: Finding | None, collect: list[Finding] | None) -> None:
@@ -29,9 +35,12 @@ def _report(finding: Finding | None, collect: list[Finding] | None) -> None:
 
 
 def run_requests(
-    driver: GatewayDriver, examples: int, *, collect: list[Finding] | None = None,
+    driver: GatewayDriver,
+    examples: int,
+    *,
+    collect: list[Finding] | None = None,
     at_seed: int | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """``examples`` generated requests (method, path, headers, body) through ``driver``."""
 
     @_settings(examples, collect is not None)
@@ -43,9 +52,12 @@ def run_requests(
 
 
 def run_configs(
-    checker: ConfigChecker, examples: int, *, collect: list[Finding] | None = None,
+    checker: ConfigChecker,
+    examples: int,
+    *,
+    collect: list[Finding] | None = None,
     at_seed: int | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """``examples`` generated config files through ``checker``."""
 
     @_settings(examples, collect is not None)

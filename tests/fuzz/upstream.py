@@ -27,15 +27,31 @@ class FuzzUpstream:
         self.requests += 1
         body = json.loads(request.content)  # the gateway sends valid JSON, or this raises
         choices = _count(body.get("n")) * _prompts(body.get("prompt"))
-        usage = {"prompt_tokens": 7, "completion_tokens": TOKENS * choices,
-                 "total_tokens": 7 + TOKENS * choices}  # fmt: skip
+        usage = {
+            "prompt_tokens": 7,
+            "completion_tokens": TOKENS * choices,
+            "total_tokens": 7 + TOKENS * choices,
+        }
         if body.get("stream") is True:
-            return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                                  stream=_Chunks(_sse(choices, usage, body)))  # fmt: skip
-        answer = {"id": "c", "object": "chat.completion", "model": body.get("model"),
-                  "choices": [{"index": i, "message": {"role": "assistant", "content": "a b c"},
-                               "finish_reason": "length"} for i in range(choices)],
-                  "usage": usage}  # fmt: skip
+            return httpx.Response(
+                200,
+                headers={"content-type": "text/event-stream"},
+                stream=_Chunks(_sse(choices, usage, body)),
+            )
+        answer = {
+            "id": "c",
+            "object": "chat.completion",
+            "model": body.get("model"),
+            "choices": [
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": "a b c"},
+                    "finish_reason": "length",
+                }
+                for i in range(choices)
+            ],
+            "usage": usage,
+        }
         return httpx.Response(200, json=answer)
 
 
@@ -61,8 +77,11 @@ def _prompts(prompt: Any) -> int:
 
 
 def _sse(choices: int, usage: dict[str, int], body: dict[str, Any]) -> bytes:
-    events = [{"id": "c", "choices": [{"index": i, "delta": {"content": f"t{k}"}}]}
-              for k in range(TOKENS) for i in range(choices)]  # fmt: skip
+    events = [
+        {"id": "c", "choices": [{"index": i, "delta": {"content": f"t{k}"}}]}
+        for k in range(TOKENS)
+        for i in range(choices)
+    ]
     options = body.get("stream_options")
     if isinstance(options, dict) and options.get("include_usage") is True:
         events.append({"id": "c", "choices": [], "usage": usage})

@@ -124,9 +124,12 @@ def error_log() -> Iterator[ErrorLog]:
 
 
 async def after_fault(
-    gw: Gateway, answers: Sequence[Answer], engines: Sequence[str], errors: ErrorLog | None,
+    gw: Gateway,
+    answers: Sequence[Answer],
+    engines: Sequence[str],
+    errors: ErrorLog | None,
     expected_errors: Sequence[str] = (),
-) -> None:  # fmt: skip
+) -> None:
     """The shared check (see the module doc). ``engines``: URLs of the engines still
     running (a killed one has no count to read). ``expected_errors``: the start of the
     messages an operator must see at ERROR (an invalid reload), never with a traceback."""
@@ -142,8 +145,11 @@ async def after_fault(
         await wait_for(lambda u=url: _engine_idle(u), what=f"{url} running count at 0")
     if errors is not None:
         expected = tuple(expected_errors)
-        logged = [f"{r.name}: {r.getMessage()}" for r in errors.records
-                  if r.exc_info or not r.getMessage().startswith(expected)]  # fmt: skip
+        logged = [
+            f"{r.name}: {r.getMessage()}"
+            for r in errors.records
+            if r.exc_info or not r.getMessage().startswith(expected)
+        ]
         assert not logged, f"logged as errors: {logged}"
 
 

@@ -83,8 +83,19 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes] | None = None) -> None:
 
 
 def _start_replica(config: Path, port: int) -> Replica:
-    argv = [sys.executable, "-m", "commands.cli", "serve", "--config", str(config),
-            "--port", str(port), "--no-records", "--log-level", "warning"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "commands.cli",
+        "serve",
+        "--config",
+        str(config),
+        "--port",
+        str(port),
+        "--no-records",
+        "--log-level",
+        "warning",
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return Replica(port, proc)
 
@@ -108,8 +119,7 @@ def fleet(raw_config: dict[str, Any], replicas: int = 3) -> Iterator[Fleet]:
     config = work / "gateway.yaml"
     # patient probes: on a busy machine a slow /health must not mark an emulator down
     health = {"interval_s": 0.5, "timeout_s": 5.0, "failures_to_down": 3}
-    config.write_text(yaml.safe_dump({**raw_config, "reload": {"watch": False},
-                                      "health": health}))  # fmt: skip
+    config.write_text(yaml.safe_dump({**raw_config, "reload": {"watch": False}, "health": health}))
     started: list[Replica] = []
     lb: subprocess.Popen[bytes] | None = None
     try:
@@ -118,11 +128,16 @@ def fleet(raw_config: dict[str, Any], replicas: int = 3) -> Iterator[Fleet]:
         for replica in started:
             _wait_ready(replica.url, replica.proc)
         port = free_port()
-        servers = "\n".join(f"  server g{i} 127.0.0.1:{r.port} check inter 300ms fall 2"
-                            for i, r in enumerate(started))  # fmt: skip
+        servers = "\n".join(
+            f"  server g{i} 127.0.0.1:{r.port} check inter 300ms fall 2"
+            for i, r in enumerate(started)
+        )
         (work / "haproxy.cfg").write_text(HAPROXY.format(port=port, servers=servers))
-        lb = subprocess.Popen([haproxy, "-f", str(work / "haproxy.cfg"), "-db"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        lb = subprocess.Popen(
+            [haproxy, "-f", str(work / "haproxy.cfg"), "-db"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         _wait_ready(f"http://127.0.0.1:{port}", lb)
         yield Fleet(f"http://127.0.0.1:{port}", started)
     finally:

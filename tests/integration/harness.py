@@ -87,8 +87,13 @@ def chat_body(
     max_tokens: int, *, content: str = "write a function", **extra: Any
 ) -> dict[str, Any]:
     """A chat request whose output length is exactly ``max_tokens`` (``ignore_eos``)."""
-    return {"model": MODEL, "messages": [{"role": "user", "content": content}],
-            "max_tokens": max_tokens, "ignore_eos": True, **extra}  # fmt: skip
+    return {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        **extra,
+    }
 
 
 def metric_sums(text: str) -> dict[str, float]:
@@ -137,10 +142,13 @@ class Gateway:
         """An httpx client authenticated as ``tenant``; every completion it sends is counted."""
         headers = {"authorization": f"Bearer {api_key(tenant)}", **kw.pop("headers", {})}
         client = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, timeout=kw.pop("timeout", 60.0),
-            event_hooks={"request": [self._count]}, limits=httpx.Limits(max_connections=None),
+            base_url=self.base_url,
+            headers=headers,
+            timeout=kw.pop("timeout", 60.0),
+            event_hooks={"request": [self._count]},
+            limits=httpx.Limits(max_connections=None),
             **kw,
-        )  # fmt: skip
+        )
         self._clients.append(client)
         return client
 
@@ -148,10 +156,11 @@ class Gateway:
         http = httpx.AsyncClient(timeout=60.0, event_hooks={"request": [self._count]})
         self._clients.append(http)
         return openai.AsyncOpenAI(
-            base_url=f"{self.base_url}/v1", api_key=api_key(tenant),
+            base_url=f"{self.base_url}/v1",
+            api_key=api_key(tenant),
             http_client=http,  # type: ignore[arg-type]  # the SDK types its own httpx alias
             max_retries=0,
-        )  # fmt: skip
+        )
 
     async def scheduler(self) -> dict[str, Any]:
         async with httpx.AsyncClient(base_url=self.base_url) as c:
@@ -183,8 +192,7 @@ class Gateway:
 def _fresh(ctx: GatewayContext) -> bool:
     """Every backend healthy with a fresh scrape (before it, stale counts as saturated)."""
     views = ctx.pool.snapshot().backends
-    return all(v.health.value == "healthy" and not v.stale and v.waiting is not None
-               for v in views)  # fmt: skip
+    return all(v.health.value == "healthy" and not v.stale and v.waiting is not None for v in views)
 
 
 @contextlib.contextmanager
@@ -258,8 +266,9 @@ async def direct_load(url: str, count: int, max_tokens: int) -> AsyncIterator[li
     """``count`` requests straight to an emulator (not through the gateway), held open for
     the block and awaited at its end; yields the list their responses land in."""
     results: list[Any] = []
-    async with httpx.AsyncClient(base_url=url, timeout=120.0,
-                                 limits=httpx.Limits(max_connections=None)) as c:  # fmt: skip
+    async with httpx.AsyncClient(
+        base_url=url, timeout=120.0, limits=httpx.Limits(max_connections=None)
+    ) as c:
 
         async def one() -> None:
             results.append(await c.post("/v1/chat/completions", json=chat_body(max_tokens)))

@@ -32,13 +32,19 @@ def _config(emulator: EmbeddedEmulator) -> dict[str, Any]:
         },
     }
     handoff = {
-        "enabled": True, "max_pending_per_tenant": 1, "max_pending_s": 4.0,
-        "result_ttl_s": 3.0, "retry_interval_s": 0.05, "poll_interval_s": 0.1,
-    }  # fmt: skip
+        "enabled": True,
+        "max_pending_per_tenant": 1,
+        "max_pending_s": 4.0,
+        "result_ttl_s": 3.0,
+        "retry_interval_s": 0.05,
+        "poll_interval_s": 0.1,
+    }
     return gateway_config(
-        [emulator.url], {"gates": [quota], "ladder": {"steps": []}},
-        tenants=("alice", "bob", "carol"), async_jobs=handoff,
-    )  # fmt: skip
+        [emulator.url],
+        {"gates": [quota], "ladder": {"steps": []}},
+        tenants=("alice", "bob", "carol"),
+        async_jobs=handoff,
+    )
 
 
 async def _settled_job(client: httpx.AsyncClient, location: str) -> httpx.Response:
@@ -88,9 +94,7 @@ async def test_async_call_returns_202_then_its_completion(emulator: EmbeddedEmul
         assert answer.headers["content-type"].startswith("application/json")
         assert answer.json()["usage"]["completion_tokens"] == OUTPUT, "run whole, not streamed"
 
-        await wait_for(
-            lambda: _gone(alice, location), what="the result dropped after its TTL"
-        )  # fmt: skip
+        await wait_for(lambda: _gone(alice, location), what="the result dropped after its TTL")
         m = await gw.metrics()
         assert m["sluicegate_async_jobs_queued_total"] == 2
         assert m["sluicegate_async_jobs_ended_total{state=done,tenant=alice}"] == 2
@@ -113,9 +117,11 @@ async def test_pending_jobs_are_cancelled_bounded_and_expire(emulator: EmbeddedE
 
         sdk = gw.openai("carol")  # as the README shows it
         raw = await sdk.chat.completions.with_raw_response.create(
-            model=body["model"], messages=body["messages"], max_tokens=OUTPUT,
+            model=body["model"],
+            messages=body["messages"],
+            max_tokens=OUTPUT,
             extra_headers={"Prefer": "respond-async"},
-        )  # fmt: skip
+        )
         assert raw.http_response.status_code == 202
         never = raw.headers["location"]
         expired = await _settled_job(carol, never)

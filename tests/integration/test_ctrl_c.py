@@ -35,9 +35,10 @@ async def _served_one_request(base: str, proc: subprocess.Popen[bytes], key: str
     try:
         async with httpx.AsyncClient(base_url=base, timeout=5.0) as client:
             r = await client.post(
-                "/v1/chat/completions", json=chat_body(2),
+                "/v1/chat/completions",
+                json=chat_body(2),
                 headers={"authorization": f"Bearer {key}"},
-            )  # fmt: skip
+            )
     except httpx.HTTPError:
         return False  # not listening yet
     assert r.status_code == 200, r.text

@@ -32,8 +32,13 @@ ALONE_S, SETTLE_S, FLOOD_S = 3.0, 1.5, 8.0
 
 def _body(tokens: int, max_tokens: int, stream: bool) -> dict[str, Any]:
     text = ("lorem ipsum " * tokens)[: tokens * CHARS_PER_TOKEN]
-    return {"model": MODEL, "messages": [{"role": "user", "content": text}],
-            "max_tokens": max_tokens, "ignore_eos": True, "stream": stream}  # fmt: skip
+    return {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "stream": stream,
+    }
 
 
 def _has_choices(line: str) -> bool:
@@ -94,9 +99,12 @@ async def _flood(gw: Gateway, engine_url: str) -> tuple[float, float]:
 async def _measure(emulator: EmbeddedEmulator, hold: float | None) -> tuple[float, float]:
     # the hold alone: no slot reserve and no prefill bound, so without it the flood takes
     # every slot the quiet tenant leaves
-    policy = {"ladder": {"steps": []}, "fairness": {"type": "vtc"},
-              "prefill_backlog": {"enabled": False},
-              "headroom": {"reserve_fraction": 0.0, "decode_slowdown_max": hold}}  # fmt: skip
+    policy = {
+        "ladder": {"steps": []},
+        "fairness": {"type": "vtc"},
+        "prefill_backlog": {"enabled": False},
+        "headroom": {"reserve_fraction": 0.0, "decode_slowdown_max": hold},
+    }
     slots = emulator.runner.profile.engine.max_num_seqs
     raw = gateway_config([emulator.url], policy, tenants=("victim", "noisy"), max_num_seqs=slots)
     async with serve_gateway(raw) as gw:
@@ -109,7 +117,9 @@ async def test_the_decode_hold_shrinks_the_flood_in_the_batch_and_speeds_the_sho
     emulator = start_emulator(profile="cpu-tiny", model_name=MODEL, speed=1.0)
     batch_off, turn_off = await _measure(emulator, None)
     batch_on, turn_on = await _measure(emulator, 1.2)
-    print(f"\nengine batch {batch_off:.2f} -> {batch_on:.2f}; victim turn s "
-          f"{turn_off:.5f} -> {turn_on:.5f}")  # fmt: skip
+    print(
+        f"\nengine batch {batch_off:.2f} -> {batch_on:.2f}; victim turn s "
+        f"{turn_off:.5f} -> {turn_on:.5f}"
+    )
     assert batch_on < 0.8 * batch_off, (batch_off, batch_on)
     assert turn_on < turn_off, (turn_off, turn_on)

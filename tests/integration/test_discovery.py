@@ -54,8 +54,9 @@ def pods() -> Iterator[list[EmbeddedEmulator]]:
 
 
 def _announce(api: FakeApiServer, index: int, *, ready: bool) -> None:
-    api.put_pod(pod_object(f"emu-{index}", ADDRESSES[index], labels=LABELS, namespace=NS,
-                           ready=ready))  # fmt: skip
+    api.put_pod(
+        pod_object(f"emu-{index}", ADDRESSES[index], labels=LABELS, namespace=NS, ready=ready)
+    )
 
 
 async def _served(pods: list[EmbeddedEmulator]) -> list[float]:
@@ -65,8 +66,9 @@ async def _served(pods: list[EmbeddedEmulator]) -> list[float]:
 async def _send(gw: Gateway, count: int) -> None:
     """One after another: where each goes is the question, not how many fit at once."""
     async with gw.client() as client:
-        replies = [await client.post("/v1/chat/completions", json=chat_body(4))
-                   for _ in range(count)]  # fmt: skip
+        replies = [
+            await client.post("/v1/chat/completions", json=chat_body(4)) for _ in range(count)
+        ]
     assert [r.status_code for r in replies] == [200] * count
 
 
@@ -80,9 +82,17 @@ async def test_requests_follow_the_ready_pods(pods: list[EmbeddedEmulator], tmp_
         _announce(api, 1, ready=False)
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(api.kubeconfig()))
-        raw = gateway_config([], {}, discovery={"kubernetes": {
-            "inference_pool": "emulated", "kubeconfig": str(kubeconfig), "models": [MODEL],
-        }})  # fmt: skip
+        raw = gateway_config(
+            [],
+            {},
+            discovery={
+                "kubernetes": {
+                    "inference_pool": "emulated",
+                    "kubeconfig": str(kubeconfig),
+                    "models": [MODEL],
+                }
+            },
+        )
         del raw["backends"]
         async with serve_gateway(raw) as gw:
             assert gw.ctx.pool.names == ["emu-0"]  # the first list came before serving

@@ -30,8 +30,9 @@ async def test_engine_busy_503_is_saturation_not_a_dead_backend(
 ) -> None:
     probe = start_emulator(profile="rx9070xt", model_name="emulated", speed=5.0)
     cap = probe.runner.profile.engine.max_num_seqs // 2  # below the slots: vLLM's own cap binds
-    emu = start_emulator(profile="rx9070xt", model_name="emulated", speed=5.0,
-                         max_num_queued_reqs=cap)  # fmt: skip
+    emu = start_emulator(
+        profile="rx9070xt", model_name="emulated", speed=5.0, max_num_queued_reqs=cap
+    )
     policy = {"ladder": {"steps": []}}
     with error_log() as errors:
         async with serve_gateway(gateway_config([emu.url], policy)) as gw:

@@ -143,8 +143,9 @@ async def test_backend_frozen_before_first_byte_fails_over() -> None:
         raw["scrape"] = {"interval_s": 0.1, "max_age_s": 3600.0}
         async with serve_gateway(raw) as gw:
             client = gw.client()
-            warm = await asyncio.gather(stream_answer(client, stream(8)),
-                                        stream_answer(client, stream(8)))  # fmt: skip
+            warm = await asyncio.gather(
+                stream_answer(client, stream(8)), stream_answer(client, stream(8))
+            )
             async with stopped(proc0):
                 answer = await stream_answer(client, stream(8))
                 assert answer.last == "[DONE]", answer  # served by the other backend
@@ -205,8 +206,10 @@ async def test_all_backends_down(start_emulator: StartEmulator) -> None:
             for emu in emus:
                 emu.stop()
             client = gw.client()
-            answers = [await post_answer(client, chat_body(8)),
-                       await stream_answer(client, stream(8))]  # fmt: skip
+            answers = [
+                await post_answer(client, chat_body(8)),
+                await stream_answer(client, stream(8)),
+            ]
             assert [a.status for a in answers] == [503, 503], answers
             await after_fault(gw, answers, [], errors)
             assert not any(e.runner.engine.has_work for e in emus)
@@ -229,8 +232,10 @@ async def test_client_disconnect_storm(start_emulator: StartEmulator) -> None:
                         pass
 
             clients = [asyncio.ensure_future(hold()) for _ in range(storm)]
-            await wait_for(lambda: gw.ctx.scheduler.stats().queued == storm - 4,
-                           what="4 streaming, the rest queued")  # fmt: skip
+            await wait_for(
+                lambda: gw.ctx.scheduler.stats().queued == storm - 4,
+                what="4 streaming, the rest queued",
+            )
             await wait_for(lambda: emu.runner.engine.num_running == 4, what="4 on the engine")
             for task in clients:
                 task.cancel()
@@ -245,10 +250,13 @@ async def test_client_disconnect_storm(start_emulator: StartEmulator) -> None:
 
 def _head(port: int, length: int, **headers: str) -> bytes:
     lines = [
-        "POST /v1/chat/completions HTTP/1.1", f"host: 127.0.0.1:{port}",
-        f"authorization: Bearer {api_key('alice')}", "content-type: application/json",
-        f"content-length: {length}", *(f"{k}: {v}" for k, v in headers.items()),
-    ]  # fmt: skip
+        "POST /v1/chat/completions HTTP/1.1",
+        f"host: 127.0.0.1:{port}",
+        f"authorization: Bearer {api_key('alice')}",
+        "content-type: application/json",
+        f"content-length: {length}",
+        *(f"{k}: {v}" for k, v in headers.items()),
+    ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
@@ -314,8 +322,9 @@ async def test_client_fault(fault: str, start_emulator: StartEmulator) -> None:
             client = gw.client()
             port = int(gw.base_url.rsplit(":", 1)[1])
             async with _refused_client(gw) as refused:
-                answer, fine = await asyncio.gather(scenario(refused, port),
-                                                    stream_answer(client, stream(8)))  # fmt: skip
+                answer, fine = await asyncio.gather(
+                    scenario(refused, port), stream_answer(client, stream(8))
+                )
             assert fine.last == "[DONE]"
             answers = [fine]
             if answer is not None:  # else the client left: the gateway's count is its answer

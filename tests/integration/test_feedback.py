@@ -37,12 +37,15 @@ async def test_backend_reported_waiting_holds_new_requests_until_it_drains(
 
         # One of ours in flight, outlasting the direct load (the liveness floor always lets
         # one through to a backend with nothing of ours on it).
-        ours = asyncio.ensure_future(client.post("/v1/chat/completions",
-                                                 json=chat_body(6 * burst_tokens)))  # fmt: skip
+        ours = asyncio.ensure_future(
+            client.post("/v1/chat/completions", json=chat_body(6 * burst_tokens))
+        )
         await wait_for(lambda: gw.ctx.scheduler.stats().in_flight == 1, what="ours in flight")
         async with direct_load(emu.url, 2 * slots, burst_tokens):
-            await wait_for(lambda: (gw.ctx.pool.snapshot().backends[0].waiting or 0) > 1,
-                           what="the gateway sees the backend's waiting")  # fmt: skip
+            await wait_for(
+                lambda: (gw.ctx.pool.snapshot().backends[0].waiting or 0) > 1,
+                what="the gateway sees the backend's waiting",
+            )
             held = asyncio.ensure_future(client.post("/v1/chat/completions", json=chat_body(8)))
             await wait_for(lambda: gw.ctx.scheduler.stats().queued == 1, what="held in gateway")
             stats = gw.ctx.scheduler.stats()

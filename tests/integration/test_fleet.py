@@ -28,8 +28,11 @@ def _config(
     emulators: list[EmbeddedEmulator], limits: dict[str, int], state: dict[str, Any]
 ) -> dict[str, Any]:
     gate = {"type": "tenant_quota", "name": "quota", "parameters": {"default": limits}}
-    policy = {"gates": [gate], "ladder": {"steps": []},
-              "retry_after": {"min_s": 0.01, "max_s": 60, "jitter": 0.0}}  # fmt: skip
+    policy = {
+        "gates": [gate],
+        "ladder": {"steps": []},
+        "retry_after": {"min_s": 0.01, "max_s": 60, "jitter": 0.0},
+    }
     return gateway_config([e.url for e in emulators], policy, tenants=(TENANT,), state=state)
 
 
@@ -42,9 +45,11 @@ def _state(backend: str, redis_server: RedisServer, **kw: Any) -> dict[str, Any]
 
 def _client(f: Fleet) -> httpx.AsyncClient:
     return httpx.AsyncClient(
-        base_url=f.url, headers={"authorization": f"Bearer {api_key(TENANT)}"}, timeout=60.0,
+        base_url=f.url,
+        headers={"authorization": f"Bearer {api_key(TENANT)}"},
+        timeout=60.0,
         limits=httpx.Limits(max_connections=None),
-    )  # fmt: skip
+    )
 
 
 def _held(emulators: list[EmbeddedEmulator]) -> int:
@@ -76,8 +81,9 @@ def _redis_failures(f: Fleet) -> list[float]:
     for replica in f.replicas:
         text = httpx.get(f"{replica.url}/metrics", timeout=10.0).text
         name = "sluicegate_shared_state_failures_total"
-        counts.append(sum(float(line.split()[-1]) for line in text.splitlines()
-                          if line.startswith(name)))  # fmt: skip
+        counts.append(
+            sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
+        )
     return counts
 
 
@@ -86,8 +92,7 @@ async def test_max_concurrent_holds_across_replicas(
     backend: str, redis_server: RedisServer, start_emulator: StartEmulator
 ) -> None:
     """100 concurrent streams of one tenant with max_concurrent 10, through the balancer."""
-    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0)
-                 for _ in range(3)]  # fmt: skip
+    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0) for _ in range(3)]
     cfg = _config(emulators, {"max_concurrent": 10}, _state(backend, redis_server))
     statuses: list[int] = []
     with fleet(cfg) as f:
@@ -113,8 +118,10 @@ async def test_max_concurrent_holds_across_replicas(
             max_held = await sampler
             failures = zip(failures_before, _redis_failures(f), strict=True)
             fell_back = sum(after > before for before, after in failures)
-    print(f"fleet max_concurrent 10 [{backend}]: the engines held at most {max_held}; "
-          f"replicas with a failed Redis call meanwhile: {fell_back}")  # fmt: skip
+    print(
+        f"fleet max_concurrent 10 [{backend}]: the engines held at most {max_held}; "
+        f"replicas with a failed Redis call meanwhile: {fell_back}"
+    )
     assert set(statuses) <= {200, 429}
     if backend == "redis":
         # exact while every replica stays shared; a replica whose Redis call timed out (a
@@ -129,11 +136,11 @@ async def test_tokens_per_minute_hold_across_replicas(
     backend: str, redis_server: RedisServer, start_emulator: StartEmulator
 ) -> None:
     """Admitted tokens over a window: the bucket's burst plus its refill, within 5 %."""
-    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0)
-                 for _ in range(2)]  # fmt: skip
+    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0) for _ in range(2)]
     tpm, burst = 3_000, 300  # well under what the load below offers, even on a busy machine
-    cfg = _config(emulators, {"tokens_per_minute": tpm, "burst_tokens": burst},
-                  _state(backend, redis_server))  # fmt: skip
+    cfg = _config(
+        emulators, {"tokens_per_minute": tpm, "burst_tokens": burst}, _state(backend, redis_server)
+    )
     served: list[int] = []
     sent_at: list[float] = []  # when each served request was sent: before its admission
     answered_at: list[float] = []  # when its answer began: after its admission
@@ -146,8 +153,9 @@ async def test_tokens_per_minute_hold_across_replicas(
             async def ask_until_window_ends() -> None:
                 while time.monotonic() - start < window_s:
                     sent = time.monotonic()
-                    async with client.stream("POST", "/v1/chat/completions",
-                                             json=chat_body(10)) as r:  # fmt: skip
+                    async with client.stream(
+                        "POST", "/v1/chat/completions", json=chat_body(10)
+                    ) as r:
                         answered = time.monotonic()
                         await r.aread()
                     if r.status_code == 200:
@@ -163,8 +171,10 @@ async def test_tokens_per_minute_hold_across_replicas(
     # the last admission happened between these two instants: the ratio lies between
     low = sum(served) / (burst + tpm / 60.0 * (max(answered_at) - start))
     high = sum(served) / (burst + tpm / 60.0 * (max(sent_at) - start))
-    print(f"fleet quota [{backend}]: served {sum(served)} tokens, ratio to burst + refill "
-          f"between {low:.3f} and {high:.3f}")  # fmt: skip
+    print(
+        f"fleet quota [{backend}]: served {sum(served)} tokens, ratio to burst + refill "
+        f"between {low:.3f} and {high:.3f}"
+    )
     if backend == "redis":
         assert len(refused) > len(served) // 2, "the load did not saturate the quota"
         assert low <= 1.05 and high >= 0.95, (low, high)
@@ -202,15 +212,15 @@ async def _drain(chunks: Any) -> None:
 async def test_a_killed_replicas_leases_expire_and_its_capacity_returns(
     redis_server: RedisServer, start_emulator: StartEmulator
 ) -> None:
-    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=1.0)
-                 for _ in range(2)]  # fmt: skip
+    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=1.0) for _ in range(2)]
     cfg = _config(emulators, {"max_concurrent": 6}, _state("redis", redis_server, **FAST_LEASES))
     with fleet(cfg) as f:
         async with _client(f) as client:
             streams = []
             for _ in range(6):  # round robin: two on each replica
-                ctx = client.stream("POST", "/v1/chat/completions",
-                                    json=chat_body(2000, stream=True))  # fmt: skip
+                ctx = client.stream(
+                    "POST", "/v1/chat/completions", json=chat_body(2000, stream=True)
+                )
                 response = await ctx.__aenter__()
                 assert response.status_code == 200
                 chunks = response.aiter_bytes()  # kept: a dropped iterator closes the stream
@@ -231,11 +241,15 @@ async def test_a_killed_replicas_leases_expire_and_its_capacity_returns(
             assert errors == ["RemoteProtocolError"] * 2, errors  # a clean transport error
             expired_after = await expiry - killed
             await _leases_fall_to(f, 0)  # the survivors' streams were closed: released
-            print(f"fleet: the killed replica's leases expired {expired_after:.2f} s after "
-                  f"SIGKILL (lease_ttl_s {FAST_LEASES['lease_ttl_s']})")  # fmt: skip
+            print(
+                f"fleet: the killed replica's leases expired {expired_after:.2f} s after "
+                f"SIGKILL (lease_ttl_s {FAST_LEASES['lease_ttl_s']})"
+            )
             # all six slots are back: six new streams through the two survivors
-            fresh = [client.stream("POST", "/v1/chat/completions", json=chat_body(50, stream=True))
-                     for _ in range(6)]  # fmt: skip
+            fresh = [
+                client.stream("POST", "/v1/chat/completions", json=chat_body(50, stream=True))
+                for _ in range(6)
+            ]
             answers = [await c.__aenter__() for c in fresh]
             assert [a.status_code for a in answers] == [200] * 6
             for c in fresh:
@@ -247,8 +261,7 @@ async def test_redis_paused_then_restarted_empty_under_load(
 ) -> None:
     """SIGSTOP for 10 s: the replicas serve within their share, no 5xx, and rejoin after
     SIGCONT; then Redis restarts empty and the limit holds again from one lease TTL on."""
-    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0)
-                 for _ in range(3)]  # fmt: skip
+    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0) for _ in range(3)]
     state = _state("redis", redis_server, **FAST_LEASES, command_timeout_ms=300)
     cfg = _config(emulators, {"max_concurrent": 10}, state)
     statuses: list[int] = []
@@ -297,8 +310,10 @@ async def test_redis_paused_then_restarted_empty_under_load(
             await asyncio.sleep(3.0)
             done.set()
             await asyncio.gather(*tasks)
-    print(f"fleet: max requests the engines held per phase: {held}; served while Redis "
-          f"was stopped: {served_while_paused}")  # fmt: skip
+    print(
+        f"fleet: max requests the engines held per phase: {held}; served while Redis "
+        f"was stopped: {served_while_paused}"
+    )
     assert set(statuses) <= {200, 429}, sorted(set(statuses))
     assert served_while_paused > 0
     assert modes == ["shared"] * 3
@@ -331,12 +346,16 @@ async def test_a_fixed_backend_limit_counts_every_replicas_requests(
     (docs/fleet.md); per-replica counting gives about 2.5x the limit."""
     # requests of about 0.8 s: several exchanges long, as real generations are
     emulator = start_emulator(profile="rx9070xt", model_name=MODEL, speed=2.0)
-    policy = {"limit": {"type": "fixed", "parameters": {"max_in_flight": 6}},
-              "ladder": {"steps": []}, "queue": {"max_wait_s": 300}}  # fmt: skip
+    policy = {
+        "limit": {"type": "fixed", "parameters": {"max_in_flight": 6}},
+        "ladder": {"steps": []},
+        "queue": {"max_wait_s": 300},
+    }
     means = {}
     for backend in ("redis", "local"):
-        cfg = gateway_config([emulator.url], policy, tenants=(TENANT,),
-                             state=_state(backend, redis_server))  # fmt: skip
+        cfg = gateway_config(
+            [emulator.url], policy, tenants=(TENANT,), state=_state(backend, redis_server)
+        )
         means[backend] = await _mean_held_under_flood(cfg, emulator)
     print(f"fleet fixed limit 6: engine held mean {means}")
     assert means["redis"] - 6 <= 0.5 * (means["local"] - 6), means
@@ -381,8 +400,15 @@ class TenantTokens:
             runner, engine = emulator.runner, emulator.runner.engine
             submit, step = runner.submit, engine.step
 
-            def tagged_submit(req_id: str, prompt: int, output: int, max_tokens: int,
-                              reason: str, submit: Any = submit, **kw: Any) -> None:  # fmt: skip
+            def tagged_submit(
+                req_id: str,
+                prompt: int,
+                output: int,
+                max_tokens: int,
+                reason: str,
+                submit: Any = submit,
+                **kw: Any,
+            ) -> None:
                 submit(req_id, prompt, output, max_tokens, reason, **kw)
                 owner[req_id] = tags[max_tokens]
 
@@ -427,8 +453,9 @@ async def test_fair_share_holds_for_a_tenant_entering_through_one_replica(
             headers = {"authorization": f"Bearer {api_key(tenant)}"}
             while not done.is_set():
                 body = chat_body(tokens[tenant], stream=True)
-                async with clients[tenant].stream("POST", "/v1/chat/completions", json=body,
-                                                  headers=headers) as r:  # fmt: skip
+                async with clients[tenant].stream(
+                    "POST", "/v1/chat/completions", json=body, headers=headers
+                ) as r:
                     async for _ in r.aiter_bytes():
                         pass
                 assert r.status_code == 200, r.status_code
@@ -453,8 +480,10 @@ async def test_fair_share_holds_for_a_tenant_entering_through_one_replica(
             await asyncio.gather(*tasks, return_exceptions=True)
             for client in clients.values():
                 await client.aclose()
-    print(f"fleet fair share [{'shared' if fair_share else 'per replica'}]: engine tokens "
-          f"{served}, solo's share {solo:.3f}")  # fmt: skip
+    print(
+        f"fleet fair share [{'shared' if fair_share else 'per replica'}]: engine tokens "
+        f"{served}, solo's share {solo:.3f}"
+    )
     if fair_share:
         assert abs(solo - 0.5) <= 0.05, served
     else:
@@ -470,10 +499,11 @@ async def test_each_engine_is_scraped_by_one_replica(
 ) -> None:
     """Three replicas, three engines: each engine's /metrics is fetched about as often as one
     scraper fetches it, not three times as often (counted at the engines)."""
-    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0)
-                 for _ in range(3)]  # fmt: skip
-    cfg = {**_config(emulators, {"max_concurrent": 10}, _state(backend, redis_server)),
-           "scrape": {"interval_s": SCRAPE_INTERVAL_S}}  # fmt: skip
+    emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0) for _ in range(3)]
+    cfg = {
+        **_config(emulators, {"max_concurrent": 10}, _state(backend, redis_server)),
+        "scrape": {"interval_s": SCRAPE_INTERVAL_S},
+    }
     with fleet(cfg):
         # the replicas scraped every engine once before serving; the leads are taken since
         await asyncio.sleep(1.0)
@@ -487,8 +517,10 @@ async def test_each_engine_is_scraped_by_one_replica(
         # each replica keeps one connection to each engine: one source per scraping replica
         sources = [len(e.runner.scraped_from) for e in emulators]
     ratios = [round(c / one_scraper, 2) for c in counts]
-    print(f"fleet scrapes [{backend}]: per engine {counts} from {sources} connections; "
-          f"÷ one scraper's {one_scraper:.0f}: {ratios}")  # fmt: skip
+    print(
+        f"fleet scrapes [{backend}]: per engine {counts} from {sources} connections; "
+        f"÷ one scraper's {one_scraper:.0f}: {ratios}"
+    )
     if backend == "redis":
         assert all(0 < r <= 1.5 for r in ratios), ratios  # two scrapers would be about 2
         assert max(sources) <= 2, sources  # one, or two if the lead moved meanwhile
@@ -504,16 +536,19 @@ async def test_the_retry_budget_floor_counts_once_for_the_fleet(
     the fleet, where per-replica budgets allow 3 on each replica."""
     emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0)]
     budget = {"ratio": 0.1, "window_s": 60, "min_retries_per_s": 0.05}  # floor: 3
-    policy = {"gates": [{"type": "retry_budget", "parameters": budget}],
-              "ladder": {"steps": []}}  # fmt: skip
-    cfg = gateway_config([e.url for e in emulators], policy, tenants=(TENANT,),
-                         state=_state(backend, redis_server))  # fmt: skip
+    policy = {"gates": [{"type": "retry_budget", "parameters": budget}], "ladder": {"steps": []}}
+    cfg = gateway_config(
+        [e.url for e in emulators], policy, tenants=(TENANT,), state=_state(backend, redis_server)
+    )
     statuses = []
     with fleet(cfg) as f:
         async with _client(f) as client:
             for _ in range(12):  # one at a time: four rounds of the balancer's three
-                r = await client.post("/v1/chat/completions", json=chat_body(5),
-                                      headers={"x-stainless-retry-count": "1"})  # fmt: skip
+                r = await client.post(
+                    "/v1/chat/completions",
+                    json=chat_body(5),
+                    headers={"x-stainless-retry-count": "1"},
+                )
                 statuses.append(r.status_code)
     print(f"fleet retry budget [{backend}]: {statuses.count(200)} of 12 retries served")
     assert set(statuses) <= {200, 429}

@@ -31,8 +31,12 @@ EXACT_RETRY_AFTER = {"min_s": 0.01, "max_s": 60, "jitter": 0.0}
 
 def _quota_policy(*, shadow: bool, tpm: int, burst: int) -> dict[str, Any]:
     limits = {"tokens_per_minute": tpm, "burst_tokens": burst}
-    gate = {"type": "tenant_quota", "name": "quota", "shadow": shadow,
-            "parameters": {"default": limits}}  # fmt: skip
+    gate = {
+        "type": "tenant_quota",
+        "name": "quota",
+        "shadow": shadow,
+        "parameters": {"default": limits},
+    }
     return {"gates": [gate], "ladder": {"steps": []}, "retry_after": EXACT_RETRY_AFTER}
 
 
@@ -124,8 +128,13 @@ async def test_ladder_caps_max_tokens_under_backend_saturation(
     emu = start_emulator(speed=10.0)
     slots = emu.runner.profile.engine.max_num_seqs
     cap = 16
-    step = {"name": "cap-output", "at": 0.5, "hysteresis": 0.1, "action": "cap_max_tokens",
-            "max_tokens": cap}  # fmt: skip
+    step = {
+        "name": "cap-output",
+        "at": 0.5,
+        "hysteresis": 0.1,
+        "action": "cap_max_tokens",
+        "max_tokens": cap,
+    }
     policy = {"ladder": {"steps": [step]}}
     async with serve_gateway(gateway_config([emu.url], policy)) as gw:
         client = gw.client()

@@ -46,9 +46,12 @@ def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
         port = free_port()
         raw = gateway_config([emu.url], {})
         raw["server"].update(
-            port=port, max_body_bytes=LIMIT, lingering_time_s=LINGER_TIME_S,
-            lingering_timeout_s=60.0, lingering_max_bytes=LINGER_MAX_BYTES,
-        )  # fmt: skip
+            port=port,
+            max_body_bytes=LIMIT,
+            lingering_time_s=LINGER_TIME_S,
+            lingering_timeout_s=60.0,
+            lingering_max_bytes=LINGER_MAX_BYTES,
+        )
         path = Path(tmp_path_factory.mktemp("linger")) / "sluicegate.yaml"
         path.write_text(yaml.safe_dump(raw, sort_keys=False))
         with cli_process("serve", "--config", str(path), "--no-records", "--log-level", "warning"):
@@ -75,9 +78,14 @@ def _big_body(size: int) -> bytes:
 
 
 def _head(port: int, length: int, *, close: bool) -> bytes:
-    lines = ["POST /v1/chat/completions HTTP/1.1", f"host: 127.0.0.1:{port}",
-             f"authorization: Bearer {api_key('alice')}", "content-type: application/json",
-             f"content-length: {length}", *(["connection: close"] if close else [])]  # fmt: skip
+    lines = [
+        "POST /v1/chat/completions HTTP/1.1",
+        f"host: 127.0.0.1:{port}",
+        f"authorization: Bearer {api_key('alice')}",
+        "content-type: application/json",
+        f"content-length: {length}",
+        *(["connection: close"] if close else []),
+    ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
@@ -85,10 +93,13 @@ def test_urllib_sending_2mb_reads_the_413(port: int) -> None:
     body = _big_body(2_000_000)
     for _ in range(ATTEMPTS):
         request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
-            headers={"authorization": f"Bearer {api_key('alice')}",
-                     "content-type": "application/json"},
-        )  # fmt: skip
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            data=body,
+            headers={
+                "authorization": f"Bearer {api_key('alice')}",
+                "content-type": "application/json",
+            },
+        )
         with pytest.raises(urllib.error.HTTPError) as answer:
             urllib.request.urlopen(request, timeout=60)
         assert answer.value.code == 413
@@ -130,8 +141,12 @@ def test_a_fast_body_is_drained_until_the_byte_bound_then_closed(port: int) -> N
 
 
 def test_the_gateway_still_serves_after_draining(port: int) -> None:
-    r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=chat_body(4),
-                   headers={"authorization": f"Bearer {api_key('alice')}"}, timeout=60)  # fmt: skip
+    r = httpx.post(
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        json=chat_body(4),
+        headers={"authorization": f"Bearer {api_key('alice')}"},
+        timeout=60,
+    )
     assert r.status_code == 200, r.text
     assert "close" not in r.headers.get("connection", "")
 

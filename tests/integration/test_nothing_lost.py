@@ -86,8 +86,9 @@ async def test_backend_killed_mid_stream() -> None:
         async with serve_gateway(gateway_config([url], NO_LADDER)) as gw:
             client = gw.client()
             events: list[str] = []
-            async with client.stream("POST", "/v1/chat/completions",
-                                     json=chat_body(LONG, stream=True)) as r:  # fmt: skip
+            async with client.stream(
+                "POST", "/v1/chat/completions", json=chat_body(LONG, stream=True)
+            ) as r:
                 assert r.status_code == 200
                 async for line in r.aiter_lines():
                     if line.startswith("data: "):

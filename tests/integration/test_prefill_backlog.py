@@ -34,8 +34,13 @@ SPEED = 1.0
 
 def _body(tokens: int, max_tokens: int, stream: bool) -> dict[str, Any]:
     text = ("lorem ipsum " * tokens)[: tokens * CHARS_PER_TOKEN]
-    return {"model": MODEL, "messages": [{"role": "user", "content": text}],
-            "max_tokens": max_tokens, "ignore_eos": True, "stream": stream}  # fmt: skip
+    return {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "stream": stream,
+    }
 
 
 async def _victim(client: httpx.AsyncClient, stop: asyncio.Event, ttfts: list[float]) -> None:
@@ -95,8 +100,10 @@ async def _run(gw: Gateway) -> tuple[float, float]:
 
 
 async def _ratio(emulator: EmbeddedEmulator, enabled: bool) -> float:
-    policy = {"ladder": {"steps": []},
-              "prefill_backlog": {"enabled": enabled, "ttft_target_s": 0.25}}  # fmt: skip
+    policy = {
+        "ladder": {"steps": []},
+        "prefill_backlog": {"enabled": enabled, "ttft_target_s": 0.25},
+    }
     slots = emulator.runner.profile.engine.max_num_seqs  # the gateway fills every slot
     raw = gateway_config([emulator.url], policy, tenants=("victim", "noisy"), max_num_seqs=slots)
     async with serve_gateway(raw) as gw:

@@ -48,10 +48,16 @@ def test_a_resent_conversation_hits_the_cache_and_usage_and_metrics_count_it(
     with httpx.stream(
         "POST",
         f"{emu.url}/v1/chat/completions",
-        json={"model": "tiny", "messages": grown, "max_tokens": 3, "ignore_eos": True,
-              "stream": True, "stream_options": {"include_usage": True}},
+        json={
+            "model": "tiny",
+            "messages": grown,
+            "max_tokens": 3,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
         timeout=10.0,
-    ) as response:  # fmt: skip
+    ) as response:
         usage = sse_payloads(response)[-1]["usage"]
     # All of it is cached now; vLLM computes at least the last token, so its block too.
     assert (

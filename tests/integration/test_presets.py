@@ -168,15 +168,19 @@ async def test_agent_swarm_queues_the_step_keeps_sessions_and_computes_retry_aft
     async with serve_gateway(gateway_config([e.url for e in emus], policy)) as gw:
         client = gw.client()
         t0 = time.monotonic()
-        step = await burst(client, [chat_body(200) for _ in range(n)],
-                           [{"x-session-id": f"agent-{i}"} for i in range(n)])  # fmt: skip
+        step = await burst(
+            client,
+            [chat_body(200) for _ in range(n)],
+            [{"x-session-id": f"agent-{i}"} for i in range(n)],
+        )
         assert [r.status_code for r in step] == [200] * n, "the swarm step bounced agents"
         assert any(queued_before(r) for r in step), "the overload never queued"
         for session in ("agent-a", "agent-b"):
             before = [await _success_count(e) for e in emus]
             for _ in range(3):
-                r = await client.post("/v1/chat/completions", json=chat_body(8),
-                                      headers={"x-session-id": session})  # fmt: skip
+                r = await client.post(
+                    "/v1/chat/completions", json=chat_body(8), headers={"x-session-id": session}
+                )
                 assert r.status_code == 200
             gained = sorted(
                 [await _success_count(e) - b for e, b in zip(emus, before, strict=True)]
@@ -186,9 +190,12 @@ async def test_agent_swarm_queues_the_step_keeps_sessions_and_computes_retry_aft
 
 
 async def _retry_budget_refusal(
-    gw: Gateway, client: httpx.AsyncClient, policy: dict[str, Any], first_attempts: int,
+    gw: Gateway,
+    client: httpx.AsyncClient,
+    policy: dict[str, Any],
+    first_attempts: int,
     t0: float,
-) -> None:  # fmt: skip
+) -> None:
     budget = next(g for g in policy["gates"] if g["type"] == "retry_budget")["parameters"]
     allowed = math.floor(budget["ratio"] * first_attempts)
     retry = {"x-stainless-retry-count": "1"}
@@ -232,8 +239,9 @@ async def test_seed000_best_reserves_a_place_and_keeps_it(start_emulator: StartE
 async def _obedient_agent(client: httpx.AsyncClient, session: str) -> int:
     """Sends one turn, sleeping exactly the Retry-After it is given; returns the tries."""
     for tries in range(1, 11):
-        r = await client.post("/v1/chat/completions", json=chat_body(200),
-                              headers={"x-session-id": session})  # fmt: skip
+        r = await client.post(
+            "/v1/chat/completions", json=chat_body(200), headers={"x-session-id": session}
+        )
         if r.status_code == 200:
             return tries
         assert r.status_code == 429 and r.headers["x-sluicegate-reason"] == "overloaded"
@@ -256,15 +264,17 @@ async def test_agent_runs_lets_a_started_run_go_ahead_of_new_runs(
     n = 3 * slots(emu)
     async with serve_gateway(gateway_config([emu.url], policy)) as gw:
         client = gw.client()
-        plan = await client.post("/v1/chat/completions", json=chat_body(50),
-                                 headers=_run_call("started", 2))  # fmt: skip
+        plan = await client.post(
+            "/v1/chat/completions", json=chat_body(50), headers=_run_call("started", 2)
+        )
         assert plan.status_code == 200
         bodies = [chat_body(400) for _ in range(n)]
         firsts_sent = [_run_call(f"new-{i}", 1) for i in range(n)]
         new_runs = asyncio.ensure_future(burst(client, bodies, firsts_sent))
         await _until_queued(gw, slots(emu))
-        turn = await client.post("/v1/chat/completions", json=chat_body(50),
-                                 headers=_run_call("started", 2))  # fmt: skip
+        turn = await client.post(
+            "/v1/chat/completions", json=chat_body(50), headers=_run_call("started", 2)
+        )
         still_queued = gw.ctx.scheduler.stats().queued
         firsts = await new_runs
     assert turn.status_code == 200

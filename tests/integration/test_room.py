@@ -67,6 +67,7 @@ async def test_a_burst_onto_idle_backends_fills_their_slots_without_queueing(
     raw = gateway_config([e.url for e in emus], NO_LADDER, max_num_seqs=seqs, scrape=SCRAPE)
     async with serve_gateway(raw) as gw:
         client = gw.client()
-        await wait_for(lambda: all(v.running == 0 and not v.stale
-                                   for v in gw.ctx.pool.snapshot().backends))  # fmt: skip
+        await wait_for(
+            lambda: all(v.running == 0 and not v.stale for v in gw.ctx.pool.snapshot().backends)
+        )
         assert await _queued(client, 2 * seqs, 64) == []

@@ -31,8 +31,11 @@ SCRAPE = {"interval_s": 0.1, "max_age_s": 5.0}
 
 
 def _run(run_id: str, **hints: int) -> dict[str, str]:
-    names = {"calls": "X-Agent-Run-Calls", "tokens": "X-Agent-Run-Tokens",
-             "branches": "X-Agent-Run-Branches"}  # fmt: skip
+    names = {
+        "calls": "X-Agent-Run-Calls",
+        "tokens": "X-Agent-Run-Tokens",
+        "branches": "X-Agent-Run-Branches",
+    }
     return {"X-Agent-Run-Id": run_id, **{names[k]: str(v) for k, v in hints.items()}}
 
 
@@ -64,9 +67,12 @@ async def _agent(gw: Gateway, tenant: str, run_id: str, turns: int, fan_out: int
 
     async def call() -> None:
         out = await client.chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": "plan"}], max_tokens=24,
-            extra_headers=headers, extra_body={"ignore_eos": True},
-        )  # fmt: skip
+            model=MODEL,
+            messages=[{"role": "user", "content": "plan"}],
+            max_tokens=24,
+            extra_headers=headers,
+            extra_body={"ignore_eos": True},
+        )
         assert out.usage is not None and out.usage.completion_tokens == 24
 
     for turn in range(turns):
@@ -83,8 +89,11 @@ async def test_two_tenants_agents_finish_their_runs(start_emulator: StartEmulato
     emu = start_emulator(speed=20.0)
     raw = gateway_config([emu.url], RUNS, tenants=("alice", "bob"), scrape=SCRAPE)
     async with serve_gateway(raw) as gw:
-        agents = [_agent(gw, tenant, f"{tenant}-{i}", turns=3, fan_out=3)
-                  for tenant in ("alice", "bob") for i in range(4)]  # fmt: skip
+        agents = [
+            _agent(gw, tenant, f"{tenant}-{i}", turns=3, fan_out=3)
+            for tenant in ("alice", "bob")
+            for i in range(4)
+        ]
         await asyncio.gather(*agents)
         await wait_for(lambda: gw.ctx.scheduler.runs.stats().open_runs == 0, what="runs ended")
         m = await gw.metrics()
@@ -105,10 +114,12 @@ async def test_a_run_fan_out_is_capped_at_its_branch_limit(start_emulator: Start
     async with serve_gateway(raw) as gw:
         client = gw.client(headers=_run("wide", branches=branches))
         async with _engine_peak(emu.runner.engine) as peak:
-            answers = await asyncio.gather(*(
-                client.post("/v1/chat/completions", json=chat_body(64))
-                for _ in range(3 * branches)
-            ))  # fmt: skip
+            answers = await asyncio.gather(
+                *(
+                    client.post("/v1/chat/completions", json=chat_body(64))
+                    for _ in range(3 * branches)
+                )
+            )
         assert [r.status_code for r in answers] == [200] * (3 * branches)
         assert peak[0] == branches
         queued = [r for r in answers if "x-sluicegate-queue-position" in r.headers]
@@ -120,8 +131,9 @@ async def test_delete_frees_the_engine_slots_and_refuses_the_waiting_call(
 ) -> None:
     emu = start_emulator(speed=20.0)
     seqs = emu.runner.profile.engine.max_num_seqs
-    raw = gateway_config([emu.url], RUNS, tenants=("alice", "bob"), max_num_seqs=seqs,
-                         scrape=SCRAPE)  # fmt: skip
+    raw = gateway_config(
+        [emu.url], RUNS, tenants=("alice", "bob"), max_num_seqs=seqs, scrape=SCRAPE
+    )
     async with serve_gateway(raw) as gw:
         client = gw.client(headers=_run("doomed", branches=3))
 
@@ -183,8 +195,9 @@ async def test_without_runs_the_headers_change_nothing(start_emulator: StartEmul
     raw = gateway_config([emu.url], {"ladder": {"steps": []}}, scrape=SCRAPE)
     async with serve_gateway(raw) as gw:
         client = gw.client(headers=_run("plain", branches=1))
-        answers = await asyncio.gather(*(client.post("/v1/chat/completions", json=chat_body(8))
-                                         for _ in range(3)))  # fmt: skip
+        answers = await asyncio.gather(
+            *(client.post("/v1/chat/completions", json=chat_body(8)) for _ in range(3))
+        )
         assert [r.status_code for r in answers] == [200, 200, 200]
         async with gw.client() as http:
             missing: httpx.Response = await http.get("/v1/runs/plain")

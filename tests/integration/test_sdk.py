@@ -15,8 +15,12 @@ pytestmark = pytest.mark.emulator
 
 MAX_TOKENS = 12
 PIN = {"ignore_eos": True}
-DECISION_HEADERS = ("x-request-id", "x-sluicegate-decision", "x-sluicegate-reason",
-                    "x-sluicegate-policy-version")  # fmt: skip
+DECISION_HEADERS = (
+    "x-request-id",
+    "x-sluicegate-decision",
+    "x-sluicegate-reason",
+    "x-sluicegate-policy-version",
+)
 
 
 def assert_disclosed(headers: Any) -> None:
@@ -29,9 +33,11 @@ async def test_chat_and_completions_plain(emulator: EmbeddedEmulator) -> None:
     async with serve_gateway(gateway_config([emulator.url], {})) as gw:
         sdk = gw.openai()
         raw = await sdk.chat.completions.with_raw_response.create(
-            model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=MAX_TOKENS,
+            model=MODEL,
+            messages=[{"role": "user", "content": "hi"}],
+            max_tokens=MAX_TOKENS,
             extra_body=PIN,
-        )  # fmt: skip
+        )
         assert_disclosed(raw.headers)
         chat = raw.parse()
         assert chat.usage is not None and chat.usage.completion_tokens == MAX_TOKENS
@@ -51,9 +57,13 @@ async def _chat_stream(sdk: Any, include_usage: bool | None) -> tuple[Any, list[
     if include_usage is not None:
         kw["stream_options"] = {"include_usage": include_usage}
     raw = await sdk.chat.completions.with_raw_response.create(
-        model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=MAX_TOKENS,
-        stream=True, extra_body=PIN, **kw,
-    )  # fmt: skip
+        model=MODEL,
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=MAX_TOKENS,
+        stream=True,
+        extra_body=PIN,
+        **kw,
+    )
     stream = raw.parse()
     return raw.headers, [chunk async for chunk in stream]
 
@@ -89,9 +99,13 @@ async def test_chat_stream_keeps_usage_chunk_asked_for(emulator: EmbeddedEmulato
 async def test_completions_stream(emulator: EmbeddedEmulator, include_usage: bool) -> None:
     async with serve_gateway(gateway_config([emulator.url], {})) as gw:
         raw = await gw.openai().completions.with_raw_response.create(
-            model=MODEL, prompt="def add(a, b):", max_tokens=MAX_TOKENS, stream=True,
-            stream_options={"include_usage": include_usage}, extra_body=PIN,
-        )  # fmt: skip
+            model=MODEL,
+            prompt="def add(a, b):",
+            max_tokens=MAX_TOKENS,
+            stream=True,
+            stream_options={"include_usage": include_usage},
+            extra_body=PIN,
+        )
         assert_disclosed(raw.headers)
         chunks = [c async for c in raw.parse()]
         with_usage = [c for c in chunks if c.usage is not None]

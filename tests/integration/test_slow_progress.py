@@ -40,14 +40,23 @@ def profile(tmp_path: Path, **engine: Any) -> str:
     """A profile file: one small card, with ``engine`` fields over these."""
     step = {"base_s": 0.005, "per_decode_seq_s": 0.0005, "per_prefill_token_s": 0.0002}
     spec = {
-        "max_num_seqs": 8, "max_num_batched_tokens": 8192, "num_gpu_blocks": 2048,
-        "max_model_len": 8192, **engine, "step_time": {**step, **engine.pop("step_time", {})},
-    }  # fmt: skip
+        "max_num_seqs": 8,
+        "max_num_batched_tokens": 8192,
+        "num_gpu_blocks": 2048,
+        "max_model_len": 8192,
+        **engine,
+        "step_time": {**step, **engine.pop("step_time", {})},
+    }
     path = tmp_path / "slow.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "slow", "engine": spec,
-        "output_lengths": {"components": [{"weight": 1, "min_tokens": 8, "max_tokens": 8}]},
-    }))  # fmt: skip
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "slow",
+                "engine": spec,
+                "output_lengths": {"components": [{"weight": 1, "min_tokens": 8, "max_tokens": 8}]},
+            }
+        )
+    )
     return str(path)
 
 
@@ -81,8 +90,9 @@ async def test_a_long_prefill_streams_whole(tmp_path: Path, start_emulator: Star
     with error_log() as errors:
         async with serve_gateway(gateway_config([emu.url], NO_LADDER)) as gw:
             client = gw.client()
-            warm = await asyncio.gather(*(stream_answer(client, chat_body(8, stream=True))
-                                          for _ in range(40)))  # fmt: skip
+            warm = await asyncio.gather(
+                *(stream_answer(client, chat_body(8, stream=True)) for _ in range(40))
+            )
             # 2,200 tokens (4 characters each), 9 chunks of 256 at 2.56 s each
             long_prompt = chat_body(8, stream=True, content="abcd" * 2200)
             answer, first_s = await timed_stream(client, long_prompt)
@@ -102,8 +112,10 @@ async def test_a_request_behind_a_deep_engine_queue_streams_whole(
             client = gw.client()
             warm = [await stream_answer(client, chat_body(8, stream=True)) for _ in range(4)]
             # two slots held for 450 steps of at least 50 ms: over 22 s
-            flood = [asyncio.create_task(stream_answer(client, chat_body(450, stream=True)))
-                     for _ in range(2)]  # fmt: skip
+            flood = [
+                asyncio.create_task(stream_answer(client, chat_body(450, stream=True)))
+                for _ in range(2)
+            ]
             await wait_for(lambda: emu.runner.engine.num_running == 2, what="both in slots")
             answer, first_s = await timed_stream(client, chat_body(8, stream=True))
             await check_whole(gw, answer, first_s, "deep engine queue")

@@ -24,9 +24,13 @@ pytestmark = pytest.mark.emulator
 
 async def test_a_short_soak_adds_up_and_keeps_its_descriptors(tmp_path: Path) -> None:
     settings = Settings(
-        duration_s=24.0, workdir=tmp_path, round_s=8.0, workers=8, think_s=0.1,
+        duration_s=24.0,
+        workdir=tmp_path,
+        round_s=8.0,
+        workers=8,
+        think_s=0.1,
         reload_every_s=2.0,
-    )  # fmt: skip
+    )
     report = await soak(settings, say=lambda _line: None)
     assert report.problems == []
     assert report.tally.scheduled > 0 and report.writes[1] > 0

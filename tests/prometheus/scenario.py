@@ -223,8 +223,16 @@ def load_phase(run: Run, base: str) -> None:
     # its first call (what it spent counts as wasted)
     agent_runs(run, base, [("long", "call")])
     for wave in range(WAVES):
-        agent_runs(run, base, [(f"done-{wave}", "call"), (f"done-{wave}", "complete"),
-                               (f"cut-{wave}", "call"), (f"cut-{wave}", "delete")])  # fmt: skip
+        agent_runs(
+            run,
+            base,
+            [
+                (f"done-{wave}", "call"),
+                (f"done-{wave}", "complete"),
+                (f"cut-{wave}", "call"),
+                (f"cut-{wave}", "delete"),
+            ],
+        )
         send(
             run,
             base,

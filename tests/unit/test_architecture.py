@@ -38,8 +38,11 @@ def _imported(path: Path) -> set[str]:
 
 
 def _source_folders() -> list[str]:
-    folders = {p.parent.relative_to(REPO).as_posix() for pkg in PACKAGES
-               for p in (REPO / pkg).rglob("*.py")}  # fmt: skip
+    folders = {
+        p.parent.relative_to(REPO).as_posix()
+        for pkg in PACKAGES
+        for p in (REPO / pkg).rglob("*.py")
+    }
     return sorted(folders)
 
 

@@ -54,19 +54,24 @@ START_TIMES: list[tuple[str, float]] = []
 
 
 def started(
-    config: pytest.Config, model_dir: Path, served_name: str, extra_args: tuple[str, ...] = (),
+    config: pytest.Config,
+    model_dir: Path,
+    served_name: str,
+    extra_args: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
-) -> VllmServer:  # fmt: skip
+) -> VllmServer:
     """A server, with a line on the terminal when it starts and when it is healthy: a
     boot takes about a minute on 2 cores, and pytest's own line does not move meanwhile.
     ``env`` is added to the server's environment."""
     session_s = time.monotonic() - SESSION_STARTED
     say(config, f"real vLLM server {served_name!r}: starting ({session_s:.0f} s into the session)")
     server = VllmServer.start(
-        model_dir, served_name=served_name, extra_args=extra_args,
+        model_dir,
+        served_name=served_name,
+        extra_args=extra_args,
         on_wait=lambda s: say(config, f"real vLLM server {served_name!r}: starting, {s:.0f} s"),
         env=env,
-    )  # fmt: skip
+    )
     START_TIMES.append((served_name, server.started_in_s))
     say(config, f"real vLLM server {served_name!r}: healthy after {server.started_in_s:.1f} s")
     return server

@@ -46,8 +46,10 @@ class GatewayProcess:
         with log_path.open("wb") as log:
             process = subprocess.Popen(
                 [*argv, "--log-level", "warning"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         running = cls(process, f"http://127.0.0.1:{port}", log_path)
         try:
             wait_until(running.serving_or_dead, bool, timeout_s=START_TIMEOUT_S, interval_s=0.1)

@@ -28,8 +28,13 @@ def test_refused_call_is_handed_off_and_its_completion_fetched(
         **gateway_config([tiny_vllm]),
         "async_jobs": {"enabled": True, "retry_interval_s": 0.2, "poll_interval_s": 0.5},
     }
-    body = {"model": tiny_vllm.served_name, "messages": PROMPT, "max_tokens": MAX_TOKENS,
-            "stream": True, **EXACT}  # fmt: skip
+    body = {
+        "model": tiny_vllm.served_name,
+        "messages": PROMPT,
+        "max_tokens": MAX_TOKENS,
+        "stream": True,
+        **EXACT,
+    }
     gateway = GatewayProcess.start(config, tmp_path)
     try:
         with httpx.Client(
@@ -44,9 +49,11 @@ def test_refused_call_is_handed_off_and_its_completion_fetched(
             assert accepted.headers["x-sluicegate-reason"] == "tenant_quota_exceeded"
             location = accepted.headers["location"]
             done = wait_until(
-                lambda: client.get(location), lambda r: r.status_code != 202, timeout_s=120,
+                lambda: client.get(location),
+                lambda r: r.status_code != 202,
+                timeout_s=120,
                 interval_s=0.2,
-            )  # fmt: skip
+            )
         assert done.status_code == 200, done.text
         completion = done.json()
         assert completion["object"] == "chat.completion", "asked as a stream, kept whole"

@@ -29,8 +29,10 @@ pytestmark = pytest.mark.vllm
 PROMPT_TEXT = "def main():\n    return sorted(queue, key=len)\n"
 PROMPT_HISTOGRAM = "vllm:request_prompt_tokens"
 CAPACITY_LINE = re.compile(r"Capacity: ([\d.]+) concurrent requests, limited by")
-DERIVATION = re.compile(r"= min\(KV-cache tokens / p90 prompt tokens, max_num_seqs\) = "
-                        r"min\(([\d.]+) / ([\d.]+) = ([\d.]+), (\d+)\)")  # fmt: skip
+DERIVATION = re.compile(
+    r"= min\(KV-cache tokens / p90 prompt tokens, max_num_seqs\) = "
+    r"min\(([\d.]+) / ([\d.]+) = ([\d.]+), (\d+)\)"
+)
 
 
 def test_diagnose_live_reports_phases_and_capacity_from_the_live_cache_config(
@@ -55,8 +57,18 @@ def test_diagnose_live_reports_phases_and_capacity_from_the_live_cache_config(
     with ThreadPoolExecutor(1) as pool:
         sent = pool.submit(traffic)
         try:
-            status = diagnose.main(["--url", tiny_vllm.url, "--window", "3", "--interval", "0.5",
-                                    "--max-num-seqs", str(MAX_NUM_SEQS)])  # fmt: skip
+            status = diagnose.main(
+                [
+                    "--url",
+                    tiny_vllm.url,
+                    "--window",
+                    "3",
+                    "--interval",
+                    "0.5",
+                    "--max-num-seqs",
+                    str(MAX_NUM_SEQS),
+                ]
+            )
         finally:
             stop.set()
         assert sent.result(timeout=60) >= 1

@@ -36,8 +36,13 @@ def test_a_cold_servers_first_logprobs_stream_is_not_cut(
         gateway = GatewayProcess.start(gateway_config([server]), tmp_path)
         try:
             client = open_sdk(gateway)
-            ask = {"model": server.served_name, "prompt": "import sys\n", "max_tokens": 7,
-                   "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+            ask = {
+                "model": server.served_name,
+                "prompt": "import sys\n",
+                "max_tokens": 7,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
             plain = list(client.completions.create(**ask, extra_body=EXACT))
             assert plain[-1].usage is not None and plain[-1].usage.completion_tokens == 7
             began = time.monotonic()

@@ -42,14 +42,24 @@ def _config(server: VllmServer, hold: float | None) -> dict[str, Any]:
     headroom: dict[str, Any] = {"reserve_fraction": 0.0, "decode_slowdown_max": hold}
     return {
         "tenants": [{"name": n, "api_key_sha256": [key_digest(k)]} for n, k in KEYS.items()],
-        "backends": [{"name": server.served_name, "url": server.url,
-                      "models": [server.served_name], "max_num_seqs": MAX_NUM_SEQS}],
+        "backends": [
+            {
+                "name": server.served_name,
+                "url": server.url,
+                "models": [server.served_name],
+                "max_num_seqs": MAX_NUM_SEQS,
+            }
+        ],
         "health": {"interval_s": 0.5, "timeout_s": 1.0},
         "scrape": {"interval_s": 0.25},
-        "policy": {"fairness": {"type": "vtc"}, "headroom": headroom,
-                   "prefill_backlog": {"enabled": False},
-                   "ladder": {"steps": []}, "queue": {"max_wait_s": 120}},
-    }  # fmt: skip
+        "policy": {
+            "fairness": {"type": "vtc"},
+            "headroom": headroom,
+            "prefill_backlog": {"enabled": False},
+            "ladder": {"steps": []},
+            "queue": {"max_wait_s": 120},
+        },
+    }
 
 
 def _prompt(rng: random.Random, words: int) -> str:
@@ -61,8 +71,13 @@ async def _victim(
 ) -> None:
     rng = random.Random()
     while not stop.is_set():
-        body = {"model": model, "max_tokens": 32, "ignore_eos": True, "stream": True,
-                "messages": [{"role": "user", "content": _prompt(rng, VICTIM_WORDS)}]}  # fmt: skip
+        body = {
+            "model": model,
+            "max_tokens": 32,
+            "ignore_eos": True,
+            "stream": True,
+            "messages": [{"role": "user", "content": _prompt(rng, VICTIM_WORDS)}],
+        }
         started = time.monotonic()
         async with client.stream("POST", "/v1/chat/completions", json=body) as resp:
             assert resp.status_code == 200, await resp.aread()
@@ -74,8 +89,12 @@ async def _victim(
 async def _noisy(client: httpx.AsyncClient, model: str, stop: asyncio.Event) -> None:
     rng = random.Random()
     while not stop.is_set():
-        body = {"model": model, "max_tokens": 128, "ignore_eos": True,
-                "messages": [{"role": "user", "content": _prompt(rng, NOISY_WORDS)}]}  # fmt: skip
+        body = {
+            "model": model,
+            "max_tokens": 128,
+            "ignore_eos": True,
+            "messages": [{"role": "user", "content": _prompt(rng, NOISY_WORDS)}],
+        }
         resp = await client.post("/v1/chat/completions", json=body)
         assert resp.status_code in (200, 429), resp.text
 
@@ -90,8 +109,9 @@ async def _running(engine: httpx.AsyncClient, stop: asyncio.Event, seen: list[fl
 
 
 def _client(url: str, tenant: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=url, timeout=180.0,
-                             headers={"Authorization": f"Bearer {KEYS[tenant]}"})  # fmt: skip
+    return httpx.AsyncClient(
+        base_url=url, timeout=180.0, headers={"Authorization": f"Bearer {KEYS[tenant]}"}
+    )
 
 
 async def _flood(gw: GatewayProcess, server: VllmServer) -> tuple[float, float]:
@@ -105,16 +125,16 @@ async def _flood(gw: GatewayProcess, server: VllmServer) -> tuple[float, float]:
     ):
         warm: list[float] = []
         stop_alone = asyncio.Event()
-        alone = [asyncio.create_task(_victim(victim, model, stop_alone, warm))
-                 for _ in range(VICTIMS)]  # fmt: skip
+        alone = [
+            asyncio.create_task(_victim(victim, model, stop_alone, warm)) for _ in range(VICTIMS)
+        ]
         await asyncio.sleep(ALONE_S)  # the gateway learns the engine's light-batch steps
         stop_alone.set()
         await asyncio.gather(*alone)
         stop, turns, running = asyncio.Event(), [], []  # type: ignore[var-annotated]
         floods = [asyncio.create_task(_noisy(noisy, model, stop)) for _ in range(NOISY)]
         await asyncio.sleep(SETTLE_S)
-        tasks = [asyncio.create_task(_victim(victim, model, stop, turns))
-                 for _ in range(VICTIMS)]  # fmt: skip
+        tasks = [asyncio.create_task(_victim(victim, model, stop, turns)) for _ in range(VICTIMS)]
         sampler = asyncio.create_task(_running(engine, stop, running))
         await asyncio.sleep(FLOOD_S)
         stop.set()
@@ -136,7 +156,9 @@ def test_the_decode_hold_keeps_the_flood_out_of_the_quiet_tenants_decode(
 ) -> None:
     batch_off, turn_off = _measure(tiny_vllm, None, tmp_path)
     batch_on, turn_on = _measure(tiny_vllm, 1.2, tmp_path)
-    print(f"\nengine batch {batch_off:.2f} -> {batch_on:.2f}; victim turn s "
-          f"{turn_off:.4f} -> {turn_on:.4f}")  # fmt: skip
+    print(
+        f"\nengine batch {batch_off:.2f} -> {batch_on:.2f}; victim turn s "
+        f"{turn_off:.4f} -> {turn_on:.4f}"
+    )
     assert batch_on < 0.8 * batch_off, (batch_off, batch_on)
     assert turn_on < turn_off, (turn_off, turn_on)

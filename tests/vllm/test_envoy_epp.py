@@ -18,15 +18,20 @@ pytestmark = [pytest.mark.vllm, pytest.mark.envoy]
 
 
 def test_a_stream_through_envoy_and_the_picker(tiny_vllm: VllmServer, tmp_path: Path) -> None:
-    with running_epp(gateway_config([tiny_vllm]), tmp_path) as epp, running_envoy(
-        epp.grpc_port, tmp_path
-    ) as envoy:  # fmt: skip
-        with openai.OpenAI(base_url=f"{envoy.url}/v1", api_key=AGENTS_KEY,
-                           max_retries=0, timeout=120.0) as client:  # fmt: skip
+    with (
+        running_epp(gateway_config([tiny_vllm]), tmp_path) as epp,
+        running_envoy(epp.grpc_port, tmp_path) as envoy,
+    ):
+        with openai.OpenAI(
+            base_url=f"{envoy.url}/v1", api_key=AGENTS_KEY, max_retries=0, timeout=120.0
+        ) as client:
             raw = client.chat.completions.with_raw_response.create(
-                model=tiny_vllm.served_name, messages=PROMPT, max_tokens=8, stream=True,
+                model=tiny_vllm.served_name,
+                messages=PROMPT,
+                max_tokens=8,
+                stream=True,
                 extra_body=EXACT,
-            )  # fmt: skip
+            )
             assert raw.headers["x-sluicegate-decision"] in {"admit", "degrade"}
             chunks = list(raw.parse())
         assert all(chunk.usage is None for chunk in chunks)

@@ -55,9 +55,11 @@ def test_quota_429_has_retry_after_and_the_sdk_waits_that_long_before_retrying(
 ) -> None:
     def metered_request(client: openai.OpenAI) -> openai.types.chat.ChatCompletion:
         return client.chat.completions.create(
-            model=tiny_vllm.served_name, messages=PROMPT, max_tokens=METERED_MAX_TOKENS,
+            model=tiny_vllm.served_name,
+            messages=PROMPT,
+            max_tokens=METERED_MAX_TOKENS,
             extra_body=EXACT,
-        )  # fmt: skip
+        )
 
     no_retry = open_sdk(gateway, METERED_KEY)
     metered_request(no_retry)  # admitted on the full bucket; drains it
@@ -72,9 +74,11 @@ def test_quota_429_has_retry_after_and_the_sdk_waits_that_long_before_retrying(
     retried_before = metric_value(gateway.url, "sluicegate_retries_total", tenant="metered")
     seen = Exchanges()
     client = open_sdk(
-        gateway, METERED_KEY, retries=4,
+        gateway,
+        METERED_KEY,
+        retries=4,
         http_client=openai.DefaultHttpx2Client(event_hooks=seen.hooks()),
-    )  # fmt: skip
+    )
     reply = metered_request(client)
 
     assert reply.usage is not None and reply.usage.completion_tokens == METERED_MAX_TOKENS
@@ -118,9 +122,13 @@ def _disconnect_attempt(gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk
     # n parallel samples: a longer stream for vLLM and for the relay, so it is still running
     # when the test acts (one 1,900-token sample takes the tiny model ~3 s)
     stream = open_sdk(gateway).completions.create(
-        model=tiny_vllm.served_name, prompt="x", max_tokens=LONG_OUTPUT, stream=True,
-        extra_body=EXACT, n=PARALLEL_SAMPLES,
-    )  # fmt: skip
+        model=tiny_vllm.served_name,
+        prompt="x",
+        max_tokens=LONG_OUTPUT,
+        stream=True,
+        extra_body=EXACT,
+        n=PARALLEL_SAMPLES,
+    )
     chunks = iter(stream)
     for _ in range(3):
         next(chunks)
@@ -150,9 +158,12 @@ def test_backend_killed_mid_stream_ends_in_an_sse_error_and_leaks_nothing(
     url = doomed_gateway.url
     failed_before = metric_value(url, "sluicegate_outcomes_total", outcome="failed")
     stream = open_sdk(doomed_gateway).chat.completions.create(
-        model=doomed_vllm.served_name, messages=PROMPT, max_tokens=LONG_OUTPUT, stream=True,
+        model=doomed_vllm.served_name,
+        messages=PROMPT,
+        max_tokens=LONG_OUTPUT,
+        stream=True,
         extra_body=EXACT,
-    )  # fmt: skip
+    )
     chunks = iter(stream)
     next(chunks)
 
@@ -188,13 +199,18 @@ def test_backend_frozen_mid_stream_ends_in_an_sse_error_while_still_frozen(
     After SIGCONT, vLLM aborts the request: nothing running, nothing in flight or queued."""
     url, name = doomed_gateway.url, doomed_vllm.served_name
     client = open_sdk(doomed_gateway, timeout=120.0)
-    warm = client.chat.completions.create(model=name, messages=PROMPT, max_tokens=64,
-                                          stream=True, extra_body=EXACT)  # fmt: skip
+    warm = client.chat.completions.create(
+        model=name, messages=PROMPT, max_tokens=64, stream=True, extra_body=EXACT
+    )
     assert sum(1 for _ in warm) > 1  # the backend's gaps, measured
     failed_before = metric_value(url, "sluicegate_outcomes_total", outcome="failed")
     stream = client.chat.completions.create(
-        model=name, messages=PROMPT, max_tokens=LONG_OUTPUT, stream=True, extra_body=EXACT,
-    )  # fmt: skip
+        model=name,
+        messages=PROMPT,
+        max_tokens=LONG_OUTPUT,
+        stream=True,
+        extra_body=EXACT,
+    )
     chunks = iter(stream)
     next(chunks)
     doomed_vllm.pause()
@@ -209,7 +225,10 @@ def test_backend_frozen_mid_stream_ends_in_an_sse_error_while_still_frozen(
         doomed_vllm.resume()
     wait_until(lambda: metric_value(url, "sluicegate_in_flight"), lambda n: n == 0)
     wait_until(lambda: metric_value(url, "sluicegate_queue_depth"), lambda n: n == 0)
-    wait_until(lambda: metric_value(doomed_vllm.url, "vllm:num_requests_running"),
-               lambda n: n == 0, timeout_s=60.0)  # fmt: skip
+    wait_until(
+        lambda: metric_value(doomed_vllm.url, "vllm:num_requests_running"),
+        lambda n: n == 0,
+        timeout_s=60.0,
+    )
     failed = metric_value(url, "sluicegate_outcomes_total", outcome="failed")
     assert failed - failed_before == 1

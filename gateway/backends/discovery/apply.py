@@ -21,14 +21,15 @@ log = logging.getLogger("sluicegate.discovery")
 
 def scrape_targets(backends: Sequence[BackendConfig]) -> list[ScrapeTarget]:
     """Each backend's ``/metrics`` (beside its API root)."""
-    return [ScrapeTarget(b.name, b.url.rstrip("/") + "/metrics", b.max_num_seqs)
-            for b in backends]  # fmt: skip
+    return [ScrapeTarget(b.name, b.url.rstrip("/") + "/metrics", b.max_num_seqs) for b in backends]
 
 
 def apply_backends(
-    pool: BackendPool, scraper: MetricsScraper | None, found: Sequence[BackendConfig],
+    pool: BackendPool,
+    scraper: MetricsScraper | None,
+    found: Sequence[BackendConfig],
     models: frozenset[str],
-) -> None:  # fmt: skip
+) -> None:
     pool.set_backends(found, models=models)
     if scraper is not None:
         scraper.set_targets(scrape_targets(found))

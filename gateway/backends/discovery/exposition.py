@@ -29,10 +29,12 @@ class DiscoveryCollector:
             value=1.0 if w.failures else 0.0,
         )
         yield CounterMetricFamily(
-            "sluicegate_discovery_errors", "API server calls of discovery that failed",
+            "sluicegate_discovery_errors",
+            "API server calls of discovery that failed",
             value=w.errors,
-        )  # fmt: skip
+        )
         yield CounterMetricFamily(
-            "sluicegate_discovery_lists", "Lists of the pool and its pods (first, relist, resync)",
+            "sluicegate_discovery_lists",
+            "Lists of the pool and its pods (first, relist, resync)",
             value=w.lists,
-        )  # fmt: skip
+        )

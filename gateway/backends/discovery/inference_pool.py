@@ -87,9 +87,13 @@ def backends(
             continue
         host = f"[{ip}]" if ":" in ip else ip
         for port in spec.ports:
-            out.append(BackendConfig(
-                name=name if len(spec.ports) == 1 else f"{name}:{port}",
-                url=f"http://{host}:{port}", models=list(settings.models),
-                max_num_seqs=settings.max_num_seqs, max_model_len=settings.max_model_len,
-            ))  # fmt: skip
+            out.append(
+                BackendConfig(
+                    name=name if len(spec.ports) == 1 else f"{name}:{port}",
+                    url=f"http://{host}:{port}",
+                    models=list(settings.models),
+                    max_num_seqs=settings.max_num_seqs,
+                    max_model_len=settings.max_model_len,
+                )
+            )
     return sorted(out, key=lambda b: b.name)

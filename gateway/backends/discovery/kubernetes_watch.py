@@ -91,8 +91,12 @@ class InferencePoolWatcher:
         delay = min(s.max_backoff_s, s.min_backoff_s * 2 ** (n - 1))
         delay *= self._rng.uniform(0.5, 1.0)
         kept = self.found
-        log.warning("discovery: %s; keeping the %d backend(s) known, next try in %.1f s",
-                    _describe(exc), kept, delay)  # fmt: skip
+        log.warning(
+            "discovery: %s; keeping the %d backend(s) known, next try in %.1f s",
+            _describe(exc),
+            kept,
+            delay,
+        )
         await asyncio.sleep(delay)
 
     async def _cycle(self, client: AsyncClient) -> None:
@@ -126,9 +130,12 @@ class InferencePoolWatcher:
         self, client: AsyncClient, namespace: str, spec: PoolSpec, version: str
     ) -> None:
         events = client.watch(
-            Pod, namespace=namespace, labels=_selector(spec), resource_version=version,
+            Pod,
+            namespace=namespace,
+            labels=_selector(spec),
+            resource_version=version,
             server_timeout=_server_timeout(self._settings),
-        )  # fmt: skip
+        )
         async for kind, pod in _relisting_on_gone(events):
             self._relists = 0
             name = pod.metadata.name if pod.metadata else None
@@ -144,10 +151,12 @@ class InferencePoolWatcher:
         self, client: AsyncClient, namespace: str, spec: PoolSpec, version: str
     ) -> None:
         events = client.watch(
-            InferencePool, namespace=namespace, resource_version=version,
+            InferencePool,
+            namespace=namespace,
+            resource_version=version,
             fields={"metadata.name": self._settings.inference_pool},
             server_timeout=_server_timeout(self._settings),
-        )  # fmt: skip
+        )
         async for kind, pool in _relisting_on_gone(events):
             self._relists = 0
             if kind == "DELETED":

@@ -29,8 +29,12 @@ from collections import deque
 from gateway.backends.scrape.sample import MetricsSample
 
 PROGRESS_COUNTERS = (
-    "prompt_tokens", "generation_tokens", "steps", "preemptions", "request_success",
-)  # fmt: skip
+    "prompt_tokens",
+    "generation_tokens",
+    "steps",
+    "preemptions",
+    "request_success",
+)
 """``MetricsSample.counters`` keys (engine-agnostic; the metric names are in ``engines.py``)
 whose every move is work done."""
 

@@ -77,9 +77,12 @@ class DerivedSignals:
 
 
 def derive(
-    baseline: Observation | None, newest: Observation, max_num_seqs: int | None,
-    running_peak: float | None = None, step: StepLatency | None = None,
-) -> DerivedSignals:  # fmt: skip
+    baseline: Observation | None,
+    newest: Observation,
+    max_num_seqs: int | None,
+    running_peak: float | None = None,
+    step: StepLatency | None = None,
+) -> DerivedSignals:
     """Signals between ``baseline`` (None: since the server started) and ``newest``."""
     new = newest.sample
     span = newest.at - baseline.at if baseline is not None else 0.0

@@ -43,8 +43,12 @@ def _config(**handoff: Any) -> GatewayConfig:
 
 
 def _body(**extra: Any) -> dict[str, Any]:
-    return {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 40,
-            **extra}  # fmt: skip
+    return {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 40,
+        **extra,
+    }
 
 
 async def _hand_off(h: Harness, clock: Clock, body: dict[str, Any]) -> str:
@@ -59,8 +63,9 @@ async def _hand_off(h: Harness, clock: Clock, body: dict[str, Any]) -> str:
 def _outcomes(h: Harness, outcome: str) -> float:
     text = h.ctx.metrics.exposition().decode()
     prefix = f'sluicegate_outcomes_total{{class="interactive",outcome="{outcome}"'
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(prefix))  # fmt: skip
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix)
+    )
 
 
 @pytest.mark.parametrize("end", ["delete", "shutdown"])
@@ -131,15 +136,19 @@ async def test_a_job_never_overtakes_a_call_already_waiting() -> None:
         {"name": "acme", "api_key_sha256": [key_digest(API_KEY)], "priority": 5},
         {"name": "beta", "api_key_sha256": [key_digest(OTHER_KEY)]},
     ]
-    quota = {"type": "tenant_quota",
-             "parameters": {"tenants": {"acme": {"tokens_per_minute": 60}}}}  # fmt: skip
+    quota = {"type": "tenant_quota", "parameters": {"tenants": {"acme": {"tokens_per_minute": 60}}}}
     fairness = {"type": "priority", "parameters": {"starvation_after_s": 1000}}
-    policy = {"fairness": fairness, "gates": [quota], "queue": {"max_wait_s": 600},
-              "ladder": {"steps": []}}  # fmt: skip
+    policy = {
+        "fairness": fairness,
+        "gates": [quota],
+        "queue": {"max_wait_s": 600},
+        "ladder": {"steps": []},
+    }
     config = make_config(
-        tenants=tenants, policy=policy,
+        tenants=tenants,
+        policy=policy,
         async_jobs={"enabled": True, "retry_interval_s": 0.005, "max_pending_s": 86400},
-    )  # fmt: skip
+    )
     beta = auth(OTHER_KEY)
     async with over_loopback(config, FakeFleet(backend), clock=clock) as h:
         assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
@@ -211,8 +220,9 @@ async def test_in_fleet_mode_a_job_holds_one_shared_grant_and_gives_it_back() ->
     """Refused by the shared limits, handed off, refused again, granted, refused by a busy
     engine, sent again: one grant taken, one given back."""
     backend = _BusyOnce("a", mode="busy")
-    config = make_config(policy={"ladder": {"steps": []}},
-                         async_jobs={"enabled": True, "retry_interval_s": 0.005})  # fmt: skip
+    config = make_config(
+        policy={"ladder": {"steps": []}}, async_jobs={"enabled": True, "retry_interval_s": 0.005}
+    )
     async with in_process(config, FakeFleet(backend)) as h:
         shared = _SharedLimits(refusals=2)
         h.ctx.shared = shared
@@ -228,9 +238,12 @@ async def test_a_reload_turns_the_handoff_on(tmp_path: Path) -> None:
         "tenants": [{"name": "acme", "api_key_sha256": [key_digest(API_KEY)]}],
         "backends": [{"name": "a", "url": "http://a.test", "models": ["tiny"]}],
         "scrape": {"enabled": False},
-        "policy": {"gates": [{"type": "tenant_quota",
-                              "parameters": {"default": {"tokens_per_minute": 60}}}]},
-    }  # fmt: skip
+        "policy": {
+            "gates": [
+                {"type": "tenant_quota", "parameters": {"default": {"tokens_per_minute": 60}}}
+            ]
+        },
+    }
     path = tmp_path / "gw.yaml"
     path.write_text(yaml.safe_dump(raw))
     async with in_process(load_config(path), FakeFleet(FakeBackend("a")), config_path=path) as h:

@@ -28,9 +28,12 @@ class Clock:
 
 
 LIMITS = StoreLimits(
-    max_pending_per_tenant=2, max_pending_s=60.0, result_ttl_s=30.0, max_result_bytes=100,
+    max_pending_per_tenant=2,
+    max_pending_s=60.0,
+    result_ttl_s=30.0,
+    max_result_bytes=100,
     max_total_result_bytes=250,
-)  # fmt: skip
+)
 
 
 @pytest.fixture
@@ -149,8 +152,10 @@ def test_next_due_is_the_earliest_expiry_or_ttl(store: JobStore, clock: Clock) -
 
 
 def test_check_config_locates_an_async_class_that_is_not_listed() -> None:
-    raw = b"backends: [{name: a, url: 'http://x', models: [m]}]\n" \
-          b"workload_classes: [interactive]\nasync_jobs:\n  enabled: true\n"  # fmt: skip
+    raw = (
+        b"backends: [{name: a, url: 'http://x', models: [m]}]\n"
+        b"workload_classes: [interactive]\nasync_jobs:\n  enabled: true\n"
+    )
     with pytest.raises(ConfigError) as err:
         load_config_bytes(raw)
     assert [i.loc for i in err.value.issues] == [("async_jobs", "workload_class")]

@@ -105,8 +105,11 @@ def test_the_gateway_config_renders_and_passes_check_config(
     path = _gateway_config(_load(stack, env), env, tmp_path / "config.yaml")
     done = subprocess.run(
         [sys.executable, "-m", "commands.cli", "check-config", str(path)],
-        capture_output=True, text=True, cwd=REPO, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -187,7 +190,9 @@ def test_promtool_accepts_the_compose_prometheus_config(tmp_path: Path) -> None:
     shutil.copy(DEPLOY / "prometheus" / "alerts.yaml", tmp_path / "alerts.yaml")
     done = subprocess.run(
         ["promtool", "check", "config", str(tmp_path / "prometheus.yml")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 rules found" not in done.stdout and "SUCCESS" in done.stdout

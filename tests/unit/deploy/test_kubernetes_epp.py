@@ -164,8 +164,10 @@ def test_the_pickers_config_passes_check_config_and_discovers_that_pool(
     flags = dict(a.removeprefix("--").split("=", 1) for a in args)
     assert found.kubernetes.models == [flags["served-model-name"]]
     assert found.kubernetes.max_num_seqs == int(flags["max-num-seqs"])
-    assert loaded.config.server.port == {p["name"]: p["containerPort"]
-                                         for p in _container(epp)["ports"]}["http"]  # fmt: skip
+    assert (
+        loaded.config.server.port
+        == {p["name"]: p["containerPort"] for p in _container(epp)["ports"]}["http"]
+    )
 
 
 def test_the_config_is_mounted_so_edits_reload(epp: Objects) -> None:
@@ -210,8 +212,12 @@ def test_rbac_lets_the_picker_read_exactly_what_it_watches(epp: Objects) -> None
     assert (subject["kind"], subject["name"]) == ("ServiceAccount", pod["serviceAccountName"])
     assert subject["namespace"] == epp["InferencePool/vllm-llama"]["metadata"]["namespace"]
     role = epp[f"Role/{binding['roleRef']['name']}"]
-    granted = {(g, r): set(rule["verbs"]) for rule in role["rules"]
-               for g in rule["apiGroups"] for r in rule["resources"]}  # fmt: skip
+    granted = {
+        (g, r): set(rule["verbs"])
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
     assert granted == {
         ("inference.networking.k8s.io", "inferencepools"): {"get", "list", "watch"},
         ("", "pods"): {"get", "list", "watch"},

@@ -78,9 +78,12 @@ def _rendered_gateway_config(objects: dict[str, dict[str, Any]], tmp_path: Path)
     code = code.replace("/etc/sluicegate/", f"{config_dir}/")
     assert init["command"][:2] == ["python", "-c"]
     done = subprocess.run(
-        [sys.executable, "-c", code], env=_values(objects), capture_output=True, text=True,
+        [sys.executable, "-c", code],
+        env=_values(objects),
+        capture_output=True,
+        text=True,
         check=False,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     return config_dir / "config.yaml"
 
@@ -111,8 +114,11 @@ def test_the_gateway_config_passes_check_config(
     path = _rendered_gateway_config(objects, tmp_path)
     done = subprocess.run(
         [sys.executable, "-m", "commands.cli", "check-config", str(path)],
-        capture_output=True, text=True, cwd=REPO, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -221,6 +227,8 @@ def test_promtool_accepts_the_plain_scrape_config(tmp_path: Path) -> None:
     shutil.copy(DEPLOY / "prometheus" / "alerts.yaml", tmp_path / "alerts.yaml")
     done = subprocess.run(
         ["promtool", "check", "config", str(tmp_path / "prometheus.yml")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -53,7 +53,10 @@ def test_the_pdb_and_the_hpa_hold_the_gateway_deployment(
     pdb = docs[("PodDisruptionBudget", "sluicegate")]["spec"]
     assert pdb["selector"]["matchLabels"].items() <= labels.items()
     hpa = docs[("HorizontalPodAutoscaler", "sluicegate")]["spec"]
-    assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
-                                     "name": "sluicegate"}  # fmt: skip
+    assert hpa["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "sluicegate",
+    }
     assert hpa["minReplicas"] > pdb["minAvailable"]
     assert hpa["minReplicas"] <= deployment["spec"]["replicas"] <= hpa["maxReplicas"]

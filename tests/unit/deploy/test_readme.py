@@ -52,8 +52,9 @@ def _sections() -> list[tuple[str, type[BaseModel]]]:
     for name, field in GatewayConfig.model_fields.items():
         inner = field.annotation
         args = getattr(inner, "__args__", ())
-        model = next((a for a in (inner, *args) if isinstance(a, type) and
-                      issubclass(a, BaseModel)), None)  # fmt: skip
+        model = next(
+            (a for a in (inner, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None
+        )
         if model is not None:
             out.append((name, model))
     return out
@@ -83,10 +84,15 @@ def test_the_policy_section_points_to_its_reference() -> None:
 
 
 def test_every_documented_header_is_read_or_sent_by_the_gateway() -> None:
-    first_cells = [line.split("|")[1] for line in _section("Headers").splitlines()
-                   if line.startswith("| `")]  # fmt: skip
-    headers = [name for cell in first_cells for name in re.findall(r"`([^`]+)`", cell)
-               if name.lower().startswith(("x-", "retry-after", "authorization"))]  # fmt: skip
+    first_cells = [
+        line.split("|")[1] for line in _section("Headers").splitlines() if line.startswith("| `")
+    ]
+    headers = [
+        name
+        for cell in first_cells
+        for name in re.findall(r"`([^`]+)`", cell)
+        if name.lower().startswith(("x-", "retry-after", "authorization"))
+    ]
     assert len(headers) == 23, headers
     for header in headers:
         name = header.split(":")[0].strip().lower()
@@ -96,8 +102,11 @@ def test_every_documented_header_is_read_or_sent_by_the_gateway() -> None:
 
 def test_every_documented_reason_exists() -> None:
     reasons = {r.value for r in Reason}
-    row = next(line for line in _section("Headers").splitlines()
-               if line.startswith("| `x-sluicegate-reason`"))  # fmt: skip
+    row = next(
+        line
+        for line in _section("Headers").splitlines()
+        if line.startswith("| `x-sluicegate-reason`")
+    )
     listed = set(re.findall(r"`([a-z_]+)`", row)) - {"x-sluicegate-reason"}
     assert reasons <= listed, f"undocumented reasons: {reasons - listed}"
     for gateway_reason in listed - reasons:

@@ -32,9 +32,14 @@ STAMP = "2026-12-01T10:00:00Z"
 
 
 def pod_object(
-    name: str, ip: str, *, labels: Mapping[str, str], ready: bool = True, namespace: str,
+    name: str,
+    ip: str,
+    *,
+    labels: Mapping[str, str],
+    ready: bool = True,
+    namespace: str,
     port: int = 8000,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """A vLLM pod as ``kubectl get pod -o json`` shows a running one (trimmed to the fields
     a kubelet always sets). ``ready=False``: Running, but its readiness probe fails."""
     flag = "True" if ready else "False"
@@ -51,35 +56,66 @@ def pod_object(
             c.update(reason="ContainersNotReady", message="containers with unready status: [vllm]")
     return {
         "metadata": {
-            "name": name, "generateName": name.rsplit("-", 1)[0] + "-", "namespace": namespace,
+            "name": name,
+            "generateName": name.rsplit("-", 1)[0] + "-",
+            "namespace": namespace,
             "uid": f"0b6f0f8e-5d6c-4b7a-9a51-{abs(hash(name)) % 10**12:012d}",
-            "creationTimestamp": STAMP, "labels": dict(labels),
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                                 "name": name.rsplit("-", 1)[0], "uid": "5a0c", "controller": True,
-                                 "blockOwnerDeletion": True}],
+            "creationTimestamp": STAMP,
+            "labels": dict(labels),
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": name.rsplit("-", 1)[0],
+                    "uid": "5a0c",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
         },
         "spec": {
-            "containers": [{
-                "name": "vllm", "image": "vllm/vllm-openai:v0.32.0",
-                "ports": [{"containerPort": port, "protocol": "TCP"}],
-                "resources": {}, "terminationMessagePath": "/dev/termination-log",
-                "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent",
-            }],
-            "restartPolicy": "Always", "terminationGracePeriodSeconds": 130,
-            "dnsPolicy": "ClusterFirst", "serviceAccountName": "default", "nodeName": "node-1",
+            "containers": [
+                {
+                    "name": "vllm",
+                    "image": "vllm/vllm-openai:v0.32.0",
+                    "ports": [{"containerPort": port, "protocol": "TCP"}],
+                    "resources": {},
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File",
+                    "imagePullPolicy": "IfNotPresent",
+                }
+            ],
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 130,
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "nodeName": "node-1",
             "schedulerName": "default-scheduler",
         },
         "status": {
-            "phase": "Running", "conditions": conditions, "hostIP": "10.0.0.5",
-            "hostIPs": [{"ip": "10.0.0.5"}], "podIP": ip, "podIPs": [{"ip": ip}],
-            "startTime": STAMP, "qosClass": "BestEffort",
-            "containerStatuses": [{
-                "name": "vllm", "ready": ready, "restartCount": 0, "started": True,
-                "image": "docker.io/vllm/vllm-openai:v0.32.0", "imageID": "", "containerID": "",
-                "state": {"running": {"startedAt": STAMP}}, "lastState": {},
-            }],
+            "phase": "Running",
+            "conditions": conditions,
+            "hostIP": "10.0.0.5",
+            "hostIPs": [{"ip": "10.0.0.5"}],
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "startTime": STAMP,
+            "qosClass": "BestEffort",
+            "containerStatuses": [
+                {
+                    "name": "vllm",
+                    "ready": ready,
+                    "restartCount": 0,
+                    "started": True,
+                    "image": "docker.io/vllm/vllm-openai:v0.32.0",
+                    "imageID": "",
+                    "containerID": "",
+                    "state": {"running": {"startedAt": STAMP}},
+                    "lastState": {},
+                }
+            ],
         },
-    }  # fmt: skip
+    }
 
 
 def pool_object(
@@ -87,29 +123,61 @@ def pool_object(
 ) -> dict[str, Any]:
     """An InferencePool as the API server returns it (defaults filled in by the CRD)."""
     return {
-        "metadata": {"name": name, "namespace": namespace, "generation": 1,
-                     "uid": "3c1d2b8a-0f3e-4e59-8f43-3b1f0f8f2a11", "creationTimestamp": STAMP},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "generation": 1,
+            "uid": "3c1d2b8a-0f3e-4e59-8f43-3b1f0f8f2a11",
+            "creationTimestamp": STAMP,
+        },
         "spec": {
             "selector": {"matchLabels": dict(labels)},
             "targetPorts": [{"number": p} for p in ports],
             "appProtocol": "http",
-            "endpointPickerRef": {"group": "", "kind": "Service", "name": "sluicegate-epp",
-                                  "port": {"number": 9002}, "failureMode": "FailClose"},
+            "endpointPickerRef": {
+                "group": "",
+                "kind": "Service",
+                "name": "sluicegate-epp",
+                "port": {"number": 9002},
+                "failureMode": "FailClose",
+            },
         },
-        "status": {"parents": [{
-            "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway",
-                          "name": "inference-gateway", "namespace": namespace},
-            "controllerName": "gateway.envoyproxy.io/gatewayclass-controller",
-            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
-                            "message": "", "observedGeneration": 1,
-                            "lastTransitionTime": STAMP}],
-        }]},
-    }  # fmt: skip
+        "status": {
+            "parents": [
+                {
+                    "parentRef": {
+                        "group": "gateway.networking.k8s.io",
+                        "kind": "Gateway",
+                        "name": "inference-gateway",
+                        "namespace": namespace,
+                    },
+                    "controllerName": "gateway.envoyproxy.io/gatewayclass-controller",
+                    "conditions": [
+                        {
+                            "type": "Accepted",
+                            "status": "True",
+                            "reason": "Accepted",
+                            "message": "",
+                            "observedGeneration": 1,
+                            "lastTransitionTime": STAMP,
+                        }
+                    ],
+                }
+            ]
+        },
+    }
 
 
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code}  # fmt: skip
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
 
 
 @dataclass
@@ -159,12 +227,18 @@ class FakeApiServer:
     def kubeconfig(self) -> dict[str, Any]:
         """A kubeconfig pointing at this server (plain http, no credentials)."""
         return {
-            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "fake",
             "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
             "users": [{"name": "fake", "user": {}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake",
-                                                      "namespace": self.namespace}}],
-        }  # fmt: skip
+            "contexts": [
+                {
+                    "name": "fake",
+                    "context": {"cluster": "fake", "user": "fake", "namespace": self.namespace},
+                }
+            ],
+        }
 
     # -- changes, each one resourceVersion, sent to open watches --------------------------
     def put_pool(self, obj: dict[str, Any]) -> None:
@@ -231,8 +305,11 @@ class FakeApiServer:
             return True
         resource, name = self._route(url.path)
         if method != "GET" or resource is None:
-            await _send_json(writer, 404, status(404, "NotFound", "the server could not find "
-                                                 "the requested resource"))  # fmt: skip
+            await _send_json(
+                writer,
+                404,
+                status(404, "NotFound", "the server could not find the requested resource"),
+            )
             return True
         if name is not None:
             obj = self.pools.get(name)
@@ -248,8 +325,12 @@ class FakeApiServer:
         items = [o for o in self._objects(resource) if _selected(o, query)]
         kind = "PodList" if resource == "pods" else "InferencePoolList"
         api = "v1" if resource == "pods" else "inference.networking.k8s.io/v1"
-        body = {"kind": kind, "apiVersion": api,
-                "metadata": {"resourceVersion": str(self.version)}, "items": items}  # fmt: skip
+        body = {
+            "kind": kind,
+            "apiVersion": api,
+            "metadata": {"resourceVersion": str(self.version)},
+            "items": items,
+        }
         await _send_json(writer, 200, body)
         return True
 
@@ -283,9 +364,11 @@ class FakeApiServer:
         self._watches.add(queue)
         try:
             await _start_stream(writer)
-            backlog = [e for e in self.history if e.version > since] if since else [
-                _Event(self.version, resource, "ADDED", o) for o in self._objects(resource)
-            ]  # fmt: skip
+            backlog = (
+                [e for e in self.history if e.version > since]
+                if since
+                else [_Event(self.version, resource, "ADDED", o) for o in self._objects(resource)]
+            )
             for event in backlog:
                 await self._send_event(writer, event, resource, query)
             while (event := await queue.get()) is not None:
@@ -325,15 +408,18 @@ def _selected(obj: Mapping[str, Any], query: Mapping[str, str]) -> bool:
 
 async def _send_json(writer: asyncio.StreamWriter, code: int, body: Mapping[str, Any]) -> None:
     data = json.dumps(body).encode()
-    head = (f"HTTP/1.1 {code} {_REASONS.get(code, 'Error')}\r\nContent-Type: application/json"
-            f"\r\nContent-Length: {len(data)}\r\n\r\n")  # fmt: skip
+    head = (
+        f"HTTP/1.1 {code} {_REASONS.get(code, 'Error')}\r\nContent-Type: application/json"
+        f"\r\nContent-Length: {len(data)}\r\n\r\n"
+    )
     writer.write(head.encode() + data)
     await writer.drain()
 
 
 async def _start_stream(writer: asyncio.StreamWriter) -> None:
-    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                 b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
+    writer.write(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
     await writer.drain()
 
 
@@ -348,5 +434,11 @@ async def _end_stream(writer: asyncio.StreamWriter) -> None:
     await writer.drain()
 
 
-_REASONS = {200: "OK", 404: "Not Found", 410: "Gone", 500: "Internal Server Error",
-            503: "Service Unavailable", 403: "Forbidden"}  # fmt: skip
+_REASONS = {
+    200: "OK",
+    404: "Not Found",
+    410: "Gone",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+    403: "Forbidden",
+}

@@ -49,8 +49,9 @@ async def test_series_of_backends_that_left_are_removed_and_stay_bounded() -> No
         await fleet.backends["a"].arrived.wait()
         counts = []
         for pod in pods:
-            apply_backends(ctx.pool, ctx.scraper, [_backend("a"), _backend(pod.name)],
-                           frozenset({"tiny"}))  # fmt: skip
+            apply_backends(
+                ctx.pool, ctx.scraper, [_backend("a"), _backend(pod.name)], frozenset({"tiny"})
+            )
             assert (await h.client.post(CHAT, headers=auth(), json=BODY)).status_code != 200
             assert pod.requests  # the gateway tried it (and retried it: busy)
             series = backend_series(ctx.metrics.exposition())

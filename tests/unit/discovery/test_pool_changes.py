@@ -23,9 +23,12 @@ def _backend(name: str, **extra: Any) -> BackendConfig:
 
 def _pool(*names: str) -> BackendPool:
     return BackendPool(
-        [_backend(n) for n in names], clock=lambda: 0.0, health=HealthConfig(failures_to_down=1),
-        connect_timeout_s=1.0, read_timeout_s=1.0,
-    )  # fmt: skip
+        [_backend(n) for n in names],
+        clock=lambda: 0.0,
+        health=HealthConfig(failures_to_down=1),
+        connect_timeout_s=1.0,
+        read_timeout_s=1.0,
+    )
 
 
 async def test_a_backend_that_stays_keeps_its_state_and_a_new_one_joins() -> None:
@@ -87,8 +90,12 @@ async def test_a_stream_on_a_backend_that_leaves_ends_whole_and_new_work_goes_el
     fleet = FakeFleet(FakeBackend("a"), FakeBackend("b"))
     held = asyncio.Event()
     fleet.backends["a"].gates[1] = held  # the stream waits after its first token
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
-            "stream": True, "max_tokens": 3}  # fmt: skip
+    body = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "max_tokens": 3,
+    }
     async with over_loopback(make_config(), fleet) as h:
         async with h.client.stream("POST", CHAT, headers=auth(), json=body) as resp:
             chunks = resp.aiter_text()
@@ -101,9 +108,11 @@ async def test_a_stream_on_a_backend_that_leaves_ends_whole_and_new_work_goes_el
             held.set()
             rest = "".join([c async for c in chunks])
         assert rest.rstrip().endswith("data: [DONE]")
-        assert [json.loads(line[6:])["choices"][0]["delta"]["content"]
-                for line in (first + rest).splitlines()
-                if line.startswith("data: {")] == ["t0", "t1", "t2"]  # fmt: skip
+        assert [
+            json.loads(line[6:])["choices"][0]["delta"]["content"]
+            for line in (first + rest).splitlines()
+            if line.startswith("data: {")
+        ] == ["t0", "t1", "t2"]
         stats = h.ctx.scheduler.stats()
         assert stats.in_flight == 0 and stats.charged_tokens == stats.released_tokens
         exposition = h.ctx.metrics.exposition().decode()

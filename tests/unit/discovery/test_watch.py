@@ -55,18 +55,23 @@ async def rig(*, pool: bool = True, **settings: float) -> AsyncIterator[Rig]:
     if pool:
         api.put_pool(pool_object("pool", NS, labels=LABELS, ports=[8000]))
     cfg = KubernetesDiscoveryConfig(
-        inference_pool="pool", models=["llama"], min_backoff_s=0.01, max_backoff_s=0.05,
+        inference_pool="pool",
+        models=["llama"],
+        min_backoff_s=0.01,
+        max_backoff_s=0.05,
         **settings,  # type: ignore[arg-type]
-    )  # fmt: skip
+    )
     published: list[list[str]] = []
 
     def on_backends(found: list[BackendConfig]) -> None:
         published.append([f"{b.name}@{b.url}" for b in found])
 
     watcher = InferencePoolWatcher(
-        cfg, on_backends, rng=random.Random(7),
+        cfg,
+        on_backends,
+        rng=random.Random(7),
         client=lambda: AsyncClient(config=KubeConfig.from_dict(api.kubeconfig())),
-    )  # fmt: skip
+    )
     task = asyncio.ensure_future(watcher.run())
     try:
         yield Rig(api, watcher, published)
@@ -106,8 +111,9 @@ async def test_an_expired_watch_relists_and_sees_what_happened_meanwhile(
         r.api.expire_history()  # the watches end; their versions are compacted away
         r.api.delete_pod("vllm-0")  # no watch is open to hear it: only a list can tell
         r.pod("vllm-2", "10.1.0.9")
-        await r.until(lambda: r.names == ["vllm-1@http://10.1.0.8:8000",
-                                          "vllm-2@http://10.1.0.9:8000"])  # fmt: skip
+        await r.until(
+            lambda: r.names == ["vllm-1@http://10.1.0.8:8000", "vllm-2@http://10.1.0.9:8000"]
+        )
         assert r.pod_lists() == 2
         assert r.watcher.errors == 0  # relisted at once, not counted as an API failure
 
@@ -123,10 +129,11 @@ async def test_an_api_server_that_fails_keeps_the_last_known_backends() -> None:
         await r.until(lambda: r.watcher.failures >= 3)  # retried, backing off
         assert r.published == before  # nothing published while it failed: none dropped
         assert _samples(r.watcher) == {
-            "sluicegate_discovery_backends": 2.0, "sluicegate_discovery_failing": 1.0,
+            "sluicegate_discovery_backends": 2.0,
+            "sluicegate_discovery_failing": 1.0,
             "sluicegate_discovery_errors_total": float(r.watcher.errors),
             "sluicegate_discovery_lists_total": 1.0,
-        }  # fmt: skip
+        }
         await r.api.stop()  # now unreachable altogether
         failures = r.watcher.failures
         await r.until(lambda: r.watcher.failures >= failures + 2)
@@ -178,5 +185,9 @@ def _samples(watcher: InferencePoolWatcher) -> dict[str, float]:
     registry = CollectorRegistry()
     registry.register(DiscoveryCollector(watcher))
     text = generate_latest(registry).decode()
-    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
-            if not s.name.endswith("_created")}  # fmt: skip
+    return {
+        s.name: s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if not s.name.endswith("_created")
+    }

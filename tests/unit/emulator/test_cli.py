@@ -9,9 +9,21 @@ from emulator.cli import main, parse_args
 
 def test_flags_map_to_the_emulator_spec() -> None:
     args = parse_args(
-        ["--profile", "cpu-medium", "--model-name", "m", "--port", "9001", "--speed", "4",
-         "--seed", "7", "--max-num-queued-reqs", "12"]
-    )  # fmt: skip
+        [
+            "--profile",
+            "cpu-medium",
+            "--model-name",
+            "m",
+            "--port",
+            "9001",
+            "--speed",
+            "4",
+            "--seed",
+            "7",
+            "--max-num-queued-reqs",
+            "12",
+        ]
+    )
     assert (args.profile, args.model_name, args.port) == ("cpu-medium", "m", 9001)
     assert (args.speed, args.seed, args.max_num_queued_reqs) == (4.0, 7, 12)
 

@@ -215,8 +215,13 @@ def test_a_queued_chat_stream_opens_with_its_first_token(start_emulator: StartEm
     for t in holders:
         t.start()
     wait_for(lambda: metric(emu.url, "vllm:num_requests_running") == slots)
-    payload = {"model": "emulated", "messages": [{"role": "user", "content": "hi"}],
-               "max_tokens": 3, "ignore_eos": True, "stream": True}  # fmt: skip
+    payload = {
+        "model": "emulated",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 3,
+        "ignore_eos": True,
+        "stream": True,
+    }
     with httpx.stream("POST", f"{emu.url}/v1/chat/completions", json=payload) as r:
         first = next(ln for ln in r.iter_lines() if ln.startswith("data: "))
         # the queued request got a slot only when a holder finished

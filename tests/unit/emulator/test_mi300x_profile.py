@@ -11,9 +11,16 @@ from emulator.profile import load_profile
 
 PROMPT, OUTPUT = 128, 128
 PUBLISHED_LATENCY_S = {  # batch size -> average latency of the whole batch, as published
-    1: 3.530, 2: 3.583, 4: 3.734, 8: 3.974, 16: 4.375,
-    32: 5.130, 64: 6.919, 128: 10.340, 256: 17.750,
-}  # fmt: skip
+    1: 3.530,
+    2: 3.583,
+    4: 3.734,
+    8: 3.974,
+    16: 4.375,
+    32: 5.130,
+    64: 6.919,
+    128: 10.340,
+    256: 17.750,
+}
 TOLERANCE = 0.03
 
 

@@ -47,8 +47,11 @@ class TestCa:
             x509.ExtendedKeyUsage([usage]), critical=False
         )
         if not client:
-            names = [x509.DNSName(SERVER_NAME), x509.DNSName("localhost"),
-                     x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]  # fmt: skip
+            names = [
+                x509.DNSName(SERVER_NAME),
+                x509.DNSName("localhost"),
+                x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+            ]
             builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         cert = builder.sign(self._key, hashes.SHA256())
         key_pem = key.private_bytes(

@@ -44,13 +44,23 @@ def _metadata(namespaces: dict[str, dict[str, Any]]) -> Any:
 
 
 def request_headers(
-    path: str = CHAT, *, method: str = "POST", key: str | None = API_KEY, eos: bool = False,
-    extra: dict[str, str] | None = None, subset: list[str] | None = None,
+    path: str = CHAT,
+    *,
+    method: str = "POST",
+    key: str | None = API_KEY,
+    eos: bool = False,
+    extra: dict[str, str] | None = None,
+    subset: list[str] | None = None,
     buffered: bool = False,
-) -> Any:  # fmt: skip
-    headers = {":method": method, ":path": path, ":authority": "gw", "content-type":
-               "application/json", **({"authorization": f"Bearer {key}"} if key else {}),
-               **(extra or {})}  # fmt: skip
+) -> Any:
+    headers = {
+        ":method": method,
+        ":path": path,
+        ":authority": "gw",
+        "content-type": "application/json",
+        **({"authorization": f"Bearer {key}"} if key else {}),
+        **(extra or {}),
+    }
     message = pb.ProcessingRequest(
         request_headers=pb.HttpHeaders(headers=_header_map(headers), end_of_stream=eos)
     )
@@ -68,8 +78,9 @@ def request_body(data: bytes, eos: bool = True) -> Any:
     return pb.ProcessingRequest(request_body=pb.HttpBody(body=data, end_of_stream=eos))
 
 
-def response_headers(status: int = 200, content_type: str = "application/json",
-                     served: str | None = None) -> Any:  # fmt: skip
+def response_headers(
+    status: int = 200, content_type: str = "application/json", served: str | None = None
+) -> Any:
     headers = {":status": str(status), "content-type": content_type}
     message = pb.ProcessingRequest(response_headers=pb.HttpHeaders(headers=_header_map(headers)))
     if served is not None:
@@ -87,8 +98,12 @@ def set_headers(mutation: Any) -> dict[str, str]:
 
 
 def chat(max_tokens: int = 3, **extra: Any) -> dict[str, Any]:
-    return {"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
-            "max_tokens": max_tokens, **extra}  # fmt: skip
+    return {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": max_tokens,
+        **extra,
+    }
 
 
 @dataclass
@@ -131,9 +146,14 @@ class Call:
                 break
         return Routed(set_headers(common.header_mutation), meta, b"".join(pieces))
 
-    async def respond(self, status: int, content_type: str, chunks: Iterable[bytes],
-                      served: str | None = None, end: bool = True,
-                      ) -> tuple[dict[str, str], list[Any]]:  # fmt: skip
+    async def respond(
+        self,
+        status: int,
+        content_type: str,
+        chunks: Iterable[bytes],
+        served: str | None = None,
+        end: bool = True,
+    ) -> tuple[dict[str, str], list[Any]]:
         """Play the backend's response through the picker (``STREAMED`` mode): the headers
         it adds for the client, and its answer to each body piece (the last one ends the
         response unless ``end`` is false)."""
@@ -177,8 +197,9 @@ async def picker(config: GatewayConfig, fleet: FakeFleet) -> AsyncIterator[Picke
             await server.stop(grace=None)
 
 
-async def backend_answer(fleet: FakeFleet, endpoint: str, path: str,
-                         body: bytes) -> tuple[int, str, list[bytes]]:  # fmt: skip
+async def backend_answer(
+    fleet: FakeFleet, endpoint: str, path: str, body: bytes
+) -> tuple[int, str, list[bytes]]:
     """What the fake backend at ``endpoint`` (``host:port``) answers to ``body``: status,
     content type, and its body as the pieces it sends."""
     backend = fleet.backends[endpoint.split(".")[0]]

@@ -82,8 +82,7 @@ async def test_streamed_request_is_routed_on_its_headers(server: str) -> None:
         call = Call(external_processor_pb2_grpc.ExternalProcessorStub(channel))
         await call.send(request_headers(), request_body(b"{}"))
         first = await call.recv()
-        assert _routed(first, first.request_headers.response) == ({DESTINATION: ENDPOINT},
-                                                                  ENDPOINT)  # fmt: skip
+        assert _routed(first, first.request_headers.response) == ({DESTINATION: ENDPOINT}, ENDPOINT)
         body = await call.recv()
         assert body.HasField("request_body")
         assert not body.request_body.response.HasField("header_mutation")
@@ -101,8 +100,17 @@ async def test_health_is_serving_for_envoys_check(server: str) -> None:
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 async def test_the_command_serves_on_either_event_loop(loop: str) -> None:
     """``python -m bench.epp.null_picker`` as the benchmark starts it."""
-    argv = [sys.executable, "-m", "bench.epp.null_picker", "--port", "0", "--endpoint",
-            ENDPOINT, "--loop", loop]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "bench.epp.null_picker",
+        "--port",
+        "0",
+        "--endpoint",
+        ENDPOINT,
+        "--loop",
+        loop,
+    ]
     # bench/ is not part of the installed package: the checkout goes on the path, after
     # whatever the run put first (the compiled tier's site)
     path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(REPO)) if p)

@@ -84,12 +84,15 @@ async def test_buffered_mode_answers_headers_at_once_and_routes_on_the_body() ->
         )
         sent = json.loads(common.body_mutation.body)  # the stream asks vLLM for its usage
         assert sent["stream_options"] == {"include_usage": True}
-        status, kind, chunks = await backend_answer(fleet, "a.test:80", CHAT,
-                                                    common.body_mutation.body)  # fmt: skip
+        status, kind, chunks = await backend_answer(
+            fleet, "a.test:80", CHAT, common.body_mutation.body
+        )
         _added, answers = await call.respond(status, kind, chunks)
         await call.end()
-        shown = b"".join(a.body_mutation.body if a.HasField("body_mutation") else c
-                         for a, c in zip(answers, chunks, strict=True))  # fmt: skip
+        shown = b"".join(
+            a.body_mutation.body if a.HasField("body_mutation") else c
+            for a, c in zip(answers, chunks, strict=True)
+        )
         assert b'"usage"' not in shown and shown.endswith(b"data: [DONE]\n\n")
         assert _settled(p) and _outcomes(p) == {"completed": 1.0}
 
@@ -109,8 +112,9 @@ async def test_buffered_unchanged_body_is_routed_without_a_body_mutation(repeat:
             assert common.clear_route_cache and not common.HasField("body_mutation")
             meta = answer.dynamic_metadata.fields["envoy.lb"].struct_value.fields
             assert meta[DESTINATION].string_value == "a.test:80"
-            status, kind, chunks = await backend_answer(fleet, "a.test:80", CHAT,
-                                                        json.dumps(chat()).encode())  # fmt: skip
+            status, kind, chunks = await backend_answer(
+                fleet, "a.test:80", CHAT, json.dumps(chat()).encode()
+            )
             await call.respond(status, kind, chunks)
             await call.end()
         assert _settled(p) and _outcomes(p) == {"completed": float(repeat)}
@@ -130,8 +134,7 @@ async def test_refusal_is_the_http_fronts_answer_as_an_immediate_response() -> N
 
 
 async def test_reject_is_429_with_retry_after_and_the_openai_body() -> None:
-    policy = {"gates": [{"type": "tenant_quota",
-                         "parameters": {"default": {"max_concurrent": 1}}}]}  # fmt: skip
+    policy = {"gates": [{"type": "tenant_quota", "parameters": {"default": {"max_concurrent": 1}}}]}
     fleet = FakeFleet(FakeBackend("a"))
     async with picker(make_config(policy=policy), fleet) as p:
         held = p.call()
@@ -201,8 +204,10 @@ async def test_a_reset_mid_response_releases_the_ticket(after_pieces: int) -> No
 
 async def test_subset_hint_is_honoured_and_an_empty_match_is_503() -> None:
     fleet = FakeFleet(FakeBackend("a"), FakeBackend("b"))
-    backends = [{"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
-                for n in ("a", "b")]  # fmt: skip
+    backends = [
+        {"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
+        for n in ("a", "b")
+    ]
     async with picker(make_config(backends=backends), fleet) as p:
         for _ in range(3):
             call = p.call()
@@ -243,9 +248,11 @@ async def test_protocol_headers_fairness_id_objective_and_model_rewrite() -> Non
             submitted.append(req) or submit(req, avoid)
         )
         call = p.call()
-        extra = {"x-gateway-inference-fairness-id": "beta",
-                 "x-gateway-inference-objective": "batch",
-                 "x-gateway-model-name-rewrite": "tiny-2"}  # fmt: skip
+        extra = {
+            "x-gateway-inference-fairness-id": "beta",
+            "x-gateway-inference-objective": "batch",
+            "x-gateway-model-name-rewrite": "tiny-2",
+        }
         routed = await call.route(chat(), key=None, extra=extra)
         assert json.loads(routed.body)["model"] == "tiny-2"
         assert [(r.tenant, r.workload_class, r.model) for r in submitted] == [
@@ -311,8 +318,10 @@ async def test_readiness_follows_the_backends_liveness_does_not() -> None:
 
 async def test_fallbacks_follow_the_chosen_endpoint_in_header_and_metadata() -> None:
     fleet = FakeFleet(FakeBackend("a"), FakeBackend("b"))
-    backends = [{"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
-                for n in ("a", "b")]  # fmt: skip
+    backends = [
+        {"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
+        for n in ("a", "b")
+    ]
     async with picker(make_config(backends=backends, epp={"fallbacks": 1}), fleet) as p:
         call = p.call()
         routed = await call.route(chat())
@@ -355,8 +364,10 @@ async def test_a_completion_without_a_body_gets_the_parsers_400() -> None:
 
 async def test_the_served_endpoint_corrects_the_record(caplog: pytest.LogCaptureFixture) -> None:
     fleet = FakeFleet(FakeBackend("a"), FakeBackend("b"))
-    backends = [{"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
-                for n in ("a", "b")]  # fmt: skip
+    backends = [
+        {"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
+        for n in ("a", "b")
+    ]
     async with picker(make_config(backends=backends), fleet) as p:
         call = p.call()
         routed = await call.route(chat())
@@ -366,8 +377,9 @@ async def test_the_served_endpoint_corrects_the_record(caplog: pytest.LogCapture
         with caplog.at_level(logging.INFO, logger="sluicegate.records"):
             await call.respond(status, kind, chunks, served=other)
             await call.end()
-        records = [json.loads(r.getMessage()) for r in caplog.records
-                   if r.name == "sluicegate.records"]  # fmt: skip
+        records = [
+            json.loads(r.getMessage()) for r in caplog.records if r.name == "sluicegate.records"
+        ]
         assert [r["backend"] for r in records] == [other.split(".")[0]]
 
 
@@ -378,8 +390,10 @@ async def test_skipped_response_headers_status_and_upstream_come_from_attributes
     ``response.code`` and ``upstream.address`` attributes: the usage is still learned and
     the record names the backend that served."""
     fleet = FakeFleet(FakeBackend("a"), FakeBackend("b"))
-    backends = [{"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
-                for n in ("a", "b")]  # fmt: skip
+    backends = [
+        {"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
+        for n in ("a", "b")
+    ]
     async with picker(make_config(backends=backends), fleet) as p:
         call = p.call()
         routed = await call.route(chat(max_tokens=3))
@@ -394,8 +408,9 @@ async def test_skipped_response_headers_status_and_upstream_come_from_attributes
             answer = (await call.recv()).response_body.response
             await call.end()
         assert not answer.HasField("body_mutation")
-        records = [json.loads(r.getMessage()) for r in caplog.records
-                   if r.name == "sluicegate.records"]  # fmt: skip
+        records = [
+            json.loads(r.getMessage()) for r in caplog.records if r.name == "sluicegate.records"
+        ]
         assert [(r["backend"], r["status"], r["completion_tokens"]) for r in records] == [
             (other.split(".")[0], 200, 3)
         ]

@@ -35,8 +35,11 @@ def ca() -> TestCa:
 
 @pytest.fixture
 def files(tmp_path: Path, ca: TestCa) -> dict[str, Path]:
-    out = {"cert_file": tmp_path / "tls.crt", "key_file": tmp_path / "tls.key",
-           "client_ca_file": tmp_path / "ca.crt"}  # fmt: skip
+    out = {
+        "cert_file": tmp_path / "tls.crt",
+        "key_file": tmp_path / "tls.key",
+        "client_ca_file": tmp_path / "ca.crt",
+    }
     ca.issue("picker").write(out["cert_file"], out["key_file"])
     out["client_ca_file"].write_bytes(ca.cert_pem)
     return out
@@ -181,9 +184,10 @@ async def serving(tls: EppTlsConfig | None) -> AsyncIterator[tuple[int, object]]
 
 def _tls(files: dict[str, Path], *, mutual: bool = False) -> EppTlsConfig:
     return EppTlsConfig(
-        cert_file=str(files["cert_file"]), key_file=str(files["key_file"]),
+        cert_file=str(files["cert_file"]),
+        key_file=str(files["key_file"]),
         client_ca_file=str(files["client_ca_file"]) if mutual else None,
-    )  # fmt: skip
+    )
 
 
 async def _health(channel: grpc.aio.Channel) -> int:

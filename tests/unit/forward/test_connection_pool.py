@@ -217,8 +217,9 @@ async def test_a_body_delimited_by_the_connection_closing_is_complete() -> None:
 async def test_idle_connections_beyond_max_idle_are_closed() -> None:
     seen: list[bytes] = []
     async with serve(keep_alive_ok(seen)) as server:
-        pool = UpstreamPool(f"http://127.0.0.1:{server.port}", connect_timeout_s=2.0,
-                            read_timeout_s=2.0, max_idle=2)  # fmt: skip
+        pool = UpstreamPool(
+            f"http://127.0.0.1:{server.port}", connect_timeout_s=2.0, read_timeout_s=2.0, max_idle=2
+        )
         responses = await asyncio.gather(*(pool.send("POST", "/x", b"{}", {}) for _ in range(4)))
         for response in responses:
             await response.aread()
@@ -258,9 +259,13 @@ async def test_completions_to_plain_http_backends_use_the_lean_pool() -> None:
     ]
     timeouts = {"connect_timeout_s": 1.0, "read_timeout_s": 1.0}
     pool = BackendPool(backends, clock=lambda: 0.0, health=HealthConfig(), **timeouts)
-    injected = BackendPool(backends, clock=lambda: 0.0, health=HealthConfig(),
-                           transport=httpx.MockTransport(lambda r: httpx.Response(200, text="hi")),
-                           **timeouts)  # fmt: skip
+    injected = BackendPool(
+        backends,
+        clock=lambda: 0.0,
+        health=HealthConfig(),
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, text="hi")),
+        **timeouts,
+    )
     try:
         assert isinstance(pool.upstream("plain"), UpstreamPool)
         assert pool.upstream("tls") is None and injected.upstream("tls") is None

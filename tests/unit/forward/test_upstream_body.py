@@ -24,8 +24,9 @@ def test_a_degraded_model_or_max_tokens_is_written_into_the_body() -> None:
 
 def test_a_max_tokens_the_client_did_not_send_is_added() -> None:
     raw = b'{"model": "m", "messages": []}'
-    out = json.loads(upstream_body(json.loads(raw), model="m", max_tokens=16, stream=False,
-                                   raw=raw))  # fmt: skip
+    out = json.loads(
+        upstream_body(json.loads(raw), model="m", max_tokens=16, stream=False, raw=raw)
+    )
     assert out["max_tokens"] == 16
 
 

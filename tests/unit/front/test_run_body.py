@@ -12,8 +12,9 @@ from policies.types import Reason
 
 
 def test_an_open_run_renders_every_documented_field_in_order() -> None:
-    state = OpenRunState("a", False, 2.5, None, Reservation(1000, 5, 3, "hints"), 200, 150, 2,
-                         1, 0, 1, 2)  # fmt: skip
+    state = OpenRunState(
+        "a", False, 2.5, None, Reservation(1000, 5, 3, "hints"), 200, 150, 2, 1, 0, 1, 2
+    )
     assert json.dumps(run_body(state)) == (
         '{"id": "a", "object": "agent.run", "status": "open", "age_s": 2.5, '
         '"deadline_in_s": null, "reserved": {"tokens": 1000, "calls": 5, "branches": 3, '
@@ -23,8 +24,9 @@ def test_an_open_run_renders_every_documented_field_in_order() -> None:
 
 
 def test_a_closing_run_says_so_with_its_deadline() -> None:
-    state = OpenRunState("b", True, 1.0, 9.0, Reservation(800, 4, None, "default"), 0, 0, 0,
-                         0, 0, 0, 0)  # fmt: skip
+    state = OpenRunState(
+        "b", True, 1.0, 9.0, Reservation(800, 4, None, "default"), 0, 0, 0, 0, 0, 0, 0
+    )
     body = run_body(state)
     assert (body["status"], body["deadline_in_s"]) == ("closing", 9.0)
     assert body["reserved"] == {"tokens": 800, "calls": 4, "branches": None, "source": "default"}

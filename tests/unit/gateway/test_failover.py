@@ -38,9 +38,12 @@ async def test_connect_error_fails_over_to_another_backend(fleet: FakeFleet) -> 
 
 def test_connect_errors_take_a_backend_down_only_after_a_streak() -> None:
     pool = BackendPool(
-        make_config().backends, clock=lambda: 0.0, health=HealthConfig(failures_to_down=2),
-        connect_timeout_s=1.0, read_timeout_s=1.0,
-    )  # fmt: skip
+        make_config().backends,
+        clock=lambda: 0.0,
+        health=HealthConfig(failures_to_down=2),
+        connect_timeout_s=1.0,
+        read_timeout_s=1.0,
+    )
     pool.note_connect_error("a")
     pool.note_success("a")
     pool.note_connect_error("a")

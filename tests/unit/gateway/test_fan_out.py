@@ -39,9 +39,13 @@ async def _post(h: Harness, path: str, **body: Any) -> None:
     ids=["prompts-x-n", "one-token-id-prompt", "best-of"],
 )
 async def test_fan_out_is_charged_at_its_multiplicity(
-    fleet: FakeFleet, caplog: pytest.LogCaptureFixture, path: str, body: dict[str, Any],
-    prompt: int, output: int,
-) -> None:  # fmt: skip
+    fleet: FakeFleet,
+    caplog: pytest.LogCaptureFixture,
+    path: str,
+    body: dict[str, Any],
+    prompt: int,
+    output: int,
+) -> None:
     caplog.set_level(logging.INFO, logger="sluicegate.records")
     async with in_process(make_config(), fleet) as h:
         await _post(h, path, max_tokens=4, **body)

@@ -68,9 +68,13 @@ class Signals:
 def _pool(clock: Clock, signals: Signals) -> BackendPool:
     backend = BackendConfig(name="a", url="http://127.0.0.1:9", models=["m"], max_num_seqs=4)
     return BackendPool(
-        [backend], clock=clock, health=HealthConfig(), connect_timeout_s=1.0,
-        read_timeout_s=1.0, signals=signals,
-    )  # fmt: skip
+        [backend],
+        clock=clock,
+        health=HealthConfig(),
+        connect_timeout_s=1.0,
+        read_timeout_s=1.0,
+        signals=signals,
+    )
 
 
 def test_cached_snapshot_follows_scrapes_health_and_staleness() -> None:
@@ -111,14 +115,18 @@ def test_cached_snapshot_is_rebuilt_within_its_age_bound_and_reports_the_time_no
 def test_usage_from_the_tail_equals_usage_from_the_whole_body() -> None:
     usage = {"prompt_tokens": 11, "total_tokens": 27, "completion_tokens": 16}
     bodies = [
-        {"id": "x", "choices": [{"message": {"content": '"usage": {"prompt_tokens": 1}'}}],
-         "usage": usage, "prompt_logprobs": None},
+        {
+            "id": "x",
+            "choices": [{"message": {"content": '"usage": {"prompt_tokens": 1}'}}],
+            "usage": usage,
+            "prompt_logprobs": None,
+        },
         {"choices": [], "usage": usage},
         {"usage": usage, "choices": [{"message": {"content": "no usage after this"}}]},
         {"choices": [], "usage": None},
         {"choices": [], "usage": {"prompt_tokens": "11", "completion_tokens": 2}},
         {"choices": []},
-    ]  # fmt: skip
+    ]
     for body in bodies:
         for separators in ((",", ":"), (", ", ": ")):
             data = json.dumps(body, separators=separators).encode()
@@ -211,8 +219,15 @@ class Scheduler:
     def submit(self, req: RequestInfo, fleet: FleetSnapshot) -> object:
         return self.result
 
-    def release(self, ticket: object, outcome: Outcome, usage: Usage | None = None, *,
-                ttft_s: float | None = None, latency_s: float | None = None) -> None:  # fmt: skip
+    def release(
+        self,
+        ticket: object,
+        outcome: Outcome,
+        usage: Usage | None = None,
+        *,
+        ttft_s: float | None = None,
+        latency_s: float | None = None,
+    ) -> None:
         self.released += 1
 
     def cancel(self, request_id: str) -> bool:
@@ -235,8 +250,17 @@ class Ticket:
 
 def _delay() -> Decision:
     flow = FlowKey("t", "interactive", "m", "none")
-    return Decision(DecisionKind.DELAY, Reason.QUEUED_FOR_CAPACITY, "r1", "t", flow,
-                    WorkEstimate(1, 1), "p", "v", queue_position=1)  # fmt: skip
+    return Decision(
+        DecisionKind.DELAY,
+        Reason.QUEUED_FOR_CAPACITY,
+        "r1",
+        "t",
+        flow,
+        WorkEstimate(1, 1),
+        "p",
+        "v",
+        queue_position=1,
+    )
 
 
 async def test_an_immediate_ticket_does_not_wake_the_dispatcher_a_delay_does() -> None:
@@ -274,8 +298,9 @@ async def test_a_bug_on_the_completion_path_still_gets_the_gateway_500(
     config: GatewayConfig, fleet: FakeFleet
 ) -> None:
     """The completion paths bypass FastAPI's middleware; its 500 answer must not be lost."""
-    app = create_app(config, transport=fleet.transport, background=False,
-                     estimator=BrokenEstimator())  # fmt: skip
+    app = create_app(
+        config, transport=fleet.transport, background=False, estimator=BrokenEstimator()
+    )
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
@@ -288,24 +313,27 @@ async def test_a_bug_on_the_completion_path_still_gets_the_gateway_500(
 
 
 def test_sse_relay_forwards_the_same_bytes_and_counts_however_the_reads_fall() -> None:
-    events = [b'data: {"choices":[{"delta":{"content":"\\"choices\\" %d"}}]}\n\n' % i
-              for i in range(20)]  # fmt: skip
+    events = [
+        b'data: {"choices":[{"delta":{"content":"\\"choices\\" %d"}}]}\n\n' % i for i in range(20)
+    ]
     usage = b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":20}}\n\n'
     stream = b"".join(events) + usage + b"data: [DONE]\n\n"
     for strip in (True, False):
         expected = b"".join(events) + (b"" if strip else usage) + b"data: [DONE]\n\n"
         for size in (1, 7, 64, 300, len(stream)):
             relay = SseRelay(strip_usage=strip)
-            out = b"".join(b"".join(relay.feed(stream[i : i + size]))
-                           for i in range(0, len(stream), size))  # fmt: skip
+            out = b"".join(
+                b"".join(relay.feed(stream[i : i + size])) for i in range(0, len(stream), size)
+            )
             assert out == expected, (strip, size)
             assert relay.content_events == 20 and relay.usage == Usage(5, 20)
             assert relay.rest() == b""
 
 
 def _record(i: int) -> RequestRecord:
-    return RequestRecord(f"r{i}", "acme", "interactive", "tiny", "/v1/completions", False,
-                         "0" * 64, float(i))  # fmt: skip
+    return RequestRecord(
+        f"r{i}", "acme", "interactive", "tiny", "/v1/completions", False, "0" * 64, float(i)
+    )
 
 
 async def test_batched_records_are_the_same_lines_logged_once_per_loop_turn(
@@ -348,16 +376,23 @@ _json_values = st.recursive(
 def test_prebuilt_json_encoders_write_exactly_what_json_dumps_writes(value: object) -> None:
     """The prompt hash is computed over this text: a single changed byte would change
     every recorded hash."""
-    for kw in ({"sort_keys": True, "separators": (",", ":"), "ensure_ascii": False},
-               {"ensure_ascii": False}, {"separators": (",", ":"), "ensure_ascii": False},
-               {}):  # fmt: skip
+    for kw in (
+        {"sort_keys": True, "separators": (",", ":"), "ensure_ascii": False},
+        {"ensure_ascii": False},
+        {"separators": (",", ":"), "ensure_ascii": False},
+        {},
+    ):
         assert json_encoder(**kw)(value) == json.dumps(value, **kw)  # type: ignore[arg-type]
 
 
 def test_a_relayed_answer_has_the_headers_starlette_would_give_it() -> None:
     hdrs = {"x-request-id": "abc", "x-sluicegate-decision": "admit"}
-    cases = [(200, "application/json"), (404, "text/plain"), (204, "application/json"),
-             (200, "text/html; charset=latin-1")]  # fmt: skip
+    cases = [
+        (200, "application/json"),
+        (404, "text/plain"),
+        (204, "application/json"),
+        (200, "text/html; charset=latin-1"),
+    ]
     for status, media in cases:
         expected = Response(b'{"x":1}', status_code=status, headers=hdrs, media_type=media)
         answer = UpstreamAnswer(b'{"x":1}', status, hdrs, media)
@@ -367,12 +402,24 @@ def test_a_relayed_answer_has_the_headers_starlette_would_give_it() -> None:
 
 def test_usage_carries_the_cached_tokens_vllm_reports_and_nothing_else() -> None:
     def usage(details: object) -> Usage | None:
-        body = {"usage": {"prompt_tokens": 900, "completion_tokens": 48,
-                          "prompt_tokens_details": details}}  # fmt: skip
+        body = {
+            "usage": {
+                "prompt_tokens": 900,
+                "completion_tokens": 48,
+                "prompt_tokens_details": details,
+            }
+        }
         return usage_from_body(json.dumps(body).encode())
 
     assert usage({"cached_tokens": 768, "created_cache_tokens": None}) == Usage(900, 48, 768)
     assert usage({"cached_tokens": 0}) == Usage(900, 48, 0)
-    for absent in (None, {}, {"cached_tokens": None}, {"cached_tokens": "768"},
-                   {"cached_tokens": -1}, {"cached_tokens": True}, [768]):  # fmt: skip
+    for absent in (
+        None,
+        {},
+        {"cached_tokens": None},
+        {"cached_tokens": "768"},
+        {"cached_tokens": -1},
+        {"cached_tokens": True},
+        [768],
+    ):
         assert usage(absent) == Usage(900, 48), absent

@@ -43,8 +43,7 @@ async def test_refusals_are_recorded_once_too(config, fleet, caplog) -> None:
     caplog.set_level(logging.INFO, logger="sluicegate.records")
     async with in_process(config, fleet) as h:
         await h.client.post(CHAT, headers=auth("sk-nope"), json=_body())
-    records = [json.loads(r.getMessage()) for r in caplog.records
-               if r.name == "sluicegate.records"]  # fmt: skip
+    records = [json.loads(r.getMessage()) for r in caplog.records if r.name == "sluicegate.records"]
     assert [(r["status"], r["outcome"]) for r in records] == [(401, "rejected")]
 
 
@@ -54,8 +53,9 @@ async def test_tenant_label_is_bounded(fleet: FakeFleet) -> None:
         await h.client.post(CHAT, headers=auth(API_KEY), json=_body())
         await h.client.post(CHAT, headers=auth(OTHER_KEY), json=_body())
         text = h.ctx.metrics.exposition().decode()
-    decisions = [line for line in text.splitlines()
-                 if line.startswith("sluicegate_decisions_total{")]  # fmt: skip
+    decisions = [
+        line for line in text.splitlines() if line.startswith("sluicegate_decisions_total{")
+    ]
     assert any('tenant="acme"' in line for line in decisions)
     assert any('tenant="other"' in line for line in decisions)
     assert not any('tenant="beta"' in line for line in decisions)
@@ -74,8 +74,9 @@ async def test_gauges_from_scheduler_stats_are_exposed(config, fleet) -> None:
 
 
 async def test_degradation_is_applied_and_disclosed(fleet: FakeFleet) -> None:
-    ladder = {"steps": [{"name": "cap-all", "at": 0.0, "action": "cap_max_tokens",
-                         "max_tokens": 2}]}  # fmt: skip
+    ladder = {
+        "steps": [{"name": "cap-all", "at": 0.0, "action": "cap_max_tokens", "max_tokens": 2}]
+    }
     async with in_process(make_config(policy={"ladder": ladder}), fleet) as h:
         r = await h.client.post(CHAT, headers=auth(), json=_body(max_tokens=100))
         assert r.status_code == 200
@@ -116,8 +117,11 @@ async def test_every_request_ends_in_exactly_one_record(config, fleet, caplog) -
             else:
                 await h.client.post(CHAT, headers=headers, json=body)
         assert h.ctx.scheduler.stats().in_flight == 0
-    ids = [json.loads(r.getMessage())["request_id"] for r in caplog.records
-           if r.name == "sluicegate.records"]  # fmt: skip
+    ids = [
+        json.loads(r.getMessage())["request_id"]
+        for r in caplog.records
+        if r.name == "sluicegate.records"
+    ]
     assert sorted(ids) == sorted(sent)
 
 

@@ -25,11 +25,10 @@ NEW_KEY = "sk-added-later"
 def _raw(**policy: Any) -> dict[str, Any]:
     return {
         "tenants": [{"name": "acme", "api_key_sha256": [key_digest(API_KEY)]}],
-        "backends": [{"name": "a", "url": "http://a.test", "models": ["tiny"],
-                      "max_num_seqs": 1}],
+        "backends": [{"name": "a", "url": "http://a.test", "models": ["tiny"], "max_num_seqs": 1}],
         "scrape": {"enabled": False},
         "policy": policy,
-    }  # fmt: skip
+    }
 
 
 def _write(path: Path, raw: dict[str, Any]) -> None:

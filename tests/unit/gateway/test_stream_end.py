@@ -18,13 +18,25 @@ CHAT = "/v1/chat/completions"
 
 
 def _scope(body: bytes) -> dict[str, Any]:
-    headers = [(b"authorization", f"Bearer {API_KEY}".encode()),
-               (b"content-type", b"application/json"),
-               (b"content-length", str(len(body)).encode())]  # fmt: skip
-    return {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"},
-            "http_version": "1.1", "method": "POST", "scheme": "http", "path": CHAT,
-            "raw_path": CHAT.encode(), "query_string": b"", "root_path": "",
-            "headers": headers, "client": ("127.0.0.1", 1), "server": ("gw", 80)}  # fmt: skip
+    headers = [
+        (b"authorization", f"Bearer {API_KEY}".encode()),
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": CHAT,
+        "raw_path": CHAT.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 1),
+        "server": ("gw", 80),
+    }
 
 
 class ClosingClient:
@@ -63,8 +75,14 @@ async def test_client_closing_right_after_done_is_completed() -> None:
     backend = fleet.backends["a"]
     end_of_stream = asyncio.Event()
     backend.gates[5] = end_of_stream  # 3 tokens, usage, [DONE]: then the end is held
-    body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
-                       "stream": True, "max_tokens": 3}).encode()  # fmt: skip
+    body = json.dumps(
+        {
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream": True,
+            "max_tokens": 3,
+        }
+    ).encode()
     async with in_process(make_config(), fleet) as h:
         client = ClosingClient(body)
         await h.app(_scope(body), client.receive, client.send)

@@ -31,8 +31,11 @@ def test_counter_exposition_matches_prometheus_client() -> None:
     tally = CounterTally("sluicegate_decisions", "Decisions made", names)
     new.register(tally)
     rng = random.Random(7)
-    values = [("admit", "room", "acme", "chat"), ("reject", "quota", "other", "batch"),
-              ("delay", "queue", 'we"ird\\', "chat")]  # fmt: skip
+    values = [
+        ("admit", "room", "acme", "chat"),
+        ("reject", "quota", "other", "batch"),
+        ("delay", "queue", 'we"ird\\', "chat"),
+    ]
     for _ in range(200):
         key = rng.choice(values)
         amount = rng.choice([1, 1, 0, 3, 0.25, 17])

@@ -70,8 +70,18 @@ def test_the_compiled_modules_are_the_decision_core_but_its_python_only_parts() 
 
 def _wheel(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     src = copy_sources(tmp_path / "src")
-    cmd = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
-           "-w", str(tmp_path / "out"), str(src)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-v",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        str(tmp_path / "out"),
+        str(src),
+    ]
     base = {k: v for k, v in os.environ.items() if k != "SLUICEGATE_COMPILE"}
     return subprocess.run(cmd, env={**base, **env}, capture_output=True, text=True, timeout=900)
 

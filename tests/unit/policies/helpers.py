@@ -84,6 +84,13 @@ def queued_entry(seq: int, now: float, wait_s: float, tenant: str = "t") -> Queu
     """A queue entry as the scheduler makes one: enqueued at ``now``, expiring ``wait_s`` later."""
     req = RequestInfo(f"r{seq}", tenant, "interactive", "m", WorkEstimate(seq % 97, 5), now)
     return QueuedEntry(
-        req, DecisionKind.ADMIT, NO_DEGRADATION, (), now, now + wait_s, Reason.OVERLOADED,
-        seq, req.flow,
-    )  # fmt: skip
+        req,
+        DecisionKind.ADMIT,
+        NO_DEGRADATION,
+        (),
+        now,
+        now + wait_s,
+        Reason.OVERLOADED,
+        seq,
+        req.flow,
+    )

@@ -37,11 +37,21 @@ from .helpers import backend
 @pytest.mark.parametrize(
     ("seconds", "bucket"),
     [
-        (None, "none"), (0.5, "le1s"), (1.0, "le1s"), (1.5, "le10s"), (9.5, "le10s"),
-        (10.0, "le10s"), (10.5, "le60s"), (59.5, "le60s"), (60.0, "le60s"), (60.5, "le10m"),
-        (599.5, "le10m"), (600.0, "le10m"), (600.5, "gt10m"),
+        (None, "none"),
+        (0.5, "le1s"),
+        (1.0, "le1s"),
+        (1.5, "le10s"),
+        (9.5, "le10s"),
+        (10.0, "le10s"),
+        (10.5, "le60s"),
+        (59.5, "le60s"),
+        (60.0, "le60s"),
+        (60.5, "le10m"),
+        (599.5, "le10m"),
+        (600.0, "le10m"),
+        (600.5, "gt10m"),
     ],
-)  # fmt: skip
+)
 def test_a_deadline_falls_in_the_bucket_of_the_first_bound_it_does_not_exceed(
     seconds: float | None, bucket: str
 ) -> None:
@@ -67,10 +77,16 @@ def test_a_requests_defaults_and_totals() -> None:
 
 def decision(**kw: object) -> Decision:
     args: dict[str, object] = {
-        "decision": DecisionKind.ADMIT, "reason": Reason.CAPACITY_AVAILABLE,
-        "request_id": "r1", "tenant": "acme", "flow": FlowKey("acme", "batch", "m", "none"),
-        "estimate": WorkEstimate(30, 12), "policy": "p", "policy_version": "v1", **kw,
-    }  # fmt: skip
+        "decision": DecisionKind.ADMIT,
+        "reason": Reason.CAPACITY_AVAILABLE,
+        "request_id": "r1",
+        "tenant": "acme",
+        "flow": FlowKey("acme", "batch", "m", "none"),
+        "estimate": WorkEstimate(30, 12),
+        "policy": "p",
+        "policy_version": "v1",
+        **kw,
+    }
     return Decision(**args)  # type: ignore[arg-type]
 
 
@@ -85,17 +101,21 @@ def test_decisions_are_equal_and_hash_alike_by_every_field() -> None:
 def test_a_decisions_repr_names_every_field_in_order() -> None:
     text = repr(decision(backend="b1"))
     assert text.startswith("Decision(decision=<DecisionKind.ADMIT: 'admit'>, reason=")
-    assert text.endswith("reservation_tokens=0, retry_after_s=None, queue_position=None, "
-                         "degradation=Degradation(steps=(), max_tokens=None, model=None), "
-                         "backend='b1', shadowed=())")  # fmt: skip
+    assert text.endswith(
+        "reservation_tokens=0, retry_after_s=None, queue_position=None, "
+        "degradation=Degradation(steps=(), max_tokens=None, model=None), "
+        "backend='b1', shadowed=())"
+    )
 
 
 def test_only_admit_and_degrade_are_admitted() -> None:
     got = {k: decision(decision=k).admitted for k in DecisionKind}
     assert got == {
-        DecisionKind.ADMIT: True, DecisionKind.DEGRADE: True,
-        DecisionKind.DELAY: False, DecisionKind.REJECT: False,
-    }  # fmt: skip
+        DecisionKind.ADMIT: True,
+        DecisionKind.DEGRADE: True,
+        DecisionKind.DELAY: False,
+        DecisionKind.REJECT: False,
+    }
 
 
 def test_a_fleet_finds_backends_by_name_and_by_the_model_they_serve() -> None:
@@ -167,9 +187,11 @@ def test_a_parameter_models_example_is_its_first_else_the_defaults() -> None:
 
 def test_the_core_is_interpreted_compiled_or_mixed(monkeypatch: pytest.MonkeyPatch) -> None:
     for found, core in [
-        ((), "interpreted"), (("engine.scheduler", "types"), "compiled"),
-        (("engine.scheduler",), "mixed"), (("types",), "mixed"),
-    ]:  # fmt: skip
+        ((), "interpreted"),
+        (("engine.scheduler", "types"), "compiled"),
+        (("engine.scheduler",), "mixed"),
+        (("types",), "mixed"),
+    ]:
         monkeypatch.setattr(build, "compiled_modules", lambda found=found: found)
         assert build.core() == core
 

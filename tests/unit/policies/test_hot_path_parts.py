@@ -46,8 +46,17 @@ from policies.types import (
 
 from .helpers import ManualClock, backend, fleet, request
 
-QUICK = [FlowKey, WorkEstimate, Usage, RequestInfo, Degradation, BackendView,
-         FleetSnapshot, LadderResult, Verdict]  # fmt: skip
+QUICK = [
+    FlowKey,
+    WorkEstimate,
+    Usage,
+    RequestInfo,
+    Degradation,
+    BackendView,
+    FleetSnapshot,
+    LadderResult,
+    Verdict,
+]
 
 
 def _generated(cls: type[Any], *args: Any, **kwargs: Any) -> Any:
@@ -237,8 +246,9 @@ def test_latency_p95_beyond_the_classes_kept_in_the_table() -> None:
     """Token counts past any int64 (cost classes 65 to 71): the edge of the answer table and
     the classes read from their samples."""
     rng = random.Random(65)
-    samples = [(rng.choice([2**64, 2**65, 2**66 + 1, 2**70]), rng.expovariate(1.0))
-               for _ in range(400)]  # fmt: skip
+    samples = [
+        (rng.choice([2**64, 2**65, 2**66 + 1, 2**70]), rng.expovariate(1.0)) for _ in range(400)
+    ]
     _check_p95(samples)
     edge = ExecQuantiles()
     for _ in range(5):
@@ -290,16 +300,22 @@ class _Recording(Gate[list[str], NoParams]):
 
 class _Committing(_Recording):
     def commit(
-        self, state: list[str], req: RequestInfo, ctx: GateContext, verdict: Verdict | None,
+        self,
+        state: list[str],
+        req: RequestInfo,
+        ctx: GateContext,
+        verdict: Verdict | None,
         shadow: bool,
-    ) -> None:  # fmt: skip
+    ) -> None:
         state.append(f"commit:{verdict is not None}:{shadow}")
 
 
 def test_gate_chain_runs_in_order_stops_at_an_enforced_no_and_collects_shadows() -> None:
-    gates = [NamedGate("shadowed", _Committing(NoParams()), shadow=True),
-             NamedGate("enforced", _Recording(NoParams())),
-             NamedGate("after", _Committing(NoParams()))]  # fmt: skip
+    gates = [
+        NamedGate("shadowed", _Committing(NoParams()), shadow=True),
+        NamedGate("enforced", _Recording(NoParams())),
+        NamedGate("after", _Committing(NoParams())),
+    ]
     states: dict[str, list[str]] = {g.name: [] for g in gates}
     chain = GateChain(gates, states)
     clock = ManualClock()
@@ -307,8 +323,7 @@ def test_gate_chain_runs_in_order_stops_at_an_enforced_no_and_collects_shadows()
     shadowed, verdict = chain.run(request(clock, tenant="no"), ctx)
     assert shadowed == ("shadowed",)
     assert verdict is not None and verdict.reason is Reason.OVERLOADED
-    assert states == {"shadowed": ["check", "commit:True:True"], "enforced": ["check"],
-                      "after": []}  # fmt: skip
+    assert states == {"shadowed": ["check", "commit:True:True"], "enforced": ["check"], "after": []}
     shadowed, verdict = chain.run(request(clock), ctx)
     assert (shadowed, verdict) == ((), None)
     assert states["after"] == ["check", "commit:False:False"]
@@ -353,16 +368,33 @@ def test_make_decision_fills_every_field_by_name() -> None:
     policy = build_policy({"name": "named"})
     req = request(clock, tenant="tn", prompt=7, output=5)
     shadowed, degradation = ("g",), Degradation(steps=("s",))
-    d = make_decision(policy, req, DecisionKind.DELAY, Reason.QUEUED_FOR_CAPACITY,
-                      retry_after_s=1.5, queue_position=3, degradation=degradation,
-                      shadowed=shadowed, backend="b9")  # fmt: skip
+    d = make_decision(
+        policy,
+        req,
+        DecisionKind.DELAY,
+        Reason.QUEUED_FOR_CAPACITY,
+        retry_after_s=1.5,
+        queue_position=3,
+        degradation=degradation,
+        shadowed=shadowed,
+        backend="b9",
+    )
     expected = {
-        "decision": DecisionKind.DELAY, "reason": Reason.QUEUED_FOR_CAPACITY,
-        "request_id": req.request_id, "tenant": "tn", "flow": req.flow,
-        "estimate": req.estimate, "policy": "named", "policy_version": policy.version,
-        "reservation_tokens": 12, "retry_after_s": 1.5, "queue_position": 3,
-        "degradation": degradation, "backend": "b9", "shadowed": shadowed,
-    }  # fmt: skip
+        "decision": DecisionKind.DELAY,
+        "reason": Reason.QUEUED_FOR_CAPACITY,
+        "request_id": req.request_id,
+        "tenant": "tn",
+        "flow": req.flow,
+        "estimate": req.estimate,
+        "policy": "named",
+        "policy_version": policy.version,
+        "reservation_tokens": 12,
+        "retry_after_s": 1.5,
+        "queue_position": 3,
+        "degradation": degradation,
+        "backend": "b9",
+        "shadowed": shadowed,
+    }
     assert {name: getattr(d, name) for name in DECISION_FIELDS} == expected
     rejected = make_decision(policy, req, DecisionKind.REJECT, Reason.OVERLOADED)
     assert rejected.reservation_tokens == 0 and rejected.degradation == Degradation()
@@ -379,7 +411,11 @@ def test_gate_context_carries_the_scheduler_readings_by_name() -> None:
     oldest = sched._queue.oldest()
     ctx = sched._gate_context(request(clock, prompt=4000), clock.now, False, oldest)
     assert (ctx.now, ctx.queued_tokens, ctx.room_now, ctx.oldest_queued_s) == (
-        clock.now, 50, False, 2.5)  # fmt: skip
+        clock.now,
+        50,
+        False,
+        2.5,
+    )
     assert ctx.drain_tokens_per_s is None and ctx.exec_p95_s is None  # nothing completed yet
     now_ctx = sched._gate_context(request(clock), clock.now, True, None)
     assert (now_ctx.queued_tokens, now_ctx.room_now, now_ctx.oldest_queued_s) == (0, True, None)
@@ -391,17 +427,29 @@ maybe = st.one_of(st.none(), st.floats(0, 200, allow_nan=False))
 @settings(max_examples=300, deadline=None)
 @given(
     st.builds(
-        BackendView, name=st.just("b"), models=st.just(frozenset({"m"})),
-        max_num_seqs=st.one_of(st.none(), st.integers(1, 64)), running=maybe, waiting=maybe,
-        kv_cache_usage=st.one_of(st.none(), st.floats(0, 1)), queue_time_p50_s=maybe,
-        stale=st.booleans(), capacity_estimate=maybe, running_peak=maybe,
+        BackendView,
+        name=st.just("b"),
+        models=st.just(frozenset({"m"})),
+        max_num_seqs=st.one_of(st.none(), st.integers(1, 64)),
+        running=maybe,
+        waiting=maybe,
+        kv_cache_usage=st.one_of(st.none(), st.floats(0, 1)),
+        queue_time_p50_s=maybe,
+        stale=st.booleans(),
+        capacity_estimate=maybe,
+        running_peak=maybe,
     ),
-    st.fixed_dictionaries({}, optional={
-        "max_waiting": st.floats(0, 5), "max_kv_usage": st.floats(0.1, 1),
-        "max_queue_time_s": st.floats(0.1, 50), "slow_start": st.booleans(),
-        "fuse": st.integers(1, 100),
-    }),
-)  # fmt: skip
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "max_waiting": st.floats(0, 5),
+            "max_kv_usage": st.floats(0.1, 1),
+            "max_queue_time_s": st.floats(0.1, 50),
+            "slow_start": st.booleans(),
+            "fuse": st.integers(1, 100),
+        },
+    ),
+)
 def test_server_signals_room_bound_answers_as_has_room(
     view: BackendView, params: dict[str, Any]
 ) -> None:
@@ -456,19 +504,31 @@ def test_a_swap_rereads_room_even_for_the_same_views() -> None:
 @given(
     st.lists(
         st.tuples(
-            st.one_of(st.none(), st.integers(1, 8)), maybe, st.booleans(),
-            st.integers(0, 10), st.integers(0, 3000),
+            st.one_of(st.none(), st.integers(1, 8)),
+            maybe,
+            st.booleans(),
+            st.integers(0, 10),
+            st.integers(0, 3000),
         ),
         max_size=6,
     )
-)  # fmt: skip
+)
 def test_least_loaded_within_bounds_picks_what_has_room_picks(backends: list[Any]) -> None:
     limit = ServerSignals(ServerSignalsParams())
     candidates = [
-        (BackendView(name=f"b{i}", models=frozenset({"m"}), max_num_seqs=seqs, running=running,
-                     waiting=0.0, stale=stale), BackendLoad(n, tokens))
+        (
+            BackendView(
+                name=f"b{i}",
+                models=frozenset({"m"}),
+                max_num_seqs=seqs,
+                running=running,
+                waiting=0.0,
+                stale=stale,
+            ),
+            BackendLoad(n, tokens),
+        )
         for i, (seqs, running, stale, n, tokens) in enumerate(backends)
-    ]  # fmt: skip
+    ]
     bounded = [(b, load, limit.room_bound(b)) for b, load in candidates]
     assert least_loaded_within(bounded) == least_loaded(limit, None, candidates)
     best, spare = pick_within(bounded)
@@ -508,8 +568,13 @@ def test_poll_dispatches_where_picking_each_request_would(sessions: bool) -> Non
             clock.advance(0.01)
             snap = fleet(clock, *views)
             sid = f"s{rng.randrange(5)}" if sessions and rng.random() < 0.5 else None
-            req = request(clock, tenant=f"t{rng.randrange(4)}", output=rng.randint(1, 300),
-                          session_id=sid, request_id=f"q{i}")  # fmt: skip
+            req = request(
+                clock,
+                tenant=f"t{rng.randrange(4)}",
+                output=rng.randint(1, 300),
+                session_id=sid,
+                request_id=f"q{i}",
+            )
             for got in [s.submit(req, snap), *s.poll(snap)]:
                 out.append(got)
                 if isinstance(got, Ticket):
@@ -526,8 +591,12 @@ def test_flow_keys_are_the_request_flow_shared_per_flow_and_bounded() -> None:
     keys = FlowKeys(limit=8)
     for i in range(200):
         clock.advance(0.1)
-        req = request(clock, tenant=f"t{i % 5}", workload_class=("a", "b")[i % 2],
-                      deadline_in=(None, 0.5, 5.0, 3600.0)[i % 4])  # fmt: skip
+        req = request(
+            clock,
+            tenant=f"t{i % 5}",
+            workload_class=("a", "b")[i % 2],
+            deadline_in=(None, 0.5, 5.0, 3600.0)[i % 4],
+        )
         got = keys.of(req)
         assert got == req.flow
         assert len(keys) <= 8

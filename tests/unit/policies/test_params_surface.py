@@ -28,17 +28,28 @@ DEFAULTS: list[tuple[type[Params], dict[str, Any]]] = [
     (CodelAdmissionParams, {"target_s": 5.0, "interval_s": 50.0, "shed": "control_law"}),
     (PriorityParams, {"starvation_after_s": 10.0}),
     (DeadlineParams, {"wait_factor": 1.0}),
-    (RetryBudgetParams, {"ratio": 0.1, "window_s": 10.0, "min_retries_per_s": 0.0,
-                         "per_tenant": True}),
+    (
+        RetryBudgetParams,
+        {"ratio": 0.1, "window_s": 10.0, "min_retries_per_s": 0.0, "per_tenant": True},
+    ),
     (ReservationParams, {"target_wait_s": 10.0, "grace_s": 30.0}),
-    (AdaptiveParams, {"signal": "ttft", "target_s": 2.0, "backoff": 0.9, "max_waiting": 0.5,
-                      "min_limit": 1.0}),
-    (ServerSignalsParams, {"max_waiting": 1.0, "max_kv_usage": 0.9, "max_queue_time_s": None,
-                           "slow_start": True, "fuse": None}),
+    (
+        AdaptiveParams,
+        {"signal": "ttft", "target_s": 2.0, "backoff": 0.9, "max_waiting": 0.5, "min_limit": 1.0},
+    ),
+    (
+        ServerSignalsParams,
+        {
+            "max_waiting": 1.0,
+            "max_kv_usage": 0.9,
+            "max_queue_time_s": None,
+            "slow_start": True,
+            "fuse": None,
+        },
+    ),
     (TenantLimits, {"tokens_per_minute": None, "burst_tokens": None, "max_concurrent": None}),
-    (QuotaParams, {"default": TenantLimits(), "tenants": {},
-                   "counts": QuotaCounts.PROMPT_TOKENS}),
-]  # fmt: skip
+    (QuotaParams, {"default": TenantLimits(), "tenants": {}, "counts": QuotaCounts.PROMPT_TOKENS}),
+]
 
 
 @pytest.mark.parametrize(("model", "expected"), DEFAULTS, ids=lambda x: getattr(x, "__name__", ""))
@@ -53,8 +64,11 @@ def test_the_ladders_defaults() -> None:
     assert (ladder.waiting_scale, ladder.kv_scale) == (5.0, 0.8)
     (step,) = ladder.steps
     assert (step.name, step.at, step.action, step.max_tokens) == (
-        "cap-output", 0.8, "cap_max_tokens", 512,
-    )  # fmt: skip
+        "cap-output",
+        0.8,
+        "cap_max_tokens",
+        512,
+    )
     assert (step.hysteresis, step.classes, step.models, step.shadow) == (0.1, [], {}, False)
 
 

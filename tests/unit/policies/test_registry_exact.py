@@ -60,8 +60,10 @@ def test_missing_parts_take_their_defaults_and_given_parts_are_used() -> None:
     built = build_policy({"queue": {"max_wait_s": 7, "discipline": {"type": "codel"}}})
     assert built.queue.max_wait_s == 7 and built.discipline.type_name == "codel"
     assert (built.limit.type_name, built.fairness.type_name, built.gates) == (
-        "server_signals", "vtc", (),
-    )  # fmt: skip
+        "server_signals",
+        "vtc",
+        (),
+    )
     signals = build_policy({"limit": {"parameters": {"slow_start": False}}}).limit
     assert signals.type_name == "server_signals" and signals.params.slow_start is False  # type: ignore[attr-defined]
 
@@ -89,13 +91,19 @@ def test_parameter_errors_give_the_model_keys_at_their_depth() -> None:
     tenants = {"type": "tenant_quota", "name": "q2", "parameters": {"tenants": {"a": {"zzz": 1}}}}
     codel = {"type": "codel", "parameters": {"bogus": 1}}
     assert errors({"gates": [quota, tenants], "queue": {"discipline": codel}}) == [
-        (("queue", "discipline", "parameters", "bogus"),
-         "unknown key 'bogus' (known: interval_s, target_s)"),
-        (("gates", 0, "parameters", "default", "tokens_per_minuet"),
-         "unknown key 'tokens_per_minuet'; did you mean 'tokens_per_minute'?"),
-        (("gates", 1, "parameters", "tenants", "a", "zzz"),
-         "unknown key 'zzz' (known: burst_tokens, max_concurrent, tokens_per_minute)"),
-    ]  # fmt: skip
+        (
+            ("queue", "discipline", "parameters", "bogus"),
+            "unknown key 'bogus' (known: interval_s, target_s)",
+        ),
+        (
+            ("gates", 0, "parameters", "default", "tokens_per_minuet"),
+            "unknown key 'tokens_per_minuet'; did you mean 'tokens_per_minute'?",
+        ),
+        (
+            ("gates", 1, "parameters", "tenants", "a", "zzz"),
+            "unknown key 'zzz' (known: burst_tokens, max_concurrent, tokens_per_minute)",
+        ),
+    ]
     assert errors({"ladder": {"steps": [{"nme": "x", "at": 0.5, "action": "reject"}]}})[1] == (
         ("ladder", "steps", 0, "nme"),
         "unknown key 'nme'; did you mean 'name'?",
@@ -181,9 +189,10 @@ def test_gates_are_built_in_order_with_their_names_and_shadow_flags() -> None:
         {"type": "deadline_feasibility", "shadow": False},
     ]
     assert gate_names(raw) == [
-        ("retry_budget", "retry_budget", False), ("second", "retry_budget", True),
+        ("retry_budget", "retry_budget", False),
+        ("second", "retry_budget", True),
         ("deadline_feasibility", "deadline_feasibility", False),
-    ]  # fmt: skip
+    ]
     assert gate_names([]) == []
 
 

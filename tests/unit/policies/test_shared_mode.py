@@ -16,12 +16,21 @@ from policies.shared_mode import ModeRules, SharedMode, for_mode, rules, share
 
 GATES = [
     {"name": "budget", "type": "retry_budget", "parameters": {"min_retries_per_s": 0.9}},
-    {"name": "quota", "type": "tenant_quota",
-     "parameters": {"default": {"tokens_per_minute": 9000, "max_concurrent": 9},
-                    "tenants": {"big": {"tokens_per_minute": 90000}}}},
-    {"name": "watch", "type": "tenant_quota", "shadow": True,
-     "parameters": {"default": {"max_concurrent": 9}}},
-]  # fmt: skip
+    {
+        "name": "quota",
+        "type": "tenant_quota",
+        "parameters": {
+            "default": {"tokens_per_minute": 9000, "max_concurrent": 9},
+            "tenants": {"big": {"tokens_per_minute": 90000}},
+        },
+    },
+    {
+        "name": "watch",
+        "type": "tenant_quota",
+        "shadow": True,
+        "parameters": {"default": {"max_concurrent": 9}},
+    },
+]
 
 
 def policy() -> PolicySet:
@@ -62,7 +71,8 @@ def test_fallback_divides_quotas_and_the_retry_floor_closed_the_floor_only() -> 
     fallback = for_mode(full, SharedMode.FALLBACK, 3)
     assert type(gate(fallback, "quota")) is TenantQuota
     assert gate(fallback, "quota").params.default == TenantLimits(
-        tokens_per_minute=3000, max_concurrent=3)  # fmt: skip
+        tokens_per_minute=3000, max_concurrent=3
+    )
     assert gate(fallback, "quota").params.tenants["big"].tokens_per_minute == 30000
     assert type(gate(fallback, "budget")) is RetryBudget
     assert gate(fallback, "budget").params.min_retries_per_s == pytest.approx(0.3)
@@ -75,5 +85,6 @@ def test_fallback_divides_quotas_and_the_retry_floor_closed_the_floor_only() -> 
 
 def test_a_share_is_at_least_one() -> None:
     assert share(TenantLimits(tokens_per_minute=2, burst_tokens=5, max_concurrent=1), 4) == (
-        TenantLimits(tokens_per_minute=1, burst_tokens=1, max_concurrent=1))  # fmt: skip
+        TenantLimits(tokens_per_minute=1, burst_tokens=1, max_concurrent=1)
+    )
     assert share(TenantLimits(), 4) == TenantLimits()

@@ -67,7 +67,11 @@ async def test_redis_keeps_the_same_ledger_as_the_model(
     view = (await fleet["A"][0].fleet())["fair_share"]
     assert view["counters"] == model.counters
     assert {t: sorted(r) for t, r in view["queued_on"].items()} == {
-        "x": ["A"], "w": ["A"], "y": ["C"], "z": ["C"]}  # fmt: skip
+        "x": ["A"],
+        "w": ["A"],
+        "y": ["C"],
+        "z": ["C"],
+    }
 
 
 async def test_a_failed_sync_gives_fairness_back_to_the_replica_with_its_report(

@@ -12,9 +12,8 @@ from policies.shared_mode import local_share, without_retry_budget
 
 GATES = [
     {"name": "budget", "type": "retry_budget", "parameters": {"ratio": 0.25}},
-    {"name": "quota", "type": "tenant_quota",
-     "parameters": {"default": {"max_concurrent": 9}}},
-]  # fmt: skip
+    {"name": "quota", "type": "tenant_quota", "parameters": {"default": {"max_concurrent": 9}}},
+]
 
 
 def test_each_gate_is_found_by_its_own_class_whatever_the_order() -> None:

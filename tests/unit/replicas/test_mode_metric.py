@@ -20,8 +20,12 @@ def mode_samples(state: LocalState) -> dict[str, float]:
 
 
 def test_one_replica_reports_local() -> None:
-    assert mode_samples(LocalState()) == {"local": 1.0, "shared": 0.0, "fallback": 0.0,
-                                          "closed": 0.0}  # fmt: skip
+    assert mode_samples(LocalState()) == {
+        "local": 1.0,
+        "shared": 0.0,
+        "fallback": 0.0,
+        "closed": 0.0,
+    }
 
 
 def test_a_replica_in_fallback_reports_it_with_its_count_and_failures() -> None:

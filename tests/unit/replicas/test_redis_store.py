@@ -20,9 +20,14 @@ TPM = TenantLimits(tokens_per_minute=600)  # 10 tokens a second
 
 
 def request(n: int, tokens: int = 100) -> RequestInfo:
-    return RequestInfo(request_id=f"r{n}", tenant="acme", workload_class="interactive",
-                       model="m", estimate=WorkEstimate(tokens // 2, tokens - tokens // 2),
-                       arrival=0.0)  # fmt: skip
+    return RequestInfo(
+        request_id=f"r{n}",
+        tenant="acme",
+        workload_class="interactive",
+        model="m",
+        estimate=WorkEstimate(tokens // 2, tokens - tokens // 2),
+        arrival=0.0,
+    )
 
 
 def config(server: RedisServer, **kw: object) -> StateConfig:
@@ -193,8 +198,13 @@ async def test_replicas_share_their_in_flight_per_backend(redis_server: RedisSer
     seen: dict[str, dict[str, int]] = {}
 
     def replica(name: str, counts: dict[str, int]) -> RedisState:
-        return RedisState(cfg, connect(cfg), replica_id=name, in_flight=lambda: counts,
-                          on_peers=lambda peers: seen.__setitem__(name, peers))  # fmt: skip
+        return RedisState(
+            cfg,
+            connect(cfg),
+            replica_id=name,
+            in_flight=lambda: counts,
+            on_peers=lambda peers: seen.__setitem__(name, peers),
+        )
 
     a, b, c = replica("a", {"x": 3, "y": 1}), replica("b", {"x": 2}), replica("c", {})
     try:

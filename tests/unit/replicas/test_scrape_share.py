@@ -58,10 +58,12 @@ async def replicas(redis_server: RedisServer) -> AsyncIterator[tuple[Make, FakeC
 
         client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
         targets = [ScrapeTarget(b, f"http://{b}/metrics", max_num_seqs=8) for b in BACKENDS]
-        scraper = MetricsScraper(client, targets, clock=clock,
-                                 settings=ScrapeSettings(interval_s=0.2))  # fmt: skip
-        cfg = StateConfig.model_validate({"backend": "redis", "url": redis_server.url,
-                                          "command_timeout_ms": timeout_ms})  # fmt: skip
+        scraper = MetricsScraper(
+            client, targets, clock=clock, settings=ScrapeSettings(interval_s=0.2)
+        )
+        cfg = StateConfig.model_validate(
+            {"backend": "redis", "url": redis_server.url, "command_timeout_ms": timeout_ms}
+        )
         share = SharedScrapes(cfg, connect(cfg), name, scraper, clock=clock)
         scraper.share = share
         made.append(Replica(scraper, share, fetched))

@@ -27,9 +27,15 @@ def budget(**parameters: Any) -> PolicySet:
 
 
 def request(n: int, retry: bool, tenant: str = "acme") -> RequestInfo:
-    return RequestInfo(request_id=f"r{n}", tenant=tenant, workload_class="interactive",
-                       model="m", estimate=WorkEstimate(50, 50), arrival=0.0,
-                       is_retry=retry)  # fmt: skip
+    return RequestInfo(
+        request_id=f"r{n}",
+        tenant=tenant,
+        workload_class="interactive",
+        model="m",
+        estimate=WorkEstimate(50, 50),
+        arrival=0.0,
+        is_retry=retry,
+    )
 
 
 Fleet = Callable[[PolicySet, int], list[RedisState]]
@@ -44,8 +50,10 @@ async def fleet(redis_server: RedisServer) -> AsyncIterator[Fleet]:
     )
 
     def make(policy: PolicySet, n: int) -> list[RedisState]:
-        states = [RedisState(cfg, connect(cfg), replica_id=f"replica-{i}",
-                             policy=lambda: policy) for i in range(n)]  # fmt: skip
+        states = [
+            RedisState(cfg, connect(cfg), replica_id=f"replica-{i}", policy=lambda: policy)
+            for i in range(n)
+        ]
         made.extend(states)
         return states
 
@@ -140,8 +148,13 @@ async def test_a_retry_while_redis_hangs_is_left_to_the_local_share(
         {"backend": "redis", "url": redis_server.url, "command_timeout_ms": 100}
     )
     modes: list[str] = []
-    state = RedisState(cfg, connect(cfg), replica_id="alone", on_mode=lambda m, _n: modes.append(m),
-                       policy=lambda: budget(ratio=0.5, min_retries_per_s=0.3))  # fmt: skip
+    state = RedisState(
+        cfg,
+        connect(cfg),
+        replica_id="alone",
+        on_mode=lambda m, _n: modes.append(m),
+        policy=lambda: budget(ratio=0.5, min_retries_per_s=0.3),
+    )
     await state.beat()
     redis_server.pause()
     try:

@@ -64,8 +64,13 @@ class Ctx:
     admission: Admission
 
 
-async def _run(admission: Admission, outcomes: list[Any], tries: int = 3,
-               avoid: frozenset[str] = frozenset(), count_refusal: bool = True) -> Any:  # fmt: skip
+async def _run(
+    admission: Admission,
+    outcomes: list[Any],
+    tries: int = 3,
+    avoid: frozenset[str] = frozenset(),
+    count_refusal: bool = True,
+) -> Any:
     flight, sent = Flight(), []
 
     async def send(ticket: Ticket) -> Any:
@@ -73,8 +78,16 @@ async def _run(admission: Admission, outcomes: list[Any], tries: int = 3,
         return outcomes.pop(0)
 
     gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    result = await attempt(Ctx(admission), flight, REQ, send, tries=tries, gone=gone,  # type: ignore[arg-type]
-                           avoid=avoid, count_refusal=count_refusal)  # fmt: skip
+    result = await attempt(
+        Ctx(admission),
+        flight,
+        REQ,
+        send,
+        tries=tries,
+        gone=gone,  # type: ignore[arg-type]
+        avoid=avoid,
+        count_refusal=count_refusal,
+    )
     return result, sent, flight
 
 
@@ -124,4 +137,3 @@ async def test_a_failure_after_the_allowed_set_was_left_is_still_avoided() -> No
     admission = Admission(["a", "b"])
     result, sent, _ = await _run(admission, [Failed("connect")], avoid=frozenset({"a"}))
     assert result == Failed("connect") and sent == ["b"]  # only "a", not allowed, was left
-

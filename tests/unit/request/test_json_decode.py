@@ -28,9 +28,13 @@ def _same(raw: bytes) -> None:
 
 
 _scalars = (
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text()
     | st.sampled_from([2**63, 2**64, -(2**63) - 1, 10**30, 1e308, 5e-324, -0.0])
-)  # fmt: skip
+)
 _values = st.recursive(
     _scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(), c, max_size=4)
 )

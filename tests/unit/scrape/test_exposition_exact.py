@@ -48,8 +48,10 @@ def _scraper(clock: FakeClock) -> MetricsScraper:
         return httpx.Response(200, text=bodies.pop(0) if len(bodies) > 1 else bodies[0])
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(answer))
-    targets = [ScrapeTarget("a", "http://a.test/metrics", max_num_seqs=8),
-               ScrapeTarget("b", "http://b.test/metrics")]  # fmt: skip
+    targets = [
+        ScrapeTarget("a", "http://a.test/metrics", max_num_seqs=8),
+        ScrapeTarget("b", "http://b.test/metrics"),
+    ]
     return MetricsScraper(client, targets, clock=clock)
 
 
@@ -77,16 +79,26 @@ async def test_admin_json_holds_every_number_behind_the_signals() -> None:
     }
     assert a["latency"]["e2e_latency"]["p50"]["value"] == 5.0 and "ttft" not in a["latency"]
     assert a["capacity"] == {
-        "value": 8.0, "limited_by": "max_num_seqs", "basis": "window",
-        "kv_cache_tokens": 1000.0, "p90_prompt_tokens": 90.0, "kv_bound": 1000.0 / 90.0,
-        "max_num_seqs": 8, "p90_output_tokens": 900.0, "kv_bound_with_output": 1000.0 / 990.0,
-    }  # fmt: skip
+        "value": 8.0,
+        "limited_by": "max_num_seqs",
+        "basis": "window",
+        "kv_cache_tokens": 1000.0,
+        "p90_prompt_tokens": 90.0,
+        "kv_bound": 1000.0 / 90.0,
+        "max_num_seqs": 8,
+        "p90_output_tokens": 900.0,
+        "kv_bound_with_output": 1000.0 / 990.0,
+    }
     assert (a["window_s"], a["waiting_by_reason"], a["rates_per_s"]) == (4.0, {}, {})
     assert a["scrape"] == {
-        "engine": "vllm-0.32", "metrics_url": "http://a.test/metrics",
-        "last_success_age_s": 0.5, "last_duration_s": 0.0, "consecutive_failures": 0,
-        "failures_total": 0, "last_error": None,
-    }  # fmt: skip
+        "engine": "vllm-0.32",
+        "metrics_url": "http://a.test/metrics",
+        "last_success_age_s": 0.5,
+        "last_duration_s": 0.0,
+        "consecutive_failures": 0,
+        "failures_total": 0,
+        "last_error": None,
+    }
     assert b["scrape"]["last_success_age_s"] is None and b["scrape"]["failures_total"] == 1
     assert "phases" not in b and b["signals"] == {"signal_age_s": None, "stale": True}
 

@@ -31,9 +31,12 @@ class Clock:
 
 def bounds_for(progress: EngineProgress, clock: Clock) -> StallBounds:
     return StallBounds(
-        StallConfig(), read_timeout_s=600.0, progress={"a": progress}.get,
-        scrape_period_s=PERIOD, clock=clock,
-    )  # fmt: skip
+        StallConfig(),
+        read_timeout_s=600.0,
+        progress={"a": progress}.get,
+        scrape_period_s=PERIOD,
+        clock=clock,
+    )
 
 
 def test_a_backend_whose_counters_advance_is_never_stalled_however_long_the_request() -> None:
@@ -90,8 +93,9 @@ def test_an_answering_engine_reporting_no_work_gets_no_verdict() -> None:
         assert progress.unmoved_s(clock.now, clock.now - started) is None
     deferred = replace(
         sample(steps=5.0, tokens=5.0, running=0.0),
-        waiting=1.0, waiting_by_reason={"capacity": 0.0, "deferred": 1.0},
-    )  # fmt: skip
+        waiting=1.0,
+        waiting_by_reason={"capacity": 0.0, "deferred": 1.0},
+    )
     progress.add(clock.now, deferred)  # waiting for its grammar: the engine cannot run it
     assert progress.unmoved_s(clock.now, 100.0) is None
     progress.add(clock.now, sample(steps=5.0, tokens=5.0, running=1.0))

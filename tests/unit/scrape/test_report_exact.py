@@ -15,9 +15,13 @@ INF = math.inf
 
 def _signals(**kw: object) -> DerivedSignals:
     base: dict[str, object] = {
-        "at": 0.0, "window_s": 12.34, "running": 3.0, "waiting": None,
-        "waiting_by_reason": {"deferred": 1.0, "capacity": 2.5}, "kv_cache_usage": 0.123,
-    }  # fmt: skip
+        "at": 0.0,
+        "window_s": 12.34,
+        "running": 3.0,
+        "waiting": None,
+        "waiting_by_reason": {"deferred": 1.0, "capacity": 2.5},
+        "kv_cache_usage": 0.123,
+    }
     return DerivedSignals(**(base | kw))  # type: ignore[arg-type]
 
 
@@ -34,10 +38,15 @@ def test_the_header_gauges_and_rates() -> None:
         "Rates over the window: a_per_s 0.12, b_per_s 2.00",
         "",
     ]
-    lone = render("b2", _signals(window_s=0.0, since_start=True, waiting_by_reason={},
-                                 kv_cache_usage=None))  # fmt: skip
-    assert lone[:4] == ["== b2 (cumulative since server start)", "",
-                        "Now: running 3, waiting ?, KV cache ?", ""]  # fmt: skip
+    lone = render(
+        "b2", _signals(window_s=0.0, since_start=True, waiting_by_reason={}, kv_cache_usage=None)
+    )
+    assert lone[:4] == [
+        "== b2 (cumulative since server start)",
+        "",
+        "Now: running 3, waiting ?, KV cache ?",
+        "",
+    ]
     assert render("b3", _signals(window_s=0.0))[0] == "== b3 (between two scrapes)"
 
 
@@ -69,28 +78,68 @@ def test_the_phase_table_and_the_largest_gains() -> None:
 
 
 def test_waves_are_named_from_ten_times_the_median() -> None:
-    waves = render("b", _signals(latency={"queue_time": {
-        0.5: _q(0.2, 0.0, 0.3, first=True), 0.9: _q(2.0, 1.0, 10.0),
-    }}))  # fmt: skip
+    waves = render(
+        "b",
+        _signals(
+            latency={
+                "queue_time": {
+                    0.5: _q(0.2, 0.0, 0.3, first=True),
+                    0.9: _q(2.0, 1.0, 10.0),
+                }
+            }
+        ),
+    )
     at = waves.index("Queue time: p50 <= 0.3 s (first bucket), p90 2 s (bucket 1..10 s)")
     assert waves[at + 1] == "  p90 is 10x p50 (at least 3x given the bucket bounds)."
     assert waves[at + 2].startswith("  That is the 'waves' fingerprint")
-    calm = render("b", _signals(latency={"queue_time": {
-        0.5: _q(0.2, 0.0, 0.3, first=True), 0.9: _q(1.99, 1.0, 10.0),
-    }}))  # fmt: skip
+    calm = render(
+        "b",
+        _signals(
+            latency={
+                "queue_time": {
+                    0.5: _q(0.2, 0.0, 0.3, first=True),
+                    0.9: _q(1.99, 1.0, 10.0),
+                }
+            }
+        ),
+    )
     assert "  p90/p50 below 10x: no wave fingerprint." in calm
-    near = render("b", _signals(latency={"queue_time": {
-        0.5: _q(0.5, 0.3, 1.0), 0.9: _q(20.0, 10.0, INF),
-    }}))  # fmt: skip
+    near = render(
+        "b",
+        _signals(
+            latency={
+                "queue_time": {
+                    0.5: _q(0.5, 0.3, 1.0),
+                    0.9: _q(20.0, 10.0, INF),
+                }
+            }
+        ),
+    )
     assert "Queue time: p50 0.5 s (bucket 0.3..1 s), p90 > 10 s (above the last bucket)" in near
     assert "  p90 is 40x p50 (at least 10x given the bucket bounds)." in near
-    floor_one = render("b", _signals(latency={"queue_time": {
-        0.5: _q(0.5, 0.3, 1.0), 0.9: _q(5.0, 1.0, 10.0),
-    }}))  # fmt: skip
+    floor_one = render(
+        "b",
+        _signals(
+            latency={
+                "queue_time": {
+                    0.5: _q(0.5, 0.3, 1.0),
+                    0.9: _q(5.0, 1.0, 10.0),
+                }
+            }
+        ),
+    )
     assert "  p90 is 10x p50." in floor_one
-    both_first = render("b", _signals(latency={"queue_time": {
-        0.5: _q(0.1, 0.0, 0.3, first=True), 0.9: _q(0.28, 0.0, 0.3, first=True),
-    }}))  # fmt: skip
+    both_first = render(
+        "b",
+        _signals(
+            latency={
+                "queue_time": {
+                    0.5: _q(0.1, 0.0, 0.3, first=True),
+                    0.9: _q(0.28, 0.0, 0.3, first=True),
+                }
+            }
+        ),
+    )
     assert (
         "  Both under 0.3 s, the first bucket: the histogram cannot tell them apart." in both_first
     )

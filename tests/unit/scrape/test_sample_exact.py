@@ -80,48 +80,76 @@ def test_kv_capacity_is_unknown_when_an_engine_states_none() -> None:
 
 
 def test_view_fields_carry_each_signal_and_staleness_past_the_age_bound() -> None:
-    old = MetricsSample(running=1.0, counters={"preemptions": 1.0, "prompt_tokens": 10.0,
-                                               "generation_tokens": 5.0,
-                                               "admission_rejections": 0.0,
-                                               "prefix_cache_queries": 100.0,
-                                               "prefix_cache_hits": 50.0})  # fmt: skip
+    old = MetricsSample(
+        running=1.0,
+        counters={
+            "preemptions": 1.0,
+            "prompt_tokens": 10.0,
+            "generation_tokens": 5.0,
+            "admission_rejections": 0.0,
+            "prefix_cache_queries": 100.0,
+            "prefix_cache_hits": 50.0,
+        },
+    )
     new = _sample(TWO_ENGINES)
     new = MetricsSample(
-        new.running, new.waiting, new.waiting_by_reason, new.kv_cache_usage,
+        new.running,
+        new.waiting,
+        new.waiting_by_reason,
+        new.kv_cache_usage,
         new.kv_cache_tokens,
-        {"preemptions": 5.0, "prompt_tokens": 30.0, "generation_tokens": 45.0,
-         "admission_rejections": 2.0, "prefix_cache_queries": 300.0,
-         "prefix_cache_hits": 210.0},
+        {
+            "preemptions": 5.0,
+            "prompt_tokens": 30.0,
+            "generation_tokens": 45.0,
+            "admission_rejections": 2.0,
+            "prefix_cache_queries": 300.0,
+            "prefix_cache_hits": 210.0,
+        },
         new.histograms,
-    )  # fmt: skip
+    )
     step = StepLatency()
     step.itl_s, step.floor_s = 0.004, 0.002
-    derived = derive(Observation(10.0, old), Observation(12.0, new), 8, running_peak=9.0,
-                     step=step)  # fmt: skip
+    derived = derive(Observation(10.0, old), Observation(12.0, new), 8, running_peak=9.0, step=step)
     fields = view_fields(derived, now=15.0, max_age_s=3.0)
     assert fields == {
-        "running": 8.0, "waiting": 1.0, "kv_cache_usage": 0.75,
-        "preemptions_per_s": 2.0, "prompt_tokens_per_s": 10.0,
-        "generation_tokens_per_s": 20.0, "engine_rejections_per_s": 1.0,
-        "queue_time_p50_s": 0.5 * 5.0 / 6.0, "queue_time_p90_s": 0.5,
-        "ttft_p90_s": None, "e2e_p90_s": None, "capacity_estimate": 8.0,
-        "prefill_tokens_per_s": None, "running_peak": 9.0,
-        "itl_s": 0.004, "itl_floor_s": 0.002, "prefix_cache_hit_rate": 0.8,
-        "signal_age_s": 3.0, "stale": False,
-    }  # fmt: skip
+        "running": 8.0,
+        "waiting": 1.0,
+        "kv_cache_usage": 0.75,
+        "preemptions_per_s": 2.0,
+        "prompt_tokens_per_s": 10.0,
+        "generation_tokens_per_s": 20.0,
+        "engine_rejections_per_s": 1.0,
+        "queue_time_p50_s": 0.5 * 5.0 / 6.0,
+        "queue_time_p90_s": 0.5,
+        "ttft_p90_s": None,
+        "e2e_p90_s": None,
+        "capacity_estimate": 8.0,
+        "prefill_tokens_per_s": None,
+        "running_peak": 9.0,
+        "itl_s": 0.004,
+        "itl_floor_s": 0.002,
+        "prefix_cache_hit_rate": 0.8,
+        "signal_age_s": 3.0,
+        "stale": False,
+    }
     assert view_fields(derived, now=15.5, max_age_s=3.0)["stale"] is True
     assert view_fields(derived, now=11.0, max_age_s=3.0)["signal_age_s"] == 0.0
 
 
 def test_view_fields_read_the_ttft_and_e2e_p90() -> None:
     latency = {
-        "ttft": {0.5: Quantile(0.5, 0.1, 0.0, 0.2, True, False),
-                 0.9: Quantile(0.9, 0.3, 0.2, 0.5, False, False)},
+        "ttft": {
+            0.5: Quantile(0.5, 0.1, 0.0, 0.2, True, False),
+            0.9: Quantile(0.9, 0.3, 0.2, 0.5, False, False),
+        },
         "e2e_latency": {0.9: Quantile(0.9, 4.0, 2.0, 5.0, False, False)},
-    }  # fmt: skip
+    }
     derived = derive(None, Observation(1.0, MetricsSample()), None)
     derived = dataclasses.replace(derived, latency=latency)
     fields = view_fields(derived, now=1.0, max_age_s=3.0)
     assert (fields["ttft_p90_s"], fields["e2e_p90_s"], fields["queue_time_p50_s"]) == (
-        0.3, 4.0, None,
-    )  # fmt: skip
+        0.3,
+        4.0,
+        None,
+    )

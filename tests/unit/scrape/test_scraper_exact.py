@@ -31,8 +31,9 @@ def _scraper(
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(answer))
     targets = [ScrapeTarget("a", "http://a.test/metrics"), ScrapeTarget("b", "http://b.test/m")]
-    return MetricsScraper(client, targets, clock=clock, on_scrape=scraped.append,
-                          settings=ScrapeSettings(**settings))  # type: ignore[arg-type]  # fmt: skip
+    return MetricsScraper(
+        client, targets, clock=clock, on_scrape=scraped.append, settings=ScrapeSettings(**settings)
+    )  # type: ignore[arg-type]
 
 
 async def test_failures_count_until_a_scrape_succeeds_and_the_total_stays() -> None:

@@ -24,10 +24,14 @@ def _sample(
     histograms: dict[str, Histogram] | None = None,
 ) -> MetricsSample:
     return MetricsSample(
-        running=running, waiting=2.0, waiting_by_reason={"capacity": 2.0},
-        kv_cache_usage=0.25, kv_cache_tokens=9000.0, counters=counters or {},
+        running=running,
+        waiting=2.0,
+        waiting_by_reason={"capacity": 2.0},
+        kv_cache_usage=0.25,
+        kv_cache_tokens=9000.0,
+        counters=counters or {},
         histograms=histograms or {},
-    )  # fmt: skip
+    )
 
 
 def test_the_baseline_is_the_newest_scrape_at_or_before_the_window_edge() -> None:
@@ -41,8 +45,9 @@ def test_the_baseline_is_the_newest_scrape_at_or_before_the_window_edge() -> Non
     window.add(Observation(7.0, _sample(counters={"generation_tokens": 500.0})))
     derived = window.derive(None)  # edge at 2.0: the scrape at 2.0 is the baseline
     assert derived is not None and (derived.window_s, derived.rates) == (
-        5.0, {"generation_tokens_per_s": 80.0},
-    )  # fmt: skip
+        5.0,
+        {"generation_tokens_per_s": 80.0},
+    )
     assert window.newest is not None and window.newest.at == 7.0
 
 
@@ -83,9 +88,19 @@ def test_gauges_pass_through_and_a_lone_scrape_covers_the_server_lifetime() -> N
 def test_prefill_rate_is_prompt_tokens_over_prefill_seconds_in_the_window() -> None:
     prefill = _hist((1.0, INF), (4.0, 4.0), 2.0)
     prompts = _hist(PROMPTS, (0.0, 4.0, 4.0, 4.0), 300.0)
-    derived = derive(None, Observation(0.0, _sample(histograms={
-        "prefill_time": prefill, "prompt_tokens_per_request": prompts,
-    })), None)  # fmt: skip
+    derived = derive(
+        None,
+        Observation(
+            0.0,
+            _sample(
+                histograms={
+                    "prefill_time": prefill,
+                    "prompt_tokens_per_request": prompts,
+                }
+            ),
+        ),
+        None,
+    )
     assert derived.prefill_tokens_per_s == 150.0
     no_time = _hist((1.0, INF), (4.0, 4.0), 0.0)
     no_prompts = _hist(PROMPTS, (0.0, 0.0, 0.0, 0.0), 0.0)
@@ -106,8 +121,11 @@ def test_capacity_from_the_windows_prompts_with_outputs_beside_them() -> None:
             "generation_tokens_per_request": _hist(PROMPTS, (0.0, 0.0, n, n), 500.0 * n),
         }
 
-    derived = derive(Observation(0.0, _sample(histograms=hists(10.0))),
-                     Observation(5.0, _sample(histograms=hists(30.0))), 128)  # fmt: skip
+    derived = derive(
+        Observation(0.0, _sample(histograms=hists(10.0))),
+        Observation(5.0, _sample(histograms=hists(30.0))),
+        128,
+    )
     cap = derived.capacity
     assert cap is not None and derived.capacity_basis == "window"
     assert cap.p90_prompt_tokens == 10.0 + 90.0 * 0.9  # 20 new prompts, all in (10, 100]

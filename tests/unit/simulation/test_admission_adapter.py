@@ -14,8 +14,14 @@ def charged(profile: Profile, hint: bool, lengths: list[int]) -> list[int]:
     """The tokens the scheduler charges for each turn, dispatched and completed in order."""
     clock = VirtualClock()
     fleet = FleetSnapshot(at=0.0, backends=(EmulatedBackend(profile).view(0.0),))
-    adm = SchedulerAdmission(SEED_POLICIES["unbounded"], clock=clock, model="sim-model",
-                             estimated_output_tokens=354, seed=1, max_tokens_hint=hint)  # fmt: skip
+    adm = SchedulerAdmission(
+        SEED_POLICIES["unbounded"],
+        clock=clock,
+        model="sim-model",
+        estimated_output_tokens=354,
+        seed=1,
+        max_tokens_hint=hint,
+    )
     out = []
     for i, tokens in enumerate(lengths):
         before = adm.scheduler.stats().charged_tokens

@@ -13,8 +13,9 @@ from simulation.run_metrics import RunRecord, summarise_run_records
 
 
 def fixed(tokens: int) -> LengthMixture:
-    return LengthMixture(components=(LengthComponent(weight=1.0, min_tokens=tokens,
-                                                     max_tokens=tokens),))  # fmt: skip
+    return LengthMixture(
+        components=(LengthComponent(weight=1.0, min_tokens=tokens, max_tokens=tokens),)
+    )
 
 
 def test_a_run_is_a_plan_then_its_turns_and_a_fanned_turn_has_every_branch() -> None:
@@ -53,10 +54,16 @@ def test_capacity_is_the_decode_bound_over_a_mean_runs_tokens(profile: Profile) 
     assert capacity_runs_per_s(profile, w) == pytest.approx(tokens_per_s / 200.0)
 
 
-@pytest.mark.parametrize("bad", [
-    {"turns_min": 0}, {"turns_min": 3, "turns_max": 2}, {"branch_prob": 1.5},
-    {"branches": 0}, {"hints": ("calls", "colour")},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"turns_min": 0},
+        {"turns_min": 3, "turns_max": 2},
+        {"branch_prob": 1.5},
+        {"branches": 0},
+        {"hints": ("calls", "colour")},
+    ],
+)
 def test_a_bad_workload_is_refused(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         RunWorkload(fixed(1), **bad)  # type: ignore[arg-type]
@@ -79,8 +86,10 @@ def test_run_metrics_on_a_tiny_case() -> None:
 
 
 def test_latency_percentiles_take_completed_runs_only() -> None:
-    records = [RunRecord(i, 0.0, 1, first_token=1.0, ended=float(10 + i), completed=i % 2 == 0)
-               for i in range(10)]  # fmt: skip
+    records = [
+        RunRecord(i, 0.0, 1, first_token=1.0, ended=float(10 + i), completed=i % 2 == 0)
+        for i in range(10)
+    ]
     s = summarise_run_records(records, 0.0, 100.0)
     assert (s.completed, s.p50_latency_s, s.p99_latency_s) == (5, 14.0, 18.0)
     assert s.wasted_tokens == 0 and s.p99_first_call_wait_s == 1.0

@@ -9,8 +9,21 @@ from simulation.results import read_csv
 
 def test_simulate_writes_one_row_per_policy_and_n(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
-    code = main(["--agents", "4,10", "--policies", "unbounded", "--duration", "90",
-                 "--warmup", "10", "--out", str(out), "--no-chart"])  # fmt: skip
+    code = main(
+        [
+            "--agents",
+            "4,10",
+            "--policies",
+            "unbounded",
+            "--duration",
+            "90",
+            "--warmup",
+            "10",
+            "--out",
+            str(out),
+            "--no-chart",
+        ]
+    )
     assert code == 0
     rows = read_csv(out.with_suffix(".csv"))
     assert [(r.policy, r.n_agents) for r in rows] == [("unbounded", 4), ("unbounded", 10)]
@@ -25,8 +38,21 @@ def test_a_preset_file_runs_unchanged(tmp_path: Path) -> None:
     preset = tmp_path / "never-queue.yaml"
     preset.write_text("policy:\n  name: never-queue\n  queue:\n    max_queued_tokens: 1\n")
     out = tmp_path / "p"
-    code = main(["--agents", "16", "--policies", str(preset), "--duration", "90",
-                 "--warmup", "10", "--out", str(out), "--no-chart"])  # fmt: skip
+    code = main(
+        [
+            "--agents",
+            "16",
+            "--policies",
+            str(preset),
+            "--duration",
+            "90",
+            "--warmup",
+            "10",
+            "--out",
+            str(out),
+            "--no-chart",
+        ]
+    )
     assert code == 0
     (row,) = read_csv(out.with_suffix(".csv"))
     assert row.policy == "never-queue" and row.deferral_share > 0.0
@@ -36,8 +62,20 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
     import matplotlib  # noqa: F401  # the [sim] extra: a missing chart fails, never skips
 
     out = tmp_path / "c"
-    code = main(["--agents", "4,8", "--policies", "unbounded", "--duration", "60",
-                 "--warmup", "10", "--out", str(out)])  # fmt: skip
+    code = main(
+        [
+            "--agents",
+            "4,8",
+            "--policies",
+            "unbounded",
+            "--duration",
+            "60",
+            "--warmup",
+            "10",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     data = out.with_suffix(".png").read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
@@ -47,8 +85,22 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
 def test_frontier_runs_named_candidates_with_their_agents(tmp_path: Path) -> None:
     out = tmp_path / "f"
     names = "unbounded,reservation-4s/exact"
-    code = main(["--frontier", "--policies", names, "--agents", "16", "--duration", "120",
-                 "--warmup", "20", "--out", str(out), "--no-chart"])  # fmt: skip
+    code = main(
+        [
+            "--frontier",
+            "--policies",
+            names,
+            "--agents",
+            "16",
+            "--duration",
+            "120",
+            "--warmup",
+            "20",
+            "--out",
+            str(out),
+            "--no-chart",
+        ]
+    )
     assert code == 0
     rows = read_csv(out.with_suffix(".csv"))
     assert [r.policy for r in rows] == ["unbounded", "reservation-4s/exact"]

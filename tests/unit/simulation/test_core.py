@@ -16,8 +16,14 @@ from simulation.workload import AgentWorkload
 NEVER_QUEUE: dict[str, Any] = {"name": "never-queue", "queue": {"max_queued_tokens": 1}}
 
 
-def run(profile: Profile, workload: AgentWorkload, policy: dict[str, Any], n: int,
-        duration: float = 240.0, seed: int = 7) -> RunOutput:  # fmt: skip
+def run(
+    profile: Profile,
+    workload: AgentWorkload,
+    policy: dict[str, Any],
+    n: int,
+    duration: float = 240.0,
+    seed: int = 7,
+) -> RunOutput:
     return simulate(RunSpec(profile, workload, policy, n, duration, 30.0, seed))
 
 
@@ -50,8 +56,14 @@ def test_goodput_never_exceeds_the_engines_service_rate(
     out = simulate(RunSpec(profile, workload, SEED_POLICIES["unbounded"], 24, duration, warmup, 3))
     cfg = profile.engine
     max_tokens_per_s = cfg.max_num_seqs / cfg.step_time.duration(0, cfg.max_num_seqs, 0)
-    tokens = sum(r.output_tokens for r in out.records if r.finished and r.finished >= warmup
-                 and r.decode_start is not None and r.decode_start >= warmup)  # fmt: skip
+    tokens = sum(
+        r.output_tokens
+        for r in out.records
+        if r.finished
+        and r.finished >= warmup
+        and r.decode_start is not None
+        and r.decode_start >= warmup
+    )
     assert tokens / (out.records[-1].finished - warmup) <= max_tokens_per_s  # type: ignore[operator]
     # saturated: at least half the bound, so the check above is not vacuous
     assert out.summary.goodput_tps > 0.5 * service_rate_bound_tps(profile)
@@ -93,8 +105,11 @@ def test_a_degrade_caps_the_turn_the_engine_serves(
     plain = run(profile, workload, SEED_POLICIES["unbounded"], n=8)
 
     def decode_s(out: RunOutput) -> float:
-        return max(r.finished - r.decode_start for r in out.records  # type: ignore[operator]
-                   if r.output_tokens > 10 * cap)  # fmt: skip
+        return max(
+            r.finished - r.decode_start
+            for r in out.records  # type: ignore[operator]
+            if r.output_tokens > 10 * cap
+        )
 
     cfg = profile.engine
     longest_capped_s = cap * cfg.step_time.duration(cfg.max_num_seqs, cfg.max_num_seqs, 0)

@@ -13,14 +13,12 @@ from simulation.fleet_cli import main_fleet
 def test_without_the_sync_one_replicas_tenant_gets_its_replicas_part_only(
     profile: Profile,
 ) -> None:
-    result = simulate_fleet(FleetSpec(profile, fair_share_s=None, duration_s=100.0,
-                                      warmup_s=20.0))  # fmt: skip
+    result = simulate_fleet(FleetSpec(profile, fair_share_s=None, duration_s=100.0, warmup_s=20.0))
     assert result.solo_share < 0.35, result.served
 
 
 def test_with_the_sync_both_tenants_get_half_the_engines_tokens(profile: Profile) -> None:
-    result = simulate_fleet(FleetSpec(profile, fair_share_s=0.1, duration_s=100.0,
-                                      warmup_s=20.0))  # fmt: skip
+    result = simulate_fleet(FleetSpec(profile, fair_share_s=0.1, duration_s=100.0, warmup_s=20.0))
     assert result.fairness_error < 0.1, result.served
     assert sum(result.served.values()) > 0
 

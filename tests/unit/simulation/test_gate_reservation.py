@@ -18,8 +18,9 @@ def req(session: str | None, tokens: int = 100) -> RequestInfo:
 
 
 def ctx(now: float, queued: int, rate: float | None = 100.0) -> GateContext:
-    return GateContext(now=now, queued_tokens=queued, drain_tokens_per_s=rate,
-                       exec_p95_s=None, room_now=False)  # fmt: skip
+    return GateContext(
+        now=now, queued_tokens=queued, drain_tokens_per_s=rate, exec_p95_s=None, room_now=False
+    )
 
 
 GATE = WaitReservation(ReservationParams(target_wait_s=2.0, grace_s=5.0))

@@ -10,8 +10,9 @@ from simulation.results import Row, read_csv, write_csv
 from simulation.workload import BackoffPolicy
 
 
-def turn(first: float, attempts: list[float], deferrals: list[float], start: float,
-         end: float) -> TurnRecord:  # fmt: skip
+def turn(
+    first: float, attempts: list[float], deferrals: list[float], start: float, end: float
+) -> TurnRecord:
     return TurnRecord(0, 10, first, attempts, deferrals, attempts[-1], start, end)
 
 

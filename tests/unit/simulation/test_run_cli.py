@@ -12,8 +12,18 @@ from simulation.run_cli import COLUMNS, main, resolve_policy
 
 def test_a_short_case_writes_one_row_per_policy_and_load(tmp_path: Path) -> None:
     out = tmp_path / "case"
-    argv = ["--loads", "0.5,2", "--policies", "default,agent-runs", "--duration", "120",
-            "--warmup", "20", "--out", str(out)]  # fmt: skip
+    argv = [
+        "--loads",
+        "0.5,2",
+        "--policies",
+        "default,agent-runs",
+        "--duration",
+        "120",
+        "--warmup",
+        "20",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     with out.with_suffix(".csv").open() as f:
         rows = list(csv.DictReader(f))

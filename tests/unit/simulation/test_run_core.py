@@ -19,17 +19,29 @@ DURATION_S = 300.0
 
 
 def workload() -> RunWorkload:
-    mix = LengthMixture(components=(LengthComponent(weight=1.0, min_tokens=100,
-                                                    max_tokens=300),))  # fmt: skip
-    return RunWorkload(mix, turns_min=3, turns_max=3, branch_prob=0.0, think_mean_s=1.0,
-                       deadline_s=60.0, hints=("calls", "deadline"))  # fmt: skip
+    mix = LengthMixture(components=(LengthComponent(weight=1.0, min_tokens=100, max_tokens=300),))
+    return RunWorkload(
+        mix,
+        turns_min=3,
+        turns_max=3,
+        branch_prob=0.0,
+        think_mean_s=1.0,
+        deadline_s=60.0,
+        hints=("calls", "deadline"),
+    )
 
 
 def simulate(profile: Profile, policy: dict[str, Any], load: float) -> RunSimulation:
     w = workload()
     plans = arrivals(w, load * capacity_runs_per_s(profile, w), DURATION_S, seed=5)
-    sim = RunSimulation(plans=plans, workload=w, policy=policy,
-                        backend=CuttableBackend(profile), clock=VirtualClock(), seed=5)  # fmt: skip
+    sim = RunSimulation(
+        plans=plans,
+        workload=w,
+        policy=policy,
+        backend=CuttableBackend(profile),
+        clock=VirtualClock(),
+        seed=5,
+    )
     sim.run()
     return sim
 

@@ -65,6 +65,5 @@ async def test_a_run_joins_its_branches_and_a_run_ended_by_the_gateway_stops() -
     assert done.spent_tokens == 3 * 8 + 3 + 4 + 5  # prompts + every streamed token
     assert not over.completed and not over.started and over.spent_tokens == 0
     assert fake.calls.count("run-0") == 4  # the refused attempt, its retry, two branches
-    assert sorted(fake.ends) == [("DELETE", "/v1/runs/run-1"),
-                                 ("POST", "/v1/runs/run-0/complete")]  # fmt: skip
+    assert sorted(fake.ends) == [("DELETE", "/v1/runs/run-1"), ("POST", "/v1/runs/run-0/complete")]
     assert swarm.failures == 0

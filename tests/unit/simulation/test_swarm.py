@@ -38,8 +38,9 @@ class FakeServer:
 async def test_swarm_counts_deferrals_and_completes_every_turn() -> None:
     fake = FakeServer()
     # 200 emulated seconds at speed 100: about 2 s of wall time, ~40 thinks per agent
-    args = parser().parse_args(["--model", "m", "--speed", "100", "--duration", "200",
-                                "--warmup", "0", "--drain", "600"])  # fmt: skip
+    args = parser().parse_args(
+        ["--model", "m", "--speed", "100", "--duration", "200", "--warmup", "0", "--drain", "600"]
+    )
     profile = load_profile("rx9070xt")
     workload = AgentWorkload(profile.output_lengths, backoff=BackoffPolicy(base_s=0.5))
     run = await swarm_once(args, workload, 3, transport=httpx.MockTransport(fake))

@@ -106,8 +106,9 @@ def test_the_quiet_tenant_alone_in_the_batch_is_not_held_when_the_flood_has_gone
     (gone,) = _burst(s, clock, slowed, 1)
     assert isinstance(gone, Ticket)
     s.release(gone, Outcome.COMPLETED)  # the hog is still active, with nothing in flight
-    turns = [s.submit(request(clock, tenant="quiet", prompt=50, output=32), slowed)
-             for _ in range(3)]  # fmt: skip
+    turns = [
+        s.submit(request(clock, tenant="quiet", prompt=50, output=32), slowed) for _ in range(3)
+    ]
     assert all(isinstance(t, Ticket) for t in turns)
 
 

@@ -12,22 +12,27 @@ QUARTER = HeadroomParams(reserve_fraction=0.25)
 
 
 def test_plenty_free_lets_anyone_take_a_slot() -> None:
-    assert may_take_slot(QUARTER, limit=8, in_flight=5, tenant_in_flight=5,
-                         tenant_weight=1, active_weight=2)  # fmt: skip
+    assert may_take_slot(
+        QUARTER, limit=8, in_flight=5, tenant_in_flight=5, tenant_weight=1, active_weight=2
+    )
 
 
 def test_last_slots_go_only_to_tenants_under_their_share() -> None:
-    assert not may_take_slot(QUARTER, limit=8, in_flight=6, tenant_in_flight=6,
-                             tenant_weight=1, active_weight=2)  # fmt: skip
-    assert may_take_slot(QUARTER, limit=8, in_flight=6, tenant_in_flight=0,
-                         tenant_weight=1, active_weight=2)  # fmt: skip
-    assert may_take_slot(QUARTER, limit=8, in_flight=7, tenant_in_flight=5,
-                         tenant_weight=3, active_weight=4)  # fmt: skip
+    assert not may_take_slot(
+        QUARTER, limit=8, in_flight=6, tenant_in_flight=6, tenant_weight=1, active_weight=2
+    )
+    assert may_take_slot(
+        QUARTER, limit=8, in_flight=6, tenant_in_flight=0, tenant_weight=1, active_weight=2
+    )
+    assert may_take_slot(
+        QUARTER, limit=8, in_flight=7, tenant_in_flight=5, tenant_weight=3, active_weight=4
+    )
 
 
 def test_no_slot_count_means_no_headroom() -> None:
-    assert may_take_slot(QUARTER, limit=None, in_flight=99, tenant_in_flight=99,
-                         tenant_weight=1, active_weight=5)  # fmt: skip
+    assert may_take_slot(
+        QUARTER, limit=None, in_flight=99, tenant_in_flight=99, tenant_weight=1, active_weight=5
+    )
 
 
 def test_scheduler_keeps_a_slot_for_the_other_active_tenant() -> None:

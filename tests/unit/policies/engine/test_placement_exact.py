@@ -105,10 +105,11 @@ def _prefill_fleet(clock: ManualClock) -> Placement:
     """b1 prefills 1,000 tokens/s and b2 4,000 (the engines' own rates): bounds of 250 and
     1,000 prompt tokens at the default 0.25 s target."""
     return _placement(
-        clock, SIGNALS,
+        clock,
+        SIGNALS,
         backend("b1", max_num_seqs=8, prefill_tokens_per_s=1000.0),
         backend("b2", max_num_seqs=4, prefill_tokens_per_s=4000.0),
-    )  # fmt: skip
+    )
 
 
 def test_a_new_snapshot_gives_the_prefill_bound_each_engines_rate() -> None:
@@ -366,11 +367,12 @@ def _three_prefill(clock: ManualClock, home_slots: int) -> Placement:
     """b1, b2 and b3 prefill 1,000 tokens/s each (a bound of 250 prompt tokens); b3 has
     240 pending, b2 carries more tokens than b1."""
     place = _placement(
-        clock, SIGNALS,
+        clock,
+        SIGNALS,
         backend("b1", max_num_seqs=8, prefill_tokens_per_s=1000.0),
         backend("b2", max_num_seqs=8, prefill_tokens_per_s=1000.0),
         backend("b3", max_num_seqs=home_slots, prefill_tokens_per_s=1000.0),
-    )  # fmt: skip
+    )
     place.took("b3", request(clock, prompt=240), 300)
     place.took("b2", request(clock, prompt=10), 100)
     return place

@@ -37,7 +37,7 @@ op = st.one_of(
     st.tuples(st.just("cancel"), st.integers(0, 10**6), st.none(), st.none()),
     st.tuples(st.just("advance"), st.floats(0, 3), st.none(), st.none()),
     st.tuples(st.just("swap"), st.integers(0, len(POLICIES) - 1), st.none(), st.none()),
-)  # fmt: skip
+)
 
 
 @settings(max_examples=60, deadline=None)

@@ -12,9 +12,16 @@ from policies.types import NO_DEGRADATION, DecisionKind, Reason, RequestInfo, Wo
 def _entry(seq: int, model: str, prompt: int, output: int, expires_at: float) -> QueuedEntry:
     req = RequestInfo(f"r{seq}", "t", "interactive", model, WorkEstimate(prompt, output), 0.0)
     return QueuedEntry(
-        req, DecisionKind.ADMIT, NO_DEGRADATION, (), 0.0, expires_at, Reason.OVERLOADED,
-        seq, req.flow,
-    )  # fmt: skip
+        req,
+        DecisionKind.ADMIT,
+        NO_DEGRADATION,
+        (),
+        0.0,
+        expires_at,
+        Reason.OVERLOADED,
+        seq,
+        req.flow,
+    )
 
 
 def _three() -> tuple[QueueBook, QueuedEntry, QueuedEntry, QueuedEntry]:

@@ -52,8 +52,11 @@ def test_stats_follow_dispatch_and_release_on_two_backends() -> None:
     s.release(r3, Outcome.COMPLETED, Usage(7, 1))
     st = s.stats()
     assert (st.in_flight, st.in_flight_tokens, st.charged_tokens, st.released_tokens) == (
-        0, 0, 200, 200,
-    )  # fmt: skip
+        0,
+        0,
+        200,
+        200,
+    )
     assert st.deficits == {"a": 60.0, "b": -276.0}  # b: 25 + (8 - 10) / 2; the floor stays
 
 
@@ -66,8 +69,10 @@ def test_queued_requests_count_their_tokens_age_and_position() -> None:
     clock.advance(3.0)
     second = _decision(s.submit(request(clock, prompt=1, output=2), f))
     assert (first.decision, first.queue_position, second.queue_position) == (
-        DecisionKind.DELAY, 1, 2,
-    )  # fmt: skip
+        DecisionKind.DELAY,
+        1,
+        2,
+    )
     assert (first.reservation_tokens, second.reservation_tokens) == (25, 3)
     st = s.stats()
     assert (st.queued, st.queued_tokens, st.oldest_age_s) == (2, 28, 3.0)
@@ -114,8 +119,9 @@ def test_a_client_deadline_replaces_the_queue_wait_bound() -> None:
     clock.advance(s.policy.queue.max_wait_s - 5.0)
     (late,) = s.poll(f)
     assert isinstance(late, Decision) and (late.request_id, late.reason) == (
-        "patient", Reason.OVERLOADED,
-    )  # fmt: skip
+        "patient",
+        Reason.OVERLOADED,
+    )
 
 
 def test_cancel_and_release_of_unknown_ids_change_nothing() -> None:
@@ -137,8 +143,11 @@ def _skips_then_room(ahead: int) -> list[Ticket | Decision]:
     poll gives."""
     clock = ManualClock()
     s = scheduler(clock, NO_JITTER)
-    f = fleet(clock, backend("full", models=("x",), max_num_seqs=1),
-              backend("free", models=("m",), max_num_seqs=4))  # fmt: skip
+    f = fleet(
+        clock,
+        backend("full", models=("x",), max_num_seqs=1),
+        backend("free", models=("m",), max_num_seqs=4),
+    )
     _ticket(s.submit(request(clock, tenant="t", model="x"), f))
     for _ in range(ahead):
         _decision(s.submit(request(clock, tenant="t", model="x"), f))

@@ -41,8 +41,15 @@ def test_a_decision_reserves_the_estimate_unless_it_rejects() -> None:
     assert (reject.reservation_tokens, reject.retry_after_s) == (0, 3.0)
     flow = FlowKey("other", "batch", "m2", "none")
     degraded = Degradation(("cap",), max_tokens=64)
-    queued = make_decision(p, req, DecisionKind.DELAY, Reason.QUEUED_FOR_CAPACITY, queue_position=4,
-                           degradation=degraded, flow=flow)  # fmt: skip
+    queued = make_decision(
+        p,
+        req,
+        DecisionKind.DELAY,
+        Reason.QUEUED_FOR_CAPACITY,
+        queue_position=4,
+        degradation=degraded,
+        flow=flow,
+    )
     assert queued.flow is flow and queued.degradation is degraded
     assert (queued.reservation_tokens, queued.queue_position) == (150, 4)
 

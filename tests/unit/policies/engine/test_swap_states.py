@@ -19,9 +19,13 @@ STATEFUL: dict[str, Any] = {
         {"type": "tenant_quota", "name": "quota", "parameters": {"default": {"max_concurrent": 9}}},
         {"type": "retry_budget", "name": "retries"},
     ],
-    "ladder": {"steps": [{"name": "s1", "at": 0.5, "action": "reject"},
-                         {"name": "s2", "at": 0.6, "action": "reject"}]},
-}  # fmt: skip
+    "ladder": {
+        "steps": [
+            {"name": "s1", "at": 0.5, "action": "reject"},
+            {"name": "s2", "at": 0.6, "action": "reject"},
+        ]
+    },
+}
 
 
 def states(policy: PolicySet) -> PolicyStates:
@@ -45,13 +49,15 @@ def test_unchanged_types_keep_every_state_object() -> None:
 def test_changed_types_get_fresh_states_and_the_queue_is_refilled_in_order() -> None:
     old = build_policy(STATEFUL)
     gates = [{"type": "retry_budget", "name": "quota"}, {"type": "tenant_quota", "name": "new"}]
-    new = build_policy({
-        "limit": {"type": "fixed", "parameters": {"max_in_flight": 4}},
-        "queue": {"discipline": {"type": "deadline"}},
-        "fairness": {"type": "fifo"},
-        "gates": gates,
-        "ladder": {"steps": [{"name": "s2", "at": 0.6, "action": "reject"}]},
-    })  # fmt: skip
+    new = build_policy(
+        {
+            "limit": {"type": "fixed", "parameters": {"max_in_flight": 4}},
+            "queue": {"discipline": {"type": "deadline"}},
+            "fairness": {"type": "fifo"},
+            "gates": gates,
+            "ladder": {"steps": [{"name": "s2", "at": 0.6, "action": "reject"}]},
+        }
+    )
     before = states(old)
     live = [queued_entry(i, 1000.0 + i, 30.0, tenant=f"t{i % 2}") for i in range(3)]
     for e in live:

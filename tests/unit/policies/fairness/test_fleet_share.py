@@ -19,7 +19,7 @@ def entry(tenant: str, weight: float = 1.0) -> QueuedEntry:
     req = RequestInfo(f"r{n}", tenant, "chat", "m", WorkEstimate(10, 10), 0.0, weight=weight)
     return QueuedEntry(
         req, DecisionKind.ADMIT, NO_DEGRADATION, (), 0.0, 100.0, Reason.OVERLOADED, n, req.flow
-    )  # fmt: skip
+    )
 
 
 def sharing() -> tuple[Vtc, VtcState]:

@@ -16,7 +16,7 @@ from policies.types import (
     Reason,
     RequestInfo,
     WorkEstimate,
-)  # fmt: skip
+)
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
 _seq = iter(range(1, 10**6))
@@ -26,9 +26,16 @@ def entry(tenant: str, weight: float = 1.0, expires_at: float = 100.0) -> Queued
     n = next(_seq)
     req = RequestInfo(f"r{n}", tenant, "chat", "m", WorkEstimate(10, 10), 0.0, weight=weight)
     return QueuedEntry(
-        req, DecisionKind.ADMIT, NO_DEGRADATION, (), 0.0, expires_at, Reason.OVERLOADED, n,
+        req,
+        DecisionKind.ADMIT,
+        NO_DEGRADATION,
+        (),
+        0.0,
+        expires_at,
+        Reason.OVERLOADED,
+        n,
         req.flow,
-    )  # fmt: skip
+    )
 
 
 def test_a_charge_adds_tokens_over_the_weight_also_below_one() -> None:

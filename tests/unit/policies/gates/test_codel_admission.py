@@ -21,10 +21,17 @@ from tests.unit.policies.helpers import ManualClock, backend, fleet, request
 REQ = RequestInfo("r", "t", "c", "m", WorkEstimate(0, 100), 0.0)
 
 
-def ctx(now: float, head_s: float | None, queued: int = 1000, rate: float | None = 100.0
-        ) -> GateContext:  # fmt: skip
-    return GateContext(now=now, queued_tokens=queued, drain_tokens_per_s=rate, exec_p95_s=None,
-                       room_now=head_s is None, oldest_queued_s=head_s)  # fmt: skip
+def ctx(
+    now: float, head_s: float | None, queued: int = 1000, rate: float | None = 100.0
+) -> GateContext:
+    return GateContext(
+        now=now,
+        queued_tokens=queued,
+        drain_tokens_per_s=rate,
+        exec_p95_s=None,
+        room_now=head_s is None,
+        oldest_queued_s=head_s,
+    )
 
 
 def gate(shed: str = "control_law") -> CodelAdmission:
@@ -96,8 +103,10 @@ def test_retry_after_is_the_excess_over_target() -> None:
 
 
 def test_in_the_scheduler_it_defers_arrivals_and_keeps_the_queue() -> None:
-    spec = {"type": "codel_admission", "parameters": {"target_s": 1.0, "interval_s": 2.0,
-                                                     "shed": "while_dropping"}}  # fmt: skip
+    spec = {
+        "type": "codel_admission",
+        "parameters": {"target_s": 1.0, "interval_s": 2.0, "shed": "while_dropping"},
+    }
     clock = ManualClock()
     sched = Scheduler(build_policy({"gates": [spec], "queue": {"max_wait_s": 600}}), clock=clock)
     f = fleet(clock, backend("a", max_num_seqs=1))

@@ -104,8 +104,16 @@ def test_deadline_infeasible_when_learned_exec_time_exceeds_it() -> None:
 
 def test_shadow_gate_records_but_never_blocks() -> None:
     clock = ManualClock()
-    raw = {"gates": [{"type": "tenant_quota", "name": "q", "shadow": True,
-                      "parameters": {"default": {"max_concurrent": 1}}}]}  # fmt: skip
+    raw = {
+        "gates": [
+            {
+                "type": "tenant_quota",
+                "name": "q",
+                "shadow": True,
+                "parameters": {"default": {"max_concurrent": 1}},
+            }
+        ]
+    }
     s = scheduler(clock, raw)
     f = fleet(clock)
     first, second = s.submit(request(clock), f), s.submit(request(clock), f)
@@ -120,8 +128,10 @@ def _complete(s: Scheduler, out: Ticket | Decision) -> None:
 
 def computed_quota(**limits: Any) -> dict[str, Any]:
     parameters = {"counts": "computed_tokens", "default": limits}
-    return {"gates": [{"type": "tenant_quota", "parameters": parameters}],
-            "retry_after": {"jitter": 0}}  # fmt: skip
+    return {
+        "gates": [{"type": "tenant_quota", "parameters": parameters}],
+        "retry_after": {"jitter": 0},
+    }
 
 
 def test_a_computed_tokens_quota_charges_what_the_backends_cache_does_not_serve() -> None:

@@ -20,8 +20,15 @@ SCALES = LadderParams(waiting_scale=4.0, kv_scale=0.5, steps=[])  # not the defa
 def req(**kw: Any) -> RequestInfo:
     fields: dict[str, Any] = {"model": "big", "max_tokens": None, "workload_class": "chat"}
     fields.update(kw)
-    return RequestInfo("r", "t", fields.pop("workload_class"), fields.pop("model"),
-                       WorkEstimate(300, 700), 0.0, **fields)  # fmt: skip
+    return RequestInfo(
+        "r",
+        "t",
+        fields.pop("workload_class"),
+        fields.pop("model"),
+        WorkEstimate(300, 700),
+        0.0,
+        **fields,
+    )
 
 
 def ladder(*steps: dict[str, Any]) -> LadderParams:
@@ -138,8 +145,19 @@ def test_inactive_and_other_class_steps_are_skipped_and_shadow_steps_only_record
     assert batch.shadowed == () and batch.request.max_tokens == 4000
 
 
-STEP_AT_HALF = {"ladder": {"steps": [{"name": "cap", "at": 0.5, "hysteresis": 0.0,
-                                      "action": "cap_max_tokens", "max_tokens": 16}]}}  # fmt: skip
+STEP_AT_HALF = {
+    "ladder": {
+        "steps": [
+            {
+                "name": "cap",
+                "at": 0.5,
+                "hysteresis": 0.0,
+                "action": "cap_max_tokens",
+                "max_tokens": 16,
+            }
+        ]
+    }
+}
 
 
 @pytest.mark.parametrize(

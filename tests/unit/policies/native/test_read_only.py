@@ -27,10 +27,15 @@ REQ = request(ManualClock(), tenant="t")
 def _decision(**changes: object) -> Decision:
     req = REQ
     fields = {
-        "decision": DecisionKind.ADMIT, "reason": Reason.CAPACITY_AVAILABLE,
-        "request_id": req.request_id, "tenant": "t", "flow": req.flow, "estimate": req.estimate,
-        "policy": "p", "policy_version": "v1",
-    }  # fmt: skip
+        "decision": DecisionKind.ADMIT,
+        "reason": Reason.CAPACITY_AVAILABLE,
+        "request_id": req.request_id,
+        "tenant": "t",
+        "flow": req.flow,
+        "estimate": req.estimate,
+        "policy": "p",
+        "policy_version": "v1",
+    }
     return Decision(**{**fields, **changes})  # type: ignore[arg-type]
 
 
@@ -53,8 +58,14 @@ def test_no_attribute_of_a_gate_context_can_be_assigned(name: str) -> None:
     ctx = GateContext(1.0, 2, 3.0, 4.0, True)
     with pytest.raises(AttributeError):
         setattr(ctx, name, None)
-    assert (ctx.now, ctx.queued_tokens, ctx.drain_tokens_per_s, ctx.exec_p95_s, ctx.room_now,
-            ctx.oldest_queued_s) == (1.0, 2, 3.0, 4.0, True, None)  # fmt: skip
+    assert (
+        ctx.now,
+        ctx.queued_tokens,
+        ctx.drain_tokens_per_s,
+        ctx.exec_p95_s,
+        ctx.room_now,
+        ctx.oldest_queued_s,
+    ) == (1.0, 2, 3.0, 4.0, True, None)
     assert repr(ctx).startswith("GateContext(now=1.0, queued_tokens=2, drain_tokens_per_s=3.0")
 
 
@@ -86,9 +97,14 @@ def test_defaults_keywords_and_positions_give_the_same_decision() -> None:
 
 @pytest.mark.parametrize(
     "change",
-    [{"reason": Reason.QUEUE_FULL}, {"retry_after_s": 1.0}, {"backend": "b"},
-     {"degradation": Degradation(steps=("s",))}, {"shadowed": ("g",)}],
-)  # fmt: skip
+    [
+        {"reason": Reason.QUEUE_FULL},
+        {"retry_after_s": 1.0},
+        {"backend": "b"},
+        {"degradation": Degradation(steps=("s",))},
+        {"shadowed": ("g",)},
+    ],
+)
 def test_equality_and_hash_go_by_every_field(change: dict[str, object]) -> None:
     assert _decision() == _decision() and hash(_decision()) == hash(_decision())
     assert _decision(**change) != _decision()

@@ -29,9 +29,13 @@ class Host:
         return self.params
 
     def refuse(
-        self, req: RequestInfo, reason: Reason, seconds: float | None, now: float,
+        self,
+        req: RequestInfo,
+        reason: Reason,
+        seconds: float | None,
+        now: float,
         shadowed: tuple[str, ...] = (),
-    ) -> Decision:  # fmt: skip
+    ) -> Decision:
         self.calls.append(("refuse", reason))
         return _decision(req, DecisionKind.REJECT, reason)
 
@@ -64,8 +68,17 @@ class Host:
 
 
 def entry(req: RequestInfo, now: float, seq: int) -> QueuedEntry:
-    return QueuedEntry(req, DecisionKind.ADMIT, NO_DEGRADATION, (), now, now + 30.0,
-                       Reason.OVERLOADED, seq, req.flow)  # fmt: skip
+    return QueuedEntry(
+        req,
+        DecisionKind.ADMIT,
+        NO_DEGRADATION,
+        (),
+        now,
+        now + 30.0,
+        Reason.OVERLOADED,
+        seq,
+        req.flow,
+    )
 
 
 def _decision(req: RequestInfo, kind: DecisionKind, reason: Reason) -> Decision:
@@ -110,7 +123,9 @@ def test_a_call_beyond_the_fan_out_ceiling_is_held_and_its_cancel_refused_and_ac
     assert isinstance(state, OpenRunState) and state.waiting_for_branch == 1
     assert runs.cancel_held(second.request.request_id)
     assert not runs.holds(second.request.request_id) and runs.stats().held_calls == 0
-    assert host.calls[-2:] == [("unserved", second.request.request_id),
-                               ("refuse", Reason.OVERLOADED)]  # fmt: skip
+    assert host.calls[-2:] == [
+        ("unserved", second.request.request_id),
+        ("refuse", Reason.OVERLOADED),
+    ]
     assert not runs.cancel_held("unknown")
     assert runs.next_wakeup() is None  # its first call still queued, no deadline: nothing due

@@ -27,8 +27,12 @@ def reserved(s: Scheduler, run_id: str, tenant: str = "t1") -> Any:
     state = s.runs.state(tenant, run_id)
     assert isinstance(state, OpenRunState)
     res = state.reserved
-    return {"tokens": res.tokens, "calls": res.calls, "branches": res.branches,
-            "source": res.source}  # fmt: skip
+    return {
+        "tokens": res.tokens,
+        "calls": res.calls,
+        "branches": res.branches,
+        "source": res.source,
+    }
 
 
 def test_hints_reserve_the_run_and_each_call_draws_on_it() -> None:
@@ -66,8 +70,7 @@ def test_a_flow_learns_its_runs_from_those_that_completed() -> None:
     (ended,) = s.runs.take_ends()
     assert (ended.end, ended.calls, ended.spent_tokens) == (RunEnd.COMPLETED, 3, 480)
     s.submit(call(clock, "next"), f)
-    assert reserved(s, "next") == {"tokens": 480, "calls": 3, "branches": None,
-                                   "source": "learned"}  # fmt: skip
+    assert reserved(s, "next") == {"tokens": 480, "calls": 3, "branches": None, "source": "learned"}
     assert s.runs.stats().reservation_error == (800 - 480) / 480  # the default reserved 800
 
 
@@ -251,11 +254,15 @@ def test_runs_off_ignores_run_hints() -> None:
 
 def test_a_continuation_set_aside_by_headroom_is_neither_lost_nor_dispatched_twice() -> None:
     clock = ManualClock()
-    s = scheduler(clock, {
-        "runs": {"enabled": True}, "fairness": {"type": "fifo"},
-        "limit": {"type": "fixed", "parameters": {"max_in_flight": 4}},
-        "headroom": {"reserve_fraction": 0.5},
-    })  # fmt: skip
+    s = scheduler(
+        clock,
+        {
+            "runs": {"enabled": True},
+            "fairness": {"type": "fifo"},
+            "limit": {"type": "fixed", "parameters": {"max_in_flight": 4}},
+            "headroom": {"reserve_fraction": 0.5},
+        },
+    )
     f = fleet(clock)
     other = s.submit(request(clock, tenant="t2"), f)
     a1 = s.submit(call(clock, "a", calls=4, tokens=1000), f)

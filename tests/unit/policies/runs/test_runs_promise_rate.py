@@ -13,11 +13,14 @@ from tests.unit.policies.helpers import ManualClock, fleet, request, scheduler
 
 
 def one_slot(clock: ManualClock, rate: str) -> Scheduler:
-    return scheduler(clock, {
-        "limit": {"type": "fixed", "parameters": {"max_in_flight": 1}},
-        "runs": {"enabled": True, "promise_horizon_s": 10.0, "promise_rate": rate},
-        "retry_after": {"jitter": 0.0},
-    })  # fmt: skip
+    return scheduler(
+        clock,
+        {
+            "limit": {"type": "fixed", "parameters": {"max_in_flight": 1}},
+            "runs": {"enabled": True, "promise_horizon_s": 10.0, "promise_rate": rate},
+            "retry_after": {"jitter": 0.0},
+        },
+    )
 
 
 def call(clock: ManualClock, run_id: str, tokens: int) -> Any:

@@ -20,17 +20,20 @@ from tests.unit.policies.ledger import Ledger
 RUNS = {"enabled": True, "idle_timeout_s": 5.0}
 POLICIES: list[dict[str, Any]] = [
     {"runs": RUNS},
-    {"runs": {**RUNS, "default_branches": 1}, "fairness": {"type": "fifo"},
-     "headroom": {"reserve_fraction": 0.5, "active_window_s": 2}},
+    {
+        "runs": {**RUNS, "default_branches": 1},
+        "fairness": {"type": "fifo"},
+        "headroom": {"reserve_fraction": 0.5, "active_window_s": 2},
+    },
     {"runs": RUNS, "fairness": {"type": "priority"}},
-]  # fmt: skip
+]
 op = st.one_of(
     st.tuples(st.just("call"), st.integers(0, 3), st.integers(1, 400)),
     st.tuples(st.just("release"), st.integers(0, 10**6), st.sampled_from(list(Outcome))),
     st.tuples(st.just("cancel"), st.integers(0, 10**6), st.none()),
     st.tuples(st.just("end_run"), st.integers(0, 3), st.booleans()),
     st.tuples(st.just("advance"), st.floats(0, 4), st.none()),
-)  # fmt: skip
+)
 
 
 def _run_of(n: int) -> tuple[str, str, float | None]:

@@ -9,14 +9,22 @@ import pytest
 from simulation.matrix.guard import CellRow, TenantRow, fair_shares, goals_missed, harms
 
 
-def row(policy: str = "default", *, goodput: float = 100.0, completed: float = 10.0,
-        victim_ttft: float = 0.1, noisy_ttft: float = 1.0, **kw: object) -> CellRow:  # fmt: skip
+def row(
+    policy: str = "default",
+    *,
+    goodput: float = 100.0,
+    completed: float = 10.0,
+    victim_ttft: float = 0.1,
+    noisy_ttft: float = 1.0,
+    **kw: object,
+) -> CellRow:
     tenants = {
         "victim": TenantRow(victim_ttft, alone_p99_s=0.05, share=0.1, fair_share=0.1),
         "noisy": TenantRow(noisy_ttft, alone_p99_s=0.5, share=0.9, fair_share=0.9),
     }
-    base = CellRow("noisy-1500", "cpu-tiny", 2.0, 1, policy, goodput, completed, tenants,
-                   noisy=True)  # fmt: skip
+    base = CellRow(
+        "noisy-1500", "cpu-tiny", 2.0, 1, policy, goodput, completed, tenants, noisy=True
+    )
     return replace(base, **kw)  # type: ignore[arg-type]
 
 
@@ -24,15 +32,19 @@ def test_a_preset_equal_to_the_default_does_no_harm() -> None:
     assert harms(row("p"), row()) == []
 
 
-@pytest.mark.parametrize(("kw", "missed"), [
-    ({"goodput": 94.0}, ["goodput"]),
-    ({"completed": 9.4}, ["completed"]),
-    ({"noisy_ttft": 1.11}, ["ttft"]),
-    ({"victim_ttft": 0.111}, ["ttft"]),
-    ({"goodput": 95.0, "completed": 9.5, "victim_ttft": 0.11}, []),
-])  # fmt: skip
-def test_each_do_no_harm_check_is_missed_past_its_bound(kw: dict[str, float],
-                                                        missed: list[str]) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("kw", "missed"),
+    [
+        ({"goodput": 94.0}, ["goodput"]),
+        ({"completed": 9.4}, ["completed"]),
+        ({"noisy_ttft": 1.11}, ["ttft"]),
+        ({"victim_ttft": 0.111}, ["ttft"]),
+        ({"goodput": 95.0, "completed": 9.5, "victim_ttft": 0.11}, []),
+    ],
+)
+def test_each_do_no_harm_check_is_missed_past_its_bound(
+    kw: dict[str, float], missed: list[str]
+) -> None:
     assert harms(row("p", **kw), row()) == missed  # type: ignore[arg-type]
 
 
@@ -43,8 +55,9 @@ def test_the_victim_goal_is_three_times_its_value_alone() -> None:
 
 def test_agent_runs_must_complete_one_and_a_half_times_the_default_at_2x() -> None:
     default = row(runs=True, noisy=False)
-    assert goals_missed(row("agent-runs", completed=14.9, runs=True, noisy=False),
-                        default) == ["runs"]  # fmt: skip
+    assert goals_missed(row("agent-runs", completed=14.9, runs=True, noisy=False), default) == [
+        "runs"
+    ]
     assert goals_missed(row("agent-runs", completed=15.0, runs=True, noisy=False), default) == []
     at_1x = row("agent-runs", completed=5.0, runs=True, noisy=False, load=1.0)
     assert goals_missed(at_1x, replace(default, load=1.0)) == []

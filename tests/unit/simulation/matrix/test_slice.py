@@ -21,7 +21,8 @@ def test_the_ci_slice_measures_every_cell_and_policy(tmp_path: Path) -> None:
     rows = evaluate(list(CI_SLICE), policies, workers=1)
     assert {(r.cell, r.policy) for r in rows} == {
         (f"{c.workload}/{c.profile}/{c.load:g}x/{c.backends}b", p)
-        for c in CI_SLICE for p in ("default", "fair-share")
+        for c in CI_SLICE
+        for p in ("default", "fair-share")
     }
     for r in rows:
         assert r.goodput_tps > 0 and r.completed_per_s > 0, r.cell
