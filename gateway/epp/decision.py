@@ -21,7 +21,6 @@ from gateway.config.schema import EppConfig
 from gateway.context import GatewayContext, Runtime
 from gateway.epp.endpoints import Endpoints
 from gateway.epp.headers import FAIRNESS_ID, MODEL_REWRITE, OBJECTIVE
-from gateway.forward.upstream import upstream_body
 from gateway.request.attempts import Failed
 from gateway.request.auth import Tenant, authenticate, tenant_named
 from gateway.request.inbound import decode_json_object
@@ -141,15 +140,8 @@ class PickerFront(Front[Routed | None]):
 
     def _routed(self, flight: Flight, prepared: Prepared, backend: str) -> Routed:
         assert flight.ticket is not None
-        sent, parsed = flight.ticket.request, prepared.parsed
-        body = upstream_body(
-            parsed.body,
-            model=sent.model,
-            max_tokens=sent.max_tokens,
-            stream=parsed.stream,
-            raw=prepared.raw,
-            key=parsed.max_tokens_field,
-        )
+        sent = flight.ticket.request
+        body = prepared.upstream_body(sent)
         route = self.endpoints.route(
             backend, sent.model, self.ctx.pool.snapshot(), self.settings.fallbacks, self.avoid
         )

@@ -24,7 +24,6 @@ from gateway.forward.upstream import (
     SseRelay,
     Upstream,
     open_upstream,
-    upstream_body,
     usage_from_body,
 )
 from gateway.front.async_routes import hand_off
@@ -139,15 +138,7 @@ async def _open(
     """The response, or the kind of failure ("connect", "busy", "stall") that allows
     another try: nothing reached the client yet."""
     sent = ticket.request
-    parsed = prepared.parsed
-    body = upstream_body(
-        parsed.body,
-        model=sent.model,
-        max_tokens=sent.max_tokens,
-        stream=parsed.stream,
-        raw=prepared.raw,
-        key=parsed.max_tokens_field,
-    )
+    body = prepared.upstream_body(sent)
     client, pool = ctx.pool.client(ticket.backend), ctx.pool.upstream(ticket.backend)
     watch = _watch(ctx, ticket, prepared.parsed.stream, gone)
     handed_over = False

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.context import GatewayContext, Runtime
+from gateway.forward.upstream import upstream_body
 from gateway.metrics.records import RequestRecord, prompt_sha256, run_digest
 from gateway.request.auth import Tenant
 from gateway.request.inbound import (
@@ -32,6 +33,19 @@ class Prepared:
     """The body as the client sent it (``parsed.body`` is its decoding)."""
     prefer_async: bool = False
     """``Prefer: respond-async``: a refusal may become a 202 (``async_routes.refused``)."""
+
+    def upstream_body(self, sent: RequestInfo) -> bytes:
+        """The body the backend gets for ``sent`` (the admitted request: its model and, when
+        degraded, its ``max_tokens``)."""
+        parsed = self.parsed
+        return upstream_body(
+            parsed.body,
+            model=sent.model,
+            max_tokens=sent.max_tokens,
+            stream=parsed.stream,
+            raw=self.raw,
+            key=parsed.max_tokens_field,
+        )
 
 
 def prepare(

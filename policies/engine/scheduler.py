@@ -102,9 +102,9 @@ class Scheduler:
         place = self._place
         place.active.touch(req.tenant, req.weight, now)
         if not place.view.serving(req.model):
-            return self._reject(req, Reason.NO_HEALTHY_BACKEND, None, now)
+            return self.refuse(req, Reason.NO_HEALTHY_BACKEND, None, now)
         if req.deadline is not None and req.deadline <= now:
-            return self._reject(req, Reason.DEADLINE_INFEASIBLE, None, now)
+            return self.refuse(req, Reason.DEADLINE_INFEASIBLE, None, now)
         oldest = self._update_saturation(req.model, now)
         degradation: Degradation = NO_DEGRADATION
         shadowed: tuple[str, ...] = ()
@@ -113,7 +113,7 @@ class Scheduler:
                 req, self._states.ladder, self._policy.ladder, place.view.served_models()
             )
             if lad.reject is not None:
-                return self._reject(req, lad.reject, None, now, shadowed=lad.shadowed)
+                return self.refuse(req, lad.reject, None, now, shadowed=lad.shadowed)
             req, degradation, shadowed = lad.request, lad.degradation, lad.shadowed
         kind = DecisionKind.DEGRADE if degradation.steps else DecisionKind.ADMIT
         run = None if req.run is None else self.runs.check(req, now)
@@ -129,12 +129,12 @@ class Scheduler:
             gate_shadowed, verdict = self._gates.run(req, ctx)
             shadowed += gate_shadowed
             if verdict is not None:
-                return self._reject(
+                return self.refuse(
                     req, verdict.reason, verdict.retry_after_s, now, shadowed=shadowed
                 )
         bound = self._policy.queue.max_queued_tokens
         if not room_now and bound is not None and self._queue.tokens + req.estimate.total > bound:
-            return self._reject(req, Reason.QUEUE_FULL, None, now, shadowed=shadowed)
+            return self.refuse(req, Reason.QUEUE_FULL, None, now, shadowed=shadowed)
         gate_names = self._gates.accept(req, now)
         entry = self._new_entry(req, kind, degradation, shadowed, now)
         if run is not None:
@@ -273,7 +273,7 @@ class Scheduler:
         self._gates.finish(req, now, None, served=False, names=names)
         if req.run is not None:
             self.runs.left(req.request_id, now)
-        return self._reject(req, entry_reason, None, now, shadowed=entry.shadowed)
+        return self.refuse(req, entry_reason, None, now, shadowed=entry.shadowed)
 
     def _dispatch(
         self, entry: QueuedEntry, backend: BackendView, now: float, gate_names: tuple[str, ...]
@@ -379,16 +379,6 @@ class Scheduler:
     def runs_params(self) -> RunsParams:
         return self._policy.runs
 
-    def refuse(
-        self,
-        req: RequestInfo,
-        reason: Reason,
-        seconds: float | None,
-        now: float,
-        shadowed: tuple[str, ...] = (),
-    ) -> Decision:
-        return self._reject(req, reason, seconds, now, shadowed=shadowed)
-
     def delayed(self, entry: QueuedEntry, position: int) -> Decision:
         return make_decision(
             self._policy,
@@ -468,15 +458,16 @@ class Scheduler:
         update_active(self._states.ladder, self._policy.ladder, self._saturation)
         return oldest
 
-    def _reject(
+    def refuse(
         self,
         req: RequestInfo,
         reason: Reason,
         seconds: float | None,
         now: float,
-        *,
         shadowed: tuple[str, ...] = (),
     ) -> Decision:
+        """A REJECT of ``req`` (``seconds`` None: the Retry-After of the queued work's drain);
+        also what the run coordinator asks for (``RunHost``)."""
         if seconds is None:
             seconds = drain_seconds(self._queue.tokens + req.estimate.total, self._drain.rate(now))
         after = self.retry_after(seconds)
