@@ -18,6 +18,7 @@ from gateway.config.schema import GatewayConfig, load_config
 from gateway.replicas.contract import Grant, Refusal
 from gateway.request.auth import key_digest
 from policies.gates.quota_params import TenantLimits
+from policies.shared_mode import SharedMode
 from policies.types import Reason, RequestInfo, Usage
 from tests.unit.gateway.conftest import Harness, auth, in_process, over_loopback, wait_until
 from tests.unit.gateway.fakes import API_KEY, OTHER_KEY, FakeBackend, FakeFleet, make_config
@@ -179,7 +180,7 @@ def _say(text: str) -> list[dict[str, str]]:
 class _SharedLimits:
     """Fleet mode's shared state, refusing the first ``refusals`` admissions."""
 
-    mode = "shared"
+    mode = SharedMode.SHARED
     replicas = 2
     failures = 0
 
