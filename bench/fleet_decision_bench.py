@@ -40,8 +40,8 @@ from bench.overhead import free_port
 from commands.gc_tuning import tune_gc
 from gateway.config.schema import StateConfig
 from gateway.replicas.contract import Grant, Refusal, SharedState
-from gateway.replicas.fallback import quota_limits
 from gateway.replicas.local import LocalState
+from gateway.replicas.quota_limits import quota_limits
 from gateway.replicas.redis_store import RedisState, connect
 from gateway.replicas.shared_retries import SharedRetries
 from policies.engine.scheduler import Scheduler, Ticket

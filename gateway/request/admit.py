@@ -10,7 +10,7 @@ from dataclasses import replace
 from gateway.admission.flight import Flight
 from gateway.context import GatewayContext
 from gateway.replicas.contract import Refusal
-from gateway.replicas.fallback import quota_limits
+from gateway.replicas.quota_limits import quota_limits
 from policies.engine.scheduler import DuplicateRequestId
 from policies.engine.scheduler_types import Ticket, make_decision
 from policies.types import Decision, DecisionKind, RequestInfo

@@ -3,7 +3,7 @@ interpreted ``isinstance`` against a compiled gate class answers True for any ga
 
 from __future__ import annotations
 
-from gateway.replicas.fallback import quota_limits
+from gateway.replicas.quota_limits import quota_limits
 from gateway.replicas.retry_share import retry_rule
 from policies.gates.quota import TenantQuota
 from policies.gates.retry_budget import RetryBudget
