@@ -8,7 +8,7 @@ and with which parameters, so a hot reload swaps it without losing queues or tic
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from policies.contracts import Discipline, Fairness, Limit, NamedGate
 from policies.engine.headroom_params import HeadroomParams
@@ -17,6 +17,18 @@ from policies.engine.queue_params import QueueParams
 from policies.engine.retry_after_params import RetryAfterParams
 from policies.ladder.ladder_params import LadderParams
 from policies.runs.runs_params import RunsParams
+
+G = TypeVar("G")
+
+
+def is_enforcing(named: NamedGate, kind: type) -> bool:
+    """``named`` is an enforcing (not shadow) gate of plugin class ``kind`` or a subclass.
+
+    Read from the class's MRO: with the compiled core (mypyc), ``isinstance(gate, kind)``
+    asked from interpreted code answers True for an instance of any compiled ``Gate``
+    subclass (the ABC's instance check misreads native instances, and caches the wrong
+    answer), while the MRO answers alike from compiled and interpreted code."""
+    return kind in type(named.gate).__mro__ and not named.shadow
 
 
 @dataclass(frozen=True)
@@ -35,3 +47,10 @@ class PolicySet:
     headroom: HeadroomParams = field(default_factory=HeadroomParams)
     prefill_backlog: PrefillBacklogParams = field(default_factory=PrefillBacklogParams)
     runs: RunsParams = field(default_factory=RunsParams)
+
+    def first_enforcing(self, kind: type[G]) -> G | None:
+        """The first enforcing gate of plugin class ``kind`` (None: none)."""
+        for named in self.gates:
+            if is_enforcing(named, kind):
+                return cast(G, named.gate)
+        return None

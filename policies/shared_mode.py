@@ -16,7 +16,7 @@ from policies.contracts import NamedGate
 from policies.gates.quota import TenantQuota
 from policies.gates.quota_params import QuotaParams, TenantLimits
 from policies.gates.retry_budget import RetryBudget
-from policies.policy_set import PolicySet
+from policies.policy_set import PolicySet, is_enforcing
 
 
 class SharedMode(str, enum.Enum):  # noqa: UP042
@@ -77,7 +77,7 @@ def for_mode(policy: PolicySet, mode: SharedMode, replicas: int) -> PolicySet:
 
 def without_retry_budget(policy: PolicySet) -> PolicySet:
     """``policy`` without its enforcing ``retry_budget`` gate (the store decides retries)."""
-    gates = tuple(g for g in policy.gates if not _enforcing(g, RetryBudget))
+    gates = tuple(g for g in policy.gates if not is_enforcing(g, RetryBudget))
     return policy if len(gates) == len(policy.gates) else dataclasses.replace(policy, gates=gates)
 
 
@@ -111,15 +111,9 @@ def share(limits: TenantLimits, replicas: int) -> TenantLimits:
     )
 
 
-def _enforcing(named: NamedGate, kind: type) -> bool:
-    """``named`` is an enforcing gate of plugin class ``kind`` (read from its class's MRO,
-    which answers alike from compiled and interpreted code)."""
-    return kind in type(named.gate).__mro__ and not named.shadow
-
-
 def _divided_quota(named: NamedGate, replicas: int) -> NamedGate:
     gate = named.gate
-    if not _enforcing(named, TenantQuota):
+    if not is_enforcing(named, TenantQuota):
         return named
     params = gate.params
     divided = QuotaParams(
@@ -130,7 +124,7 @@ def _divided_quota(named: NamedGate, replicas: int) -> NamedGate:
 
 
 def _divided_budget(named: NamedGate, replicas: int) -> NamedGate:
-    if not _enforcing(named, RetryBudget):
+    if not is_enforcing(named, RetryBudget):
         return named
     params = named.gate.params
     divided = params.model_copy(update={"min_retries_per_s": params.min_retries_per_s / replicas})

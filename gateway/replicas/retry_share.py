@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from gateway.replicas.gate_kind import is_a
 from policies.gates.retry_budget import RetryBudget
 from policies.gates.retry_budget_params import RetryBudgetParams
 from policies.policy_set import PolicySet
@@ -48,10 +47,8 @@ def retry_rule(policy: PolicySet | None) -> RetryRule | None:
     """The policy's first enforcing ``retry_budget`` gate (None: none)."""
     if policy is None:
         return None
-    for named in policy.gates:
-        if is_a(named.gate, RetryBudget) and not named.shadow:
-            return RetryRule(named.gate.params)
-    return None
+    gate = policy.first_enforcing(RetryBudget)
+    return None if gate is None else RetryRule(gate.params)
 
 
 class FirstAttempts:
