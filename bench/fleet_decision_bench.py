@@ -49,6 +49,7 @@ from policies.policy_set import PolicySet
 from policies.registry import build_policy
 from policies.shared_mode import for_mode
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
+from scripts.service_argv import redis_server
 
 Samples = tuple[list[int], list[int]]
 
@@ -183,21 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         server = subprocess.Popen(
-            [
-                shutil.which("redis-server") or "redis-server",
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                tmp,
-                "--loglevel",
-                "warning",
-            ],
+            redis_server(shutil.which("redis-server") or "redis-server", port, tmp),
             stdout=subprocess.DEVNULL,
         )
         try:

@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.fleet_state import cpu_s, processes
 from bench.overhead import free_port, wait_healthy
 from gateway.request.auth import key_digest
+from scripts.service_argv import redis_server, serve
 
 USAGE = {"prompt_tokens": 60, "completion_tokens": 16, "total_tokens": 76}
 BODY = {"model": "fake", "messages": [{"role": "user", "content": "hello " * 50}], "max_tokens": 16}
@@ -153,21 +154,11 @@ def run_fleet(
         }
     )
     ports = [free_port() for _ in range(n)]
-    serve = [
-        sys.executable,
-        "-m",
-        "commands.cli",
-        "serve",
-        "--log-level",
-        "warning",
-        "--no-records",
-        "--config",
-    ]
     argv = []
     for port in ports:
         path = tmp / f"{mode}-{n}-{port}.yaml"
         path.write_text(config(backend, port, state, args))
-        argv.append([*serve, str(path)])
+        argv.append(serve(path, records=False))
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     with processes(argv) as procs:
         for url in urls:
@@ -226,21 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     backend = f"http://127.0.0.1:{bport}"
     with tempfile.TemporaryDirectory() as tmp:
         support = [
-            [
-                redis_bin,
-                "--port",
-                str(rport),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                tmp,
-                "--loglevel",
-                "warning",
-            ],
+            redis_server(redis_bin, rport, tmp),
             [
                 sys.executable,
                 __file__,

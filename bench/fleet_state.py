@@ -29,6 +29,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.overhead import free_port, measure, pct, wait_healthy
+from scripts.service_argv import redis_server, serve
 
 REPO = Path(__file__).resolve().parents[1]
 QUOTA = {"tokens_per_minute": 10**9, "max_concurrent": 10**6}
@@ -110,38 +111,16 @@ def main(argv: list[str] | None = None) -> int:
         ):
             cfg = config(f"http://127.0.0.1:{ports['backend']}", ports[name], state)
             (Path(tmp) / f"{name}.yaml").write_text(cfg)
-        serve = [
-            sys.executable,
-            "-m",
-            "commands.cli",
-            "serve",
-            "--log-level",
-            "warning",
-            "--no-records",
-            "--config",
-        ]
         argv_list = [
-            [
-                redis_bin,
-                "--port",
-                str(ports["redis"]),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                tmp,
-            ],
+            redis_server(redis_bin, ports["redis"], tmp),
             [
                 sys.executable,
                 str(REPO / "bench" / "overhead.py"),
                 "--fake-backend",
                 str(ports["backend"]),
             ],
-            [*serve, str(Path(tmp) / "local.yaml")],
-            [*serve, str(Path(tmp) / "shared.yaml")],
+            serve(Path(tmp) / "local.yaml", records=False),
+            serve(Path(tmp) / "shared.yaml", records=False),
         ]
         with processes(argv_list) as procs:
             wait_healthy(f"http://127.0.0.1:{ports['backend']}/health")

@@ -26,6 +26,8 @@ from typing import Any
 
 import httpx
 
+from scripts.service_argv import serve
+
 BODY = {"model": "fake", "messages": [{"role": "user", "content": "hello " * 50}], "max_tokens": 16}
 
 
@@ -210,17 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             procs.append(
                 subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "commands.cli",
-                        "serve",
-                        "--config",
-                        str(cfg),
-                        "--log-level",
-                        "warning",
-                        "--no-records",
-                    ],
+                    serve(cfg, records=False),
                     env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
                 )
             )

@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from scripts.service_argv import redis_server
+
 START_TIMEOUT_S = 10.0
 
 
@@ -51,25 +53,7 @@ class RedisServer:
         return self._proc.pid
 
     def start(self) -> RedisServer:
-        argv = [
-            self.binary,
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(self._dir),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--daemonize",
-            "no",
-            "--loglevel",
-            "warning",
-            "--logfile",
-            "",
-        ]
+        argv = redis_server(self.binary, self.port, self._dir)
         self._proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._wait_ready()
         return self

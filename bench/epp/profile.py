@@ -10,19 +10,15 @@ gateway's own frames, and the share of frames from grpc, protobuf and asyncio.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
-import threading
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from bench.epp.run import SETUPS
-from bench.hotpath.loadgen import run_wrk
 from bench.hotpath.procs import Proc, free_port, wait_http
-from bench.hotpath.profile import summarize
-from bench.hotpath.setups import MODEL
+from bench.hotpath.profile import python_pid, record_under_load, summarize
 
 LAYERS = {
     "grpc": ("grpc/", "cygrpc", "_cygrpc"),
@@ -66,12 +62,6 @@ def layers(folded: Path) -> str:
     )
 
 
-def _picker_pid(leader: int) -> int:
-    out = subprocess.run(["pgrep", "-g", str(leader)], capture_output=True, text=True)
-    pids = [int(p) for p in out.stdout.split()]
-    return pids[-1] if pids else leader
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -79,46 +69,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port)]
     backend = Proc("fake-backend", argv, "0", args.out / "backend.log")
     setup = SETUPS[args.setup](args.setup, port, free_port(), args.out, "1")
-    stream = args.mode == "stream"
     folded = args.out / f"{args.setup}-{args.mode}-c{args.conns}.folded"
     try:
         backend.start()
         wait_http(backend, "127.0.0.1", port)
         setup.start()
-        run_wrk(
-            setup.url, conns=args.conns, duration_s=1, stream=stream, keys=setup.keys, model=MODEL
-        )
         picker = next(p for p in setup.procs if p.name.endswith("-picker"))
-        load = threading.Thread(
-            target=run_wrk,
-            args=(setup.url,),
-            kwargs=dict(
-                conns=args.conns,
-                duration_s=args.duration,
-                stream=stream,
-                keys=setup.keys,
-                model=MODEL,
-            ),
+        record_under_load(
+            setup.url,
+            setup.keys,
+            lambda: python_pid(picker.pid),
+            folded,
+            conns=args.conns,
+            duration=args.duration,
+            stream=args.mode == "stream",
+            rate=args.rate,
+            native=args.native,
         )
-        load.start()
-        spy = [
-            "py-spy",
-            "record",
-            "--pid",
-            str(_picker_pid(picker.pid)),
-            "--rate",
-            str(args.rate),
-            "--duration",
-            str(int(args.duration) - 2),
-            "--nonblocking",
-            *(["--native"] if args.native else []),
-            "--format",
-            "raw",
-            "--output",
-            str(folded),
-        ]
-        subprocess.run(spy, check=True, capture_output=True)
-        load.join()
     finally:
         setup.stop()
         backend.stop()

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.hotpath.loadgen import run_wrk
@@ -35,11 +35,45 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _python_pid(leader: int) -> int:
-    """The process doing the work: the group's last python process (uvicorn's server)."""
+def python_pid(leader: int) -> int:
+    """The process doing the work: the group's last python process (uvicorn's server, the
+    picker)."""
     out = subprocess.run(["pgrep", "-g", str(leader)], capture_output=True, text=True)
     pids = [int(p) for p in out.stdout.split()]
     return pids[-1] if pids else leader
+
+
+def record_under_load(
+    url: str,
+    keys: Sequence[str],
+    pid_of: Callable[[], int],
+    folded: Path,
+    *,
+    conns: int,
+    duration: float,
+    stream: bool,
+    rate: int,
+    native: bool = False,
+) -> None:
+    """Warm ``url`` up with wrk for a second, then load it for ``duration`` seconds while
+    py-spy samples the process ``pid_of()`` names into ``folded`` (raw folded stacks)."""
+    run_wrk(url, conns=conns, duration_s=1, stream=stream, keys=keys, model=MODEL)
+    pid = pid_of()
+    load = threading.Thread(
+        target=run_wrk,
+        args=(url,),
+        kwargs=dict(conns=conns, duration_s=duration, stream=stream, keys=keys, model=MODEL),
+    )
+    load.start()
+    spy = ["py-spy", "record", "--pid", str(pid), "--rate", str(rate)]
+    spy += ["--duration", str(int(duration) - 2), "--nonblocking"]
+    spy += ["--native"] if native else []
+    try:
+        subprocess.run(
+            [*spy, "--format", "raw", "--output", str(folded)], check=True, capture_output=True
+        )
+    finally:
+        load.join()
 
 
 def summarize(folded: Path, top: int) -> str:
@@ -76,42 +110,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     backend.start()
     setup = SETUP_CLASSES[args.setup](args.setup, port, free_port(), args.out)
+    folded = args.out / f"{args.setup}-{args.mode}-c{args.conns}.folded"
     try:
         wait_http(backend, "127.0.0.1", port)
         setup.start()
-        stream = args.mode == "stream"
-        run_wrk(
-            setup.url, conns=args.conns, duration_s=1, stream=stream, keys=setup.keys, model=MODEL
+        record_under_load(
+            setup.url,
+            setup.keys,
+            lambda: python_pid(setup.pids()[0]),
+            folded,
+            conns=args.conns,
+            duration=args.duration,
+            stream=args.mode == "stream",
+            rate=args.rate,
         )
-        pid = _python_pid(setup.pids()[0])
-        load = threading.Thread(
-            target=run_wrk,
-            args=(setup.url,),
-            kwargs=dict(
-                conns=args.conns,
-                duration_s=args.duration,
-                stream=stream,
-                keys=setup.keys,
-                model=MODEL,
-            ),
-        )
-        load.start()
-        folded = args.out / f"{args.setup}-{args.mode}-c{args.conns}.folded"
-        spy = [
-            "py-spy",
-            "record",
-            "--pid",
-            str(pid),
-            "--rate",
-            str(args.rate),
-            "--duration",
-            str(int(args.duration) - 2),
-            "--nonblocking",
-        ]
-        subprocess.run(
-            [*spy, "--format", "raw", "--output", str(folded)], check=True, capture_output=True
-        )
-        load.join()
     finally:
         setup.stop()
         backend.stop()

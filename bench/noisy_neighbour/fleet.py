@@ -7,7 +7,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import yaml
 from gateway.backends.scrape.engines import ENGINES
 from gateway.backends.scrape.parse import parse_narrow, wanted_names
 from gateway.backends.scrape.sample import MetricsSample, extract
+from scripts.service_argv import emulate, serve
 from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer, free_port, model_cache
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,20 +101,7 @@ def start_engine(kind: str, profile: str, max_model_len: int, index: int) -> Eng
         server = VllmServer.start(model_cache() / MODEL, served_name=MODEL, extra_args=extra)
         return Engine(server.url, server)
     port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "commands.cli",
-        "emulate",
-        "--profile",
-        profile,
-        "--model-name",
-        MODEL,
-        "--port",
-        str(port),
-        "--seed",
-        str(index),
-    ]
+    argv = emulate(port, MODEL, "--profile", profile, "--seed", str(index))
     proc = Process.start(argv, port, f"emulator{index}")
     return Engine(proc.url, proc)
 
@@ -124,17 +111,7 @@ def start_gateway(config: dict[str, Any]) -> Process:
     full = {**config, "server": {"port": port}}
     path = Path(tempfile.mkstemp(prefix="nn-gateway-", suffix=".yaml")[1])
     path.write_text(yaml.safe_dump(full, sort_keys=False))
-    argv = [
-        sys.executable,
-        "-m",
-        "commands.cli",
-        "serve",
-        "--config",
-        str(path),
-        "--log-level",
-        "warning",
-    ]
-    return Process.start(argv, port, "gateway")
+    return Process.start(serve(path), port, "gateway")
 
 
 _ENGINE = ENGINES["vllm-0.32"]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import yaml
 
 from bench.noisy_neighbour.fleet import Process, start_gateway
 from bench.prefix_cache.traffic import TrafficResult, drive
+from scripts.service_argv import emulate
 from scripts.vllm.serve import free_port
 from simulation.conversations import ConversationShape
 
@@ -65,21 +65,15 @@ def gateway_config(policy: dict[str, Any], url: str, shape: ConversationShape) -
 
 def start_emulator(speed: float) -> Process:
     port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "commands.cli",
-        "emulate",
+    argv = emulate(
+        port,
+        MODEL,
         "--profile",
         "cpu-tiny",
-        "--model-name",
-        MODEL,
-        "--port",
-        str(port),
         "--speed",
         str(speed),
         "--enable-prompt-tokens-details",
-    ]
+    )
     return Process.start(argv, port, "emulator")
 
 

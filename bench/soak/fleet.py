@@ -4,7 +4,6 @@ gateway's footprint is its own) and the config file the reloads rewrite."""
 from __future__ import annotations
 
 import hashlib
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ import yaml
 
 from bench.hotpath.procs import Proc, free_port, wait_http
 from bench.soak.traffic import MODEL, TENANTS, api_key
+from scripts.service_argv import emulate, sluicegate
 
 CPUS = "0-1"
 RUN_IDLE_S = 3.0
@@ -85,20 +85,7 @@ def started(workdir: Path, speed: float) -> Iterator[Fleet]:
 
 def _emulator(workdir: Path, i: int, speed: float, procs: list[Proc]) -> str:
     port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "commands.cli",
-        "emulate",
-        "--model-name",
-        MODEL,
-        "--speed",
-        str(speed),
-        "--seed",
-        str(i),
-        "--port",
-        str(port),
-    ]
+    argv = emulate(port, MODEL, "--speed", str(speed), "--seed", str(i))
     if i == 1:
         argv += ["--max-num-queued-reqs", "12"]
     proc = Proc(f"emulator-{i}", argv, CPUS, workdir / f"emulator-{i}.log")
@@ -109,7 +96,8 @@ def _emulator(workdir: Path, i: int, speed: float, procs: list[Proc]) -> str:
 
 
 def _gateway(workdir: Path, path: Path, procs: list[Proc]) -> Proc:
-    argv = [sys.executable, "-m", "commands.cli", "serve", "--config", str(path)]
-    proc = Proc("gateway", argv, CPUS, workdir / "gateway.log")
+    proc = Proc(
+        "gateway", sluicegate("serve", "--config", str(path)), CPUS, workdir / "gateway.log"
+    )
     procs.append(proc)
     return proc

@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from typing import Any
 import httpx
 import yaml
 
+from scripts.service_argv import serve
 from tests.redis_server import free_port
 
 START_TIMEOUT_S = 30.0
@@ -83,19 +83,7 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes] | None = None) -> None:
 
 
 def _start_replica(config: Path, port: int) -> Replica:
-    argv = [
-        sys.executable,
-        "-m",
-        "commands.cli",
-        "serve",
-        "--config",
-        str(config),
-        "--port",
-        str(port),
-        "--no-records",
-        "--log-level",
-        "warning",
-    ]
+    argv = serve(config, "--port", str(port), records=False)
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return Replica(port, proc)
 

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from gateway.config.schema import GatewayConfig
 from gateway.context import GatewayContext
 from gateway.front.http_guard import guarded_http
 from gateway.request.auth import key_digest
+from scripts.service_argv import sluicegate
 from scripts.vllm.serve import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -199,9 +199,7 @@ def _fresh(ctx: GatewayContext) -> bool:
 def cli_process(*argv: str, stderr: int = subprocess.DEVNULL) -> Iterator[subprocess.Popen[bytes]]:
     """``sluicegate ARGV`` as a child process (``stderr``: DEVNULL, or PIPE to read it). At
     exit, one still running gets SIGTERM, then SIGKILL after 10 s; a piped stderr is closed."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "commands.cli", *argv], stdout=subprocess.DEVNULL, stderr=stderr
-    )
+    proc = subprocess.Popen(sluicegate(*argv), stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         yield proc
     finally:

@@ -12,7 +12,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,11 +64,6 @@ def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
-
-
-def sluicegate_argv(*args: str) -> list[str]:
-    """``sluicegate ARGS`` run from this checkout (PYTHONPATH is inherited)."""
-    return [sys.executable, "-m", "commands.cli", *args]
 
 
 def prometheus_binary() -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
-import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 import httpx
 import yaml
 
+from scripts.service_argv import serve
 from scripts.vllm.serve import free_port
 from tests.vllm.waiting import wait_until
 
@@ -42,10 +42,9 @@ class GatewayProcess:
         path = config_dir / f"gateway-{port}.yaml"
         path.write_text(yaml.safe_dump(full, sort_keys=False))
         log_path = Path(tempfile.mkstemp(prefix=f"sluicegate-{port}-", suffix=".log")[1])
-        argv = [sys.executable, "-m", "commands.cli", "serve", "--config", str(path)]
         with log_path.open("wb") as log:
             process = subprocess.Popen(
-                [*argv, "--log-level", "warning"],
+                serve(path),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

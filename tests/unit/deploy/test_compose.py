@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 import yaml
 
 from emulator.profile import load_profile
+from scripts.service_argv import sluicegate
 from tests.unit.deploy.compose import (
     compose_schema,
     flag_values,
@@ -104,7 +104,7 @@ def test_the_gateway_config_renders_and_passes_check_config(
 ) -> None:
     path = _gateway_config(_load(stack, env), env, tmp_path / "config.yaml")
     done = subprocess.run(
-        [sys.executable, "-m", "commands.cli", "check-config", str(path)],
+        sluicegate("check-config", str(path)),
         capture_output=True,
         text=True,
         cwd=REPO,

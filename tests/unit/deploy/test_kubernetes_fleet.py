@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from emulator.profile import load_profile
+from scripts.service_argv import sluicegate
 from tests.unit.deploy.compose import flag_values
 from tests.unit.deploy.conftest import DEPLOY, REPO
 
@@ -113,7 +114,7 @@ def test_the_gateway_config_passes_check_config(
     _, objects = overlay
     path = _rendered_gateway_config(objects, tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "commands.cli", "check-config", str(path)],
+        sluicegate("check-config", str(path)),
         capture_output=True,
         text=True,
         cwd=REPO,

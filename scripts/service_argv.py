@@ -1,0 +1,48 @@
+"""The command lines of the services that tests and benchmarks start on loopback:
+``sluicegate``'s own commands from this checkout, and a throwaway ``redis-server``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def sluicegate(*args: str) -> list[str]:
+    """``sluicegate ARGS`` run from this checkout (PYTHONPATH is inherited)."""
+    return [sys.executable, "-m", "commands.cli", *args]
+
+
+def serve(config: Path | str, *options: str, records: bool = True) -> list[str]:
+    """``sluicegate serve --config CONFIG OPTIONS`` logging warnings and errors only;
+    ``records=False`` leaves the per-request decision records out too."""
+    argv = sluicegate("serve", "--config", str(config), *options, "--log-level", "warning")
+    return argv if records else [*argv, "--no-records"]
+
+
+def emulate(port: int, model: str, *options: str) -> list[str]:
+    """``sluicegate emulate`` serving ``model`` on ``port`` (the emulator's OPTIONS after)."""
+    return sluicegate("emulate", "--model-name", model, "--port", str(port), *options)
+
+
+def redis_server(binary: str, port: int, directory: Path | str) -> list[str]:
+    """``redis-server`` on loopback ``port`` without persistence (no RDB snapshot, no AOF:
+    a restart comes back empty), in the foreground, logging warnings to stdout."""
+    return [
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(directory),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--daemonize",
+        "no",
+        "--loglevel",
+        "warning",
+        "--logfile",
+        "",
+    ]
