@@ -24,14 +24,11 @@ import httpx
 import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
 
-from commands.serve import DEMO_KEY
+from commands.embedded_config import DEMO_KEY, MODEL, embedded_config
 from emulator.embedded import EmulatorFleet, EmulatorSpec, start_emulators
 from gateway.app import create_app
-from gateway.config.schema import GatewayConfig, LoadedConfig, load_config_bytes
-from gateway.request.auth import key_digest
+from gateway.config.schema import LoadedConfig
 from policies.build import core
-
-MODEL = "emulated"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,18 +47,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def demo_config(urls: list[str]) -> LoadedConfig:
-    raw = {
-        "tenants": [
-            {"name": "anonymous"},
-            {"name": "demo", "api_key_sha256": [key_digest(DEMO_KEY)]},
-        ],
-        "auth": {"anonymous_tenant": "anonymous"},
-        "backends": [
-            {"name": f"emulator-{i}", "url": url, "models": [MODEL]} for i, url in enumerate(urls)
-        ],
-    }
-    cfg = GatewayConfig.model_validate(raw)
-    return load_config_bytes(json.dumps(cfg.model_dump(mode="json")).encode(), "<demo>")
+    return embedded_config(urls, "<demo>")
 
 
 def examples(base: str) -> str:

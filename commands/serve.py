@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import sys
 from collections.abc import Iterator
@@ -18,20 +17,17 @@ from collections.abc import Iterator
 import uvicorn
 
 from commands.check_config import print_issues
+from commands.embedded_config import DEMO_KEY, MODEL, embedded_config
 from commands.gc_tuning import tune_gc
 from gateway.app import create_app
 from gateway.config.schema import (
     ConfigError,
-    GatewayConfig,
     LoadedConfig,
     load_config,
-    load_config_bytes,
 )
 from gateway.front.http_guard import guarded_http
-from gateway.request.auth import key_digest
 from policies.build import compiled_modules, core
 
-DEMO_KEY = "sk-sluicegate-demo"
 """The key of the ``demo`` tenant when serving embedded emulators (requests without a key
 are the anonymous tenant; an unknown key is still a 401)."""
 
@@ -87,26 +83,14 @@ def _run(loaded: LoadedConfig, path: str | None, args: argparse.Namespace) -> in
 def _embedded_emulators() -> Iterator[LoadedConfig]:
     from emulator.embedded import EmulatorSpec, start_emulators  # only needed here
 
-    specs = [EmulatorSpec(model_name="emulated", speed=10.0, seed=i) for i in range(2)]
+    specs = [EmulatorSpec(model_name=MODEL, speed=10.0, seed=i) for i in range(2)]
     with start_emulators(specs) as fleet:
-        raw = {
-            "tenants": [
-                {"name": "anonymous"},
-                {"name": "demo", "api_key_sha256": [key_digest(DEMO_KEY)]},
-            ],
-            "auth": {"anonymous_tenant": "anonymous"},
-            "backends": [
-                {"name": f"emulator-{i}", "url": url, "models": ["emulated"]}
-                for i, url in enumerate(fleet.urls)
-            ],
-        }
-        cfg = GatewayConfig.model_validate(raw)
         print(
-            f"sluicegate: embedded emulators at {', '.join(fleet.urls)}; model 'emulated'; "
+            f"sluicegate: embedded emulators at {', '.join(fleet.urls)}; model {MODEL!r}; "
             f"API key {DEMO_KEY!r} (or none)",
             file=sys.stderr,
         )
-        yield load_config_bytes(json.dumps(cfg.model_dump(mode="json")).encode(), "<embedded>")
+        yield embedded_config(fleet.urls, "<embedded>")
 
 
 def _report_core() -> None:

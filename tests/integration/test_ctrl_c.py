@@ -13,7 +13,7 @@ import httpx
 import pytest
 import yaml
 
-from commands.serve import DEMO_KEY
+from commands.embedded_config import DEMO_KEY
 from emulator.embedded import EmbeddedEmulator
 from scripts.vllm.serve import free_port
 from tests.integration.harness import (

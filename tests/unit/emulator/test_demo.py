@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from commands.demo import demo_config, live_line
-from commands.serve import DEMO_KEY
+from commands.embedded_config import DEMO_KEY
 from emulator.embedded import EmulatorFleet
 from gateway.request.auth import key_digest
 from tests.integration.conftest import StartEmulator
