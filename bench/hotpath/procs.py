@@ -80,6 +80,15 @@ class Proc:
                 os.killpg(self.popen.pid, signal.SIGKILL)
             self.popen.wait(grace_s)
 
+    def interrupt(self, grace_s: float = 30.0) -> None:
+        """Ctrl-C to the process group, and wait up to ``grace_s`` for it to end."""
+        if self.popen is None or self.popen.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(grace_s)
+
     def tail(self, lines: int = 20) -> str:
         try:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
