@@ -8,14 +8,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from gateway.config.schema import load_config
 from tests.unit.gateway.conftest import Harness, auth, in_process, over_loopback, wait_until
 from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config
 
@@ -237,3 +241,23 @@ async def test_no_span_holds_the_prompt_or_the_reply(stream: bool) -> None:
         values += [json.dumps(dict(e.attributes or {})) + e.name for e in span.events]
         for value in values:
             assert all(needle not in value for needle in needles), (span.name, value)
+
+
+async def test_a_reload_changes_the_ratio_and_leaves_tracing_on_until_a_restart(
+    tmp_path: Path, fleet: FakeFleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "gw.yaml"
+    raw = make_config(tracing=TRACING).model_dump(mode="json")
+    path.write_text(yaml.safe_dump(raw))
+    exporter = InMemorySpanExporter()
+    async with in_process(load_config(path), fleet, config_path=path, span_exporter=exporter) as h:
+        raw["tracing"] = {"enabled": False, "sample_ratio": 0.0}
+        path.write_text(yaml.safe_dump(raw))
+        with caplog.at_level(logging.WARNING, "sluicegate.reload"):
+            assert h.ctx.reloader is not None and h.ctx.reloader.reload() is True
+        assert "tracing.enabled: true in force, false in the file" in caplog.text
+        assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
+        assert _spans(h, exporter) == []  # ratio 0: a call without a caller's trace
+        headers = {**auth(), "traceparent": TRACEPARENT}
+        assert (await h.client.post(CHAT, headers=headers, json=_body())).status_code == 200
+        assert {_hex_trace(s) for s in _spans(h, exporter)} == {TRACE_ID}
