@@ -16,6 +16,7 @@ child, carries the job's decisions and attempts. Nothing here reads a prompt or 
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from opentelemetry.context import Context
@@ -23,6 +24,7 @@ from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace import set_span_in_context as in_context
 
+from gateway.admission.flight import CLIENT_CLOSED_REQUEST
 from gateway.tracing import attributes as a
 from gateway.tracing.naming import operation_of, route_name
 from policies.types import Decision, DecisionKind, Outcome, Reason, RequestInfo, Usage
@@ -114,6 +116,13 @@ class RequestTrace:
             self.auth.end()
             self.auth = None
         self._end_server(status, reason=reason)
+
+    def escaped(self, exc: BaseException) -> None:
+        """An error or a cancellation escaped before the request was prepared."""
+        if isinstance(exc, asyncio.CancelledError):
+            self.refused_early(CLIENT_CLOSED_REQUEST, "cancelled")
+        else:
+            self.refused_early(500, type(exc).__name__)
 
     # decide and queue
 
