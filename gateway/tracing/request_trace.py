@@ -89,16 +89,12 @@ class RequestTrace:
         operation = self.operation = operation_of(path)
         self.tenant_label = tenant_label
         attrs: dict[str, str | int | bool] = {
-            a.OPERATION: operation,
-            a.PROVIDER: PROVIDER,
-            a.REQUEST_MODEL: request.model,
+            **_genai_attributes(operation, request),
             a.TENANT: tenant_label,
             a.WORKLOAD_CLASS: request.workload_class,
             a.REQUEST_ID: request.request_id,
             a.STREAM: request.stream,
         }
-        if request.max_tokens is not None:
-            attrs[a.REQUEST_MAX_TOKENS] = request.max_tokens
         if run is not None:
             attrs[a.RUN_ID] = run
         self.server.update_name(f"{operation} {request.model}")
@@ -175,16 +171,11 @@ class RequestTrace:
 
     def attempting(self, ticket: Ticket, host: str | None, port: int | None) -> None:
         self.attempts += 1
-        sent = ticket.request
         attrs: dict[str, str | int] = {
-            a.OPERATION: self.operation,
-            a.PROVIDER: PROVIDER,
-            a.REQUEST_MODEL: sent.model,
+            **_genai_attributes(self.operation, ticket.request),
             a.BACKEND: ticket.backend,
             a.ATTEMPT: self.attempts,
         }
-        if sent.max_tokens is not None:
-            attrs[a.REQUEST_MAX_TOKENS] = sent.max_tokens
         if host is not None:
             attrs[a.SERVER_ADDRESS] = host
         if port is not None:
@@ -271,6 +262,18 @@ class RequestTrace:
             span.set_attribute(a.ERROR_TYPE, str(status))
             span.set_status(Status(StatusCode.ERROR, error))
         span.end()
+
+
+def _genai_attributes(operation: str, request: RequestInfo) -> dict[str, str | int]:
+    """The GenAI request attributes of ``request`` (the call's, or as sent on an attempt)."""
+    attrs: dict[str, str | int] = {
+        a.OPERATION: operation,
+        a.PROVIDER: PROVIDER,
+        a.REQUEST_MODEL: request.model,
+    }
+    if request.max_tokens is not None:
+        attrs[a.REQUEST_MAX_TOKENS] = request.max_tokens
+    return attrs
 
 
 def _decision_attributes(decision: Decision, tenant_label: str) -> dict[str, str | int | float]:
