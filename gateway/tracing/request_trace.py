@@ -153,8 +153,7 @@ class RequestTrace:
             outcome = "expired" if expired else "dropped"
         else:
             outcome = "dequeued"
-        span.set_attribute(a.QUEUE_RESULT, outcome)
-        span.set_attribute(a.QUEUE_WAITED, waited_s)
+        span.set_attributes({a.QUEUE_RESULT: outcome, a.QUEUE_WAITED: waited_s})
         if result is not None:
             decision = result if isinstance(result, Decision) else result.decision
             span.set_attributes(_decision_attributes(decision, self.tenant_label))
@@ -163,9 +162,13 @@ class RequestTrace:
 
     def _note_decision(self, decision: Decision) -> None:
         """The call's span keeps the last decision made for it."""
-        self.server.set_attribute(a.DECISION, decision.decision.value)
-        self.server.set_attribute(a.REASON, decision.reason.value)
-        self.server.set_attribute(a.POLICY_VERSION, decision.policy_version)
+        self.server.set_attributes(
+            {
+                a.DECISION: decision.decision.value,
+                a.REASON: decision.reason.value,
+                a.POLICY_VERSION: decision.policy_version,
+            }
+        )
 
     # attempts and the stream
 
@@ -200,8 +203,7 @@ class RequestTrace:
         span, self.attempt = self.attempt, None
         if span is None:
             return
-        span.set_attribute(a.FAILOVER, kind)
-        span.set_attribute(a.ERROR_TYPE, kind)
+        span.set_attributes({a.FAILOVER: kind, a.ERROR_TYPE: kind})
         span.set_status(Status(StatusCode.ERROR, kind))
         span.end()
 
@@ -234,33 +236,38 @@ class RequestTrace:
         self.auth = self.decide = self.queue = None
         usage_attrs = _usage_attributes(usage)
         if self.stream is not None:
-            self.stream.set_attributes(usage_attrs)
+            if usage_attrs:
+                self.stream.set_attributes(usage_attrs)
             _end_failed(self.stream, outcome, error)
             self.stream = None
+        ended = {**usage_attrs, a.OUTCOME: outcome.value}
         if self.attempt is not None:
-            self.attempt.set_attributes(usage_attrs)
-            self.attempt.set_attribute(a.OUTCOME, outcome.value)
-            if outcome is not Outcome.CANCELLED:
-                self.attempt.set_attribute(a.HTTP_STATUS, status)
+            attrs = ended if outcome is Outcome.CANCELLED else {**ended, a.HTTP_STATUS: status}
+            self.attempt.set_attributes(attrs)
             _end_failed(self.attempt, outcome, error)
             self.attempt = None
-        self.root.set_attributes(usage_attrs)
-        self.root.set_attribute(a.OUTCOME, outcome.value)
         if self.root is not self.server:  # an async job's end
+            self.root.set_attributes(ended)
             _end_failed(self.root, outcome, error)
             return
-        self._end_server(status, error=error if status >= 500 else None)
+        self._end_server(status, error=error if status >= 500 else None, attrs=ended)
 
     def _end_server(
-        self, status: int, *, reason: str | None = None, error: str | None = None
+        self,
+        status: int,
+        *,
+        reason: str | None = None,
+        error: str | None = None,
+        attrs: dict[str, str | int] | None = None,
     ) -> None:
         span = self.server
-        span.set_attribute(a.HTTP_STATUS, status)
+        ended: dict[str, str | int] = {**(attrs or {}), a.HTTP_STATUS: status}
         if reason is not None:
-            span.set_attribute(a.REASON, reason)
+            ended[a.REASON] = reason
         if status >= 500:  # OTel's HTTP server spans: 4xx is the client's, not an error
-            span.set_attribute(a.ERROR_TYPE, str(status))
+            ended[a.ERROR_TYPE] = str(status)
             span.set_status(Status(StatusCode.ERROR, error))
+        span.set_attributes(ended)
         span.end()
 
 
