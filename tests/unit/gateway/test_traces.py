@@ -148,6 +148,28 @@ async def test_a_queued_request_shows_its_wait(fleet) -> None:
     assert len({_hex_trace(s) for s in spans}) == 2  # one trace per call
 
 
+async def test_a_request_that_expires_in_the_queue_says_so(fleet) -> None:
+    async with traced(fleet, loopback=True) as (h, exporter):
+        gate = h.backend("a").gates[1] = asyncio.Event()
+        holder = h.client.stream("POST", CHAT, headers=auth(), json=_body(True))
+        await holder.__aenter__()
+        await wait_until(lambda: h.backend("a").sent == [0])
+        late = {**auth(), "x-request-deadline-ms": "50"}
+        r = await h.client.post(CHAT, headers=late, json=_body())
+        assert r.status_code == 429
+        gate.set()
+        await holder.__aexit__(None, None, None)
+        spans = _spans(h, exporter)
+    queue = _one(spans, "queue")
+    attrs = queue.attributes or {}
+    assert attrs["sluicegate.queue.result"] == "expired"
+    assert attrs["sluicegate.reason"] == "deadline_expired"
+    server = next(s for s in _named(spans, "chat tiny") if queue.parent == s.context)
+    assert _children(spans, server) == ["authenticate", "decide", "queue"]
+    assert (server.attributes or {})["http.response.status_code"] == 429
+    assert (server.attributes or {})["sluicegate.outcome"] == "expired"
+
+
 async def test_a_rejected_request_is_a_client_error_not_a_span_error(fleet) -> None:
     quota = {"default": {"tokens_per_minute": 1, "burst_tokens": 1}}
     gates = [{"name": "q", "type": "tenant_quota", "parameters": quota}]
