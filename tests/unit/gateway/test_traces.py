@@ -283,3 +283,10 @@ async def test_a_reload_changes_the_ratio_and_leaves_tracing_on_until_a_restart(
         headers = {**auth(), "traceparent": TRACEPARENT}
         assert (await h.client.post(CHAT, headers=headers, json=_body())).status_code == 200
         assert {_hex_trace(s) for s in _spans(h, exporter)} == {TRACE_ID}
+
+
+async def test_the_gateways_shutdown_exports_what_is_buffered(fleet) -> None:
+    async with traced(fleet) as (h, exporter):
+        # no flush here: the batch processor holds the spans for its delay (5 s)
+        assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
+    assert {s.name for s in exporter.get_finished_spans()} >= {"chat tiny", "attempt a"}
