@@ -17,6 +17,7 @@ child, carries the job's decisions and attempts. Nothing here reads a prompt or 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from opentelemetry.context import Context
@@ -45,6 +46,7 @@ class RequestTrace:
         "operation",
         "propagator",
         "queue",
+        "recording",
         "root",
         "server",
         "stream",
@@ -52,15 +54,15 @@ class RequestTrace:
         "tracer",
     )
 
-    def __init__(
-        self, tracer: Tracer, propagator: TextMapPropagator, server: Span, auth: Span
-    ) -> None:
+    def __init__(self, tracer: Tracer, propagator: TextMapPropagator, server: Span) -> None:
         self.tracer = tracer
         self.propagator = propagator
         self.server = server
+        self.recording = server.is_recording()
+        """False for a call the sampler left out: its children are its own span (below)."""
         self.root = server
         """The parent of the decisions and attempts: the call, or its async job."""
-        self.auth: Span | None = auth
+        self.auth: Span | None = self._child("authenticate", server)
         self.decide: Span | None = None
         self.queue: Span | None = None
         self.attempt: Span | None = None
@@ -79,8 +81,21 @@ class RequestTrace:
             kind=SpanKind.SERVER,
             attributes={a.HTTP_METHOD: "POST", a.HTTP_ROUTE: path, a.URL_PATH: path},
         )
-        auth = tracer.start_span("authenticate", context=in_context(server))
-        return cls(tracer, propagator, server, auth)
+        return cls(tracer, propagator, server)
+
+    def _child(
+        self,
+        name: str,
+        parent: Span,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Mapping[str, str | int] | None = None,
+    ) -> Span:
+        """A new span under ``parent``; for a call the sampler left out, the call's own
+        non-recording span: nothing is built, and upstream its context says "not sampled"."""
+        if not self.recording:
+            return self.server
+        context = in_context(parent)
+        return self.tracer.start_span(name, context=context, kind=kind, attributes=attributes)
 
     # authenticate, read, prepare
 
@@ -123,11 +138,11 @@ class RequestTrace:
     # decide and queue
 
     def deciding(self) -> None:
-        self.decide = self.tracer.start_span("decide", context=in_context(self.root))
+        self.decide = self._child("decide", self.root)
 
     def decided(self, result: Ticket | Decision) -> None:
         """The scheduler's answer (or the shared state's refusal)."""
-        span = self.decide or self.tracer.start_span("decide", context=in_context(self.root))
+        span = self.decide or self._child("decide", self.root)
         self.decide = None
         decision = result if isinstance(result, Decision) else result.decision
         span.set_attributes(_decision_attributes(decision, self.tenant_label))
@@ -138,8 +153,7 @@ class RequestTrace:
         self.decided(decision)
         position = decision.queue_position
         attrs = {} if position is None else {a.QUEUE_POSITION: position}
-        parent = in_context(self.root)
-        self.queue = self.tracer.start_span("queue", context=parent, attributes=attrs)
+        self.queue = self._child("queue", self.root, attributes=attrs)
 
     def dequeued(self, result: Ticket | Decision | None, waited_s: float) -> None:
         """The wait ended: ``result`` dispatched it, refused it, or None (the client left)."""
@@ -183,12 +197,7 @@ class RequestTrace:
             attrs[a.SERVER_ADDRESS] = host
         if port is not None:
             attrs[a.SERVER_PORT] = port
-        self.attempt = self.tracer.start_span(
-            f"attempt {ticket.backend}",
-            context=in_context(self.root),
-            kind=SpanKind.CLIENT,
-            attributes=attrs,
-        )
+        self.attempt = self._child(f"attempt {ticket.backend}", self.root, SpanKind.CLIENT, attrs)
 
     def carrier(self) -> dict[str, str]:
         """The headers that carry the attempt's span context upstream (``traceparent``,
@@ -215,7 +224,7 @@ class RequestTrace:
         if since_dispatch_s is not None:
             self.attempt.set_attribute(a.TTFT, since_dispatch_s)
         if stream and self.stream is None:
-            self.stream = self.tracer.start_span("stream", context=in_context(self.attempt))
+            self.stream = self._child("stream", self.attempt)
 
     # the end
 
@@ -224,9 +233,7 @@ class RequestTrace:
         its child, carries what the job does until the flight finishes."""
         self.server.set_attribute(a.ASYNC_JOB, job_id)
         self._end_server(202)
-        self.root = self.tracer.start_span(
-            "async job", context=in_context(self.server), attributes={a.ASYNC_JOB: job_id}
-        )
+        self.root = self._child("async job", self.server, attributes={a.ASYNC_JOB: job_id})
 
     def finish(self, outcome: Outcome, status: int, usage: Usage | None, error: str | None) -> None:
         """The request's one terminal outcome: every open span ends."""

@@ -290,3 +290,17 @@ async def test_the_gateways_shutdown_exports_what_is_buffered(fleet) -> None:
         # no flush here: the batch processor holds the spans for its delay (5 s)
         assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
     assert {s.name for s in exporter.get_finished_spans()} >= {"chat tiny", "attempt a"}
+
+
+async def test_a_call_left_out_by_the_sampler_says_so_upstream_and_exports_nothing(fleet) -> None:
+    exporter = InMemorySpanExporter()
+    config = make_config(tracing={"enabled": True, "sample_ratio": 0.0})
+    async with in_process(config, fleet, span_exporter=exporter) as h:
+        unsampled = f"00-{TRACE_ID}-{PARENT_ID}-00"
+        for headers in (auth(), {**auth(), "traceparent": unsampled}):
+            r = await h.client.post(CHAT, headers=headers, json=_body(stream=True))
+            assert r.status_code == 200
+        assert _spans(h, exporter) == []
+    first, second = (sent["traceparent"].split("-") for sent in h.backend("a").headers)
+    assert int(first[3], 16) & 1 == int(second[3], 16) & 1 == 0  # the sampled flag is off
+    assert second[1] == TRACE_ID  # the caller's trace goes on
