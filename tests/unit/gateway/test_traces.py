@@ -20,7 +20,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from gateway.config.schema import load_config
-from tests.unit.gateway.conftest import Harness, auth, in_process, over_loopback, wait_until
+from tests.unit.gateway.conftest import (
+    Harness,
+    auth,
+    hold_the_only_slot,
+    in_process,
+    over_loopback,
+    wait_until,
+)
 from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config
 
 CHAT = "/v1/chat/completions"
@@ -125,10 +132,7 @@ async def test_a_streamed_request_joins_the_callers_trace_down_to_the_backend(fl
 
 async def test_a_queued_request_shows_its_wait(fleet) -> None:
     async with traced(fleet, loopback=True) as (h, exporter):
-        gate = h.backend("a").gates[1] = asyncio.Event()
-        holder = h.client.stream("POST", CHAT, headers=auth(), json=_body(True))
-        await holder.__aenter__()
-        await wait_until(lambda: h.backend("a").sent == [0])
+        holder, gate = await hold_the_only_slot(h)
         waiting = asyncio.ensure_future(h.client.post(CHAT, headers=auth(), json=_body()))
         await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
         gate.set()
@@ -150,10 +154,7 @@ async def test_a_queued_request_shows_its_wait(fleet) -> None:
 
 async def test_a_request_that_expires_in_the_queue_says_so(fleet) -> None:
     async with traced(fleet, loopback=True) as (h, exporter):
-        gate = h.backend("a").gates[1] = asyncio.Event()
-        holder = h.client.stream("POST", CHAT, headers=auth(), json=_body(True))
-        await holder.__aenter__()
-        await wait_until(lambda: h.backend("a").sent == [0])
+        holder, gate = await hold_the_only_slot(h)
         late = {**auth(), "x-request-deadline-ms": "50"}
         r = await h.client.post(CHAT, headers=late, json=_body())
         assert r.status_code == 429
