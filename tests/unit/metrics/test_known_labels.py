@@ -1,6 +1,6 @@
 """The label values known before any request: configured tenants (the first
-``tenant_label_limit``, the rest as ``other``) with the classes each may use, and the
-decision kind each reason belongs to."""
+``tenant_label_limit``, the rest as ``other``) with their default classes, and the decision
+kind each reason belongs to."""
 
 from __future__ import annotations
 
@@ -22,32 +22,33 @@ def _config(limit: int, *tenants: dict[str, Any]) -> GatewayConfig:
     )
 
 
-def test_each_named_tenant_comes_with_the_classes_it_may_use() -> None:
+def test_each_named_tenant_comes_with_its_default_class() -> None:
     labels = tenant_labels(
-        _config(5, {"name": "acme", "workload_classes": ["batch"]}, {"name": "beta"})
+        _config(
+            5,
+            {"name": "acme", "workload_classes": ["batch"]},
+            {"name": "beta"},
+            {"name": "gamma", "default_class": "background"},
+        )
     )
-    assert labels.named == {"acme", "beta"}
-    assert labels.pairs == (
-        ("acme", "batch"),
-        ("beta", "interactive"),
-        ("beta", "batch"),
-        ("beta", "background"),
-    )
-    assert labels.tenants == ("acme", "beta")
+    assert labels.named == {"acme", "beta", "gamma"}
+    assert labels.pairs == (("acme", "batch"), ("beta", "interactive"), ("gamma", "background"))
+    assert labels.tenants == ("acme", "beta", "gamma")
     assert labels.label("beta") == "beta" and labels.label("gone") == OTHER
 
 
-def test_tenants_past_the_limit_are_other_with_every_class_any_of_them_may_use() -> None:
+def test_tenants_past_the_limit_are_other_with_the_default_class_of_each() -> None:
     labels = tenant_labels(
         _config(
             1,
             {"name": "acme", "workload_classes": ["batch"]},
             {"name": "beta", "workload_classes": ["interactive"]},
             {"name": "gamma", "workload_classes": ["batch", "interactive"]},
+            {"name": "delta", "workload_classes": ["background"]},
         )
     )
     assert labels.named == {"acme"}
-    assert labels.pairs == (("acme", "batch"), (OTHER, "interactive"), (OTHER, "batch"))
+    assert labels.pairs == (("acme", "batch"), (OTHER, "interactive"), (OTHER, "background"))
     assert labels.tenants == ("acme", OTHER)
     assert labels.label("gamma") == OTHER
     assert labels.known(OTHER) and labels.known("acme") and not labels.known("beta")
