@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 from gateway.metrics.known_labels import (
     DEADLINE_RESULTS,
     DECISION_REASONS,
+    OTHER,
     OUTCOMES,
     REFUSED_STATUSES,
     UPSTREAM_ERROR_KINDS,
@@ -143,10 +144,11 @@ class GatewayMetrics:
         self.set_tenants(tenants)
 
     def set_tenants(self, tenants: TenantLabels) -> None:
-        """The tenants named in labels from now on: each one's series at 0 for every class
-        it may use; the series of a tenant no longer named are removed (its requests count
-        as ``other`` from now on, so its series would never move again)."""
+        """The tenants named in labels from now on: each one's series at 0 for its default
+        class; the series of a tenant no longer named are removed (its requests count as
+        ``other`` from now on, so its series would never move again)."""
         self.tenants = tenants
+        self._named = tenants.named
         known = tenants.known
         self.decisions.forget(lambda key: known(key[2]))
         self.outcomes.forget(lambda key: known(key[1]))
@@ -163,7 +165,7 @@ class GatewayMetrics:
             self.retries.labels(*pair)
 
     def tenant_label(self, tenant: str) -> str:
-        return self.tenants.label(tenant)
+        return tenant if tenant in self._named else OTHER
 
     def on_exposition(self, prime: Callable[[], None]) -> None:
         """Call ``prime`` before each exposition: it brings series known only at that

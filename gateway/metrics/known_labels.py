@@ -61,9 +61,6 @@ class TenantLabels:
         """Every tenant label, in the config's order (``other`` last, when there is one)."""
         return tuple(dict.fromkeys(tenant for tenant, _ in self.pairs))
 
-    def label(self, tenant: str) -> str:
-        return tenant if tenant in self.named else OTHER
-
     def known(self, label: str) -> bool:
         """A label whose series stay: a named tenant's, or ``other`` (where a tenant's
         requests go once a reload stops naming it)."""
