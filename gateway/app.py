@@ -37,7 +37,9 @@ from gateway.forward.stall import StallBounds
 from gateway.front.routes import http_front
 from gateway.metrics.event_loop import event_loop_gauges
 from gateway.metrics.exporter import GatewayMetrics
+from gateway.metrics.features import feature_gauges, runs_enabled
 from gateway.metrics.gauges import scheduler_gauges
+from gateway.metrics.known_labels import tenant_labels
 from gateway.metrics.records import RecordSink
 from gateway.metrics.runs import RunMetrics
 from gateway.replicas.exposition import SharedStateCollector
@@ -159,7 +161,7 @@ def _context(
     admission = Admission(scheduler, pool.snapshot, clock=clock)
     pool.on_change.append(admission.wake)
     wakers.append(admission.wake)
-    metrics = GatewayMetrics([t.name for t in cfg.tenants], cfg.server.tenant_label_limit)
+    metrics = GatewayMetrics(tenant_labels(cfg))
     metrics.config_info.labels(loaded.version).set(1)
     metrics.follow_backends(pool.labelled)
     ctx = GatewayContext(
@@ -182,7 +184,10 @@ def _context(
     )
     metrics.add_scrape_time_gauges(lambda: scheduler_gauges(ctx))
     metrics.add_scrape_time_gauges(event_loop_gauges)
-    admission.on_run_end = RunMetrics(metrics, lambda: ctx.scheduler.runs.stats()).ended
+    metrics.add_scrape_time_gauges(lambda: feature_gauges(ctx))
+    admission.on_run_end = RunMetrics(
+        metrics, lambda: ctx.scheduler.runs.stats(), lambda: runs_enabled(ctx)
+    ).ended
     if scraper is not None:
         register_backend_metrics(metrics.registry, scraper, clock=clock, health=pool.health)
     return ctx, scraper
@@ -214,7 +219,7 @@ def _apply(ctx: GatewayContext, loaded: LoadedConfig, policy: PolicySet) -> None
     ctx.scheduler.swap(for_mode(policy, ctx.shared.mode, ctx.shared.replicas))
     ctx.runtime = Runtime(loaded, Authenticator(loaded.config))
     cfg = loaded.config
-    ctx.metrics.set_tenants([t.name for t in cfg.tenants], cfg.server.tenant_label_limit)
+    ctx.metrics.set_tenants(tenant_labels(cfg))
     ctx.metrics.config_info.clear()
     ctx.metrics.config_info.labels(loaded.version).set(1)
     if ctx.tracing is not None:

@@ -92,7 +92,7 @@ class AsyncJobs:
     def __init__(self, ctx: GatewayContext) -> None:
         self.ctx = ctx
         self.store = JobStore(limits_of(self.config), clock=ctx.clock)
-        self.metrics = AsyncMetrics(ctx.metrics, self.store)
+        self.metrics = AsyncMetrics(ctx.metrics, self.store, lambda: self.config.enabled)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._changed = asyncio.Event()
 

@@ -3,6 +3,11 @@
 Labels stay low-cardinality: ``tenant`` is one of the first ``tenant_label_limit``
 configured tenants or ``other``; ``class`` is a configured workload class; ``decision``,
 ``reason`` and ``outcome`` are the small enums from ``policies.types``.
+
+Every series of a label value known in advance (``gateway/metrics/known_labels.py``) is
+exported at 0 from the start: the tenants' when they are set (at start and on each
+reload, when the series of a tenant no longer named go), the backends' and those of
+the features switched on at each exposition (``on_exposition``).
 """
 
 from __future__ import annotations
@@ -15,12 +20,20 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from gateway.metrics.tally import CounterTally, HistogramTally
+from gateway.metrics.known_labels import (
+    DEADLINE_RESULTS,
+    DECISION_REASONS,
+    OTHER,
+    OUTCOMES,
+    REFUSED_STATUSES,
+    UPSTREAM_ERROR_KINDS,
+    TenantLabels,
+)
+from gateway.metrics.tally import CounterTally, HistogramTally, Key
 from policies.build import core
 from policies.types import Decision, DecisionKind, Outcome, Usage, WorkEstimate
 
 QUEUE_WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
-OTHER = "other"
 _PROMPT, _OUTPUT = ("prompt",), ("output",)
 T = TypeVar("T", CounterTally, HistogramTally)
 
@@ -54,10 +67,10 @@ class _ScrapeTimeGauges(Collector):
 class GatewayMetrics:
     """Counters and histograms the request path updates; gauges read at scrape time."""
 
-    def __init__(self, tenants: Sequence[str], tenant_label_limit: int) -> None:
+    def __init__(self, tenants: TenantLabels) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._labelled: Callable[[], Collection[str]] | None = None
-        self.set_tenants(tenants, tenant_label_limit)
+        self._before_exposition: list[Callable[[], None]] = []
         r = self.registry
         labels = ["tenant", "class"]
         # The per-request series are plain numbers (``gateway/metrics/tally.py``), registered in
@@ -124,34 +137,59 @@ class GatewayMetrics:
         for kind in ("prompt", "output"):
             self.est_tokens.touch((kind,))
             self.actual_tokens.touch((kind,))
+        for result in DEADLINE_RESULTS:
+            self.deadlines.touch((result,))
+        for status in REFUSED_STATUSES:
+            self.invalid.labels(status)
+        self.set_tenants(tenants)
 
-    def set_tenants(self, tenants: Sequence[str], limit: int) -> None:
-        self._named_tenants = frozenset(list(tenants)[:limit])
+    def set_tenants(self, tenants: TenantLabels) -> None:
+        """The tenants named in labels from now on: each one's series at 0 for its default
+        class; the series of a tenant no longer named are removed (its requests count as
+        ``other`` from now on, so its series would never move again)."""
+        self.tenants = tenants
+        self._named = tenants.named
+        known = tenants.known
+        self.decisions.forget(lambda key: known(key[2]))
+        self.outcomes.forget(lambda key: known(key[1]))
+        self.queue_wait.forget(lambda key: known(key[0]))
+        self.shed.forget(lambda key: known(key[0]))
+        forget_series(self.retries, ("tenant", "class"), lambda key: known(key[0]))
+        for pair in tenants.pairs:
+            for decision_reason in DECISION_REASONS:
+                self.decisions.touch((*decision_reason, *pair))
+            for outcome in OUTCOMES:
+                self.outcomes.touch((outcome, *pair))
+            self.queue_wait.touch(pair)
+            self.shed.touch(pair)
+            self.retries.labels(*pair)
 
     def tenant_label(self, tenant: str) -> str:
-        return tenant if tenant in self._named_tenants else OTHER
+        return tenant if tenant in self._named else OTHER
+
+    def on_exposition(self, prime: Callable[[], None]) -> None:
+        """Call ``prime`` before each exposition: it brings series known only at that
+        moment into being (or removes those no longer known)."""
+        self._before_exposition.append(prime)
 
     def follow_backends(self, labelled: Callable[[], Collection[str]]) -> None:
         """Export per-backend series only for the backends ``labelled`` names (read at each
         exposition); the series of any other backend are removed."""
         self._labelled = labelled
 
-    def _forget_departed_backends(self) -> None:
-        """Remove the counter series of backends gone from the pool with nothing left on
-        them: a departed pod's name never comes back, and Prometheus's rate() and
-        increase() end a series that disappears (a name that does come back starts at 0,
-        which they read as a counter reset)."""
+    def _follow_backends(self) -> None:
+        """The upstream error series of every backend in the pool, at 0 until its first
+        error; those of backends gone from the pool with nothing left on them removed: a
+        departed pod's name never comes back, and Prometheus's rate() and increase() end a
+        series that disappears (a name that does come back starts at 0, which they read as
+        a counter reset)."""
         if self._labelled is None:
             return
         keep = self._labelled()
-        seen = {
-            (s.labels["backend"], s.labels["kind"])
-            for family in self.upstream_errors.collect()
-            for s in family.samples
-        }
-        for backend, kind in seen:
-            if backend not in keep:
-                self.upstream_errors.remove(backend, kind)
+        forget_series(self.upstream_errors, ("backend", "kind"), lambda key: key[0] in keep)
+        for backend in keep:
+            for kind in UPSTREAM_ERROR_KINDS:
+                self.upstream_errors.labels(backend, kind)
 
     def add_scrape_time_gauges(self, read: StatsReader) -> None:
         self.registry.register(_ScrapeTimeGauges(read))
@@ -189,5 +227,20 @@ class GatewayMetrics:
         self.invalid.labels(str(status)).inc()
 
     def exposition(self) -> bytes:
-        self._forget_departed_backends()
+        self._follow_backends()
+        for prime in self._before_exposition:
+            prime()
         return generate_latest(self.registry)
+
+
+def forget_series(metric: Counter, labelnames: Sequence[str], keep: Callable[[Key], bool]) -> None:
+    """Remove each series of ``metric`` whose label values (in ``labelnames``' order)
+    ``keep`` refuses."""
+    seen = {
+        tuple(sample.labels[name] for name in labelnames)
+        for family in metric.collect()
+        for sample in family.samples
+    }
+    for key in seen:
+        if not keep(key):
+            metric.remove(*key)

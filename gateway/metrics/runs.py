@@ -4,12 +4,14 @@ reservations outstanding.
 
 The counts live in the run book (``Scheduler.runs.stats``) and are exported at scrape
 time, so nothing is counted twice on the request path; the latency histogram is observed
-once per completed run as the dispatcher reports the run's end.
+once per completed run as the dispatcher reports the run's end. While runs are on, every
+tenant label and run end is exported, at 0 until its first run; while they are off, only
+what runs there were.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -21,8 +23,16 @@ from policies.runs.run import RunEnd, RunEnded, RunStats
 RUN_LATENCY_BUCKETS = (0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 
 
+Tenants = Callable[[], Sequence[str]]
+"""The tenant labels whose run series are exported at 0 (none while runs are off)."""
+
+
 class RunMetrics:
-    def __init__(self, metrics: GatewayMetrics, stats: Callable[[], RunStats]) -> None:
+    def __init__(
+        self, metrics: GatewayMetrics, stats: Callable[[], RunStats], enabled: Callable[[], bool]
+    ) -> None:
+        self._metrics = metrics
+        self._enabled = enabled
         self._label = metrics.tenant_label
         self.latency = HistogramTally(
             "sluicegate_run_latency_seconds",
@@ -31,7 +41,17 @@ class RunMetrics:
             RUN_LATENCY_BUCKETS,
         )
         metrics.registry.register(self.latency)
-        metrics.registry.register(_RunCounts(stats, metrics.tenant_label))
+        metrics.registry.register(_RunCounts(stats, metrics.tenant_label, self._primed))
+        metrics.on_exposition(self._prime)
+
+    def _primed(self) -> Sequence[str]:
+        return self._metrics.tenants.tenants if self._enabled() else ()
+
+    def _prime(self) -> None:
+        known = self._metrics.tenants.known
+        self.latency.forget(lambda key: known(key[0]))
+        for tenant in self._primed():
+            self.latency.touch((tenant,))
 
     def ended(self, ended: RunEnded) -> None:
         if ended.end is RunEnd.COMPLETED:
@@ -39,21 +59,25 @@ class RunMetrics:
 
 
 class _RunCounts(Collector):
-    def __init__(self, stats: Callable[[], RunStats], label: Callable[[str], str]) -> None:
+    def __init__(
+        self, stats: Callable[[], RunStats], label: Callable[[str], str], primed: Tenants
+    ) -> None:
         self._stats = stats
         self._label = label
+        self._primed = primed
 
     def collect(self) -> Iterable[Metric]:
         stats = self._stats()
+        primed = self._primed()
         started = CounterMetricFamily(
             "sluicegate_runs_started", "Agent runs admitted (their first call)", labels=["tenant"]
         )
-        for tenant, n in _by_label(stats.started, self._label).items():
+        for tenant, n in _by_label(stats.started, self._label, primed).items():
             started.add_metric([tenant], n)
         ended = CounterMetricFamily(
             "sluicegate_runs_ended", "Agent runs ended, by how", labels=["tenant", "end"]
         )
-        per: dict[tuple[str, str], int] = {}
+        per = {(tenant, end.value): 0 for tenant in primed for end in RunEnd}
         for (tenant, end), n in stats.ended.items():
             key = (self._label(tenant), end)
             per[key] = per.get(key, 0) + n
@@ -64,7 +88,7 @@ class _RunCounts(Collector):
             "Tokens spent on agent runs that did not complete (abandoned or cancelled)",
             labels=["tenant"],
         )
-        for tenant, n in _by_label(stats.wasted_tokens, self._label).items():
+        for tenant, n in _by_label(stats.wasted_tokens, self._label, primed).items():
             wasted.add_metric([tenant], n)
         yield from (started, ended, wasted, *_gauges(stats))
 
@@ -89,8 +113,10 @@ def _gauges(stats: RunStats) -> Iterable[Metric]:
         )
 
 
-def _by_label(values: dict[str, int], label: Callable[[str], str]) -> dict[str, int]:
-    out: dict[str, int] = {}
+def _by_label(
+    values: dict[str, int], label: Callable[[str], str], primed: Sequence[str]
+) -> dict[str, int]:
+    out = dict.fromkeys(primed, 0)
     for tenant, n in values.items():
         key = label(tenant)
         out[key] = out.get(key, 0) + n

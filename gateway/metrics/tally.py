@@ -59,6 +59,11 @@ class CounterTally(Collector):
             self._created[key] = self._wall()
             self.values[key] = 0.0
 
+    def forget(self, keep: Callable[[Key], bool]) -> None:
+        """Remove every series whose label values ``keep`` refuses (``counter.remove``)."""
+        for key in [k for k in self.values if not keep(k)]:
+            del self.values[key], self._created[key]
+
     def inc(self, key: Key, amount: float = 1.0) -> None:
         """``counter.labels(*key).inc(amount)``."""
         if amount < 0:
@@ -116,13 +121,25 @@ class HistogramTally(Collector):
         self._created: dict[Key, float] = {}
         self._wall = wall
 
-    def observe(self, key: Key, amount: float) -> None:
-        """``histogram.labels(*key).observe(amount)``."""
+    def touch(self, key: Key) -> list[float]:
+        """The series exists (exported at 0), as after ``histogram.labels(*key)``."""
         series = self._series.get(key)
         if series is None:
             _check_key(self.name, self.labelnames, key)
             self._created[key] = self._wall()
             series = self._series[key] = [0.0] * (len(self._bounds) + 1)
+        return series
+
+    def forget(self, keep: Callable[[Key], bool]) -> None:
+        """Remove every series whose label values ``keep`` refuses (``histogram.remove``)."""
+        for key in [k for k in self._series if not keep(k)]:
+            del self._series[key], self._created[key]
+
+    def observe(self, key: Key, amount: float) -> None:
+        """``histogram.labels(*key).observe(amount)``."""
+        series = self._series.get(key)
+        if series is None:
+            series = self.touch(key)
         series[-1] += amount
         if amount == amount:  # NaN falls in no bucket (it only poisons the sum), as there
             series[bisect.bisect_left(self._bounds, amount)] += 1.0

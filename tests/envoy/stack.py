@@ -61,11 +61,15 @@ class Epp:
         return data
 
     def outcomes(self) -> dict[str, float]:
+        """The terminal outcomes counted so far; one that never happened (its series
+        exported at 0) is left out."""
         out: dict[str, float] = {}
         for line in httpx.get(f"{self.admin_url}/metrics").text.splitlines():
             if line.startswith("sluicegate_outcomes_total{"):
                 outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
-                out[outcome] = out.get(outcome, 0.0) + float(line.rsplit(" ", 1)[1])
+                count = float(line.rsplit(" ", 1)[1])
+                if count:
+                    out[outcome] = out.get(outcome, 0.0) + count
         return out
 
     def settled(self) -> bool:

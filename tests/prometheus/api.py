@@ -112,11 +112,23 @@ def substitute(expr: str, variables: dict[str, str], rate_interval: str) -> str:
     return expr
 
 
+def panels_by_row(dashboard: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Each row's title -> its panels: a collapsed row's own, or those after an open row
+    up to the next row ("" for panels before any row)."""
+    out: dict[str, list[dict[str, Any]]] = {"": []}
+    row = ""
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            row = panel["title"]
+            out[row] = list(panel.get("panels", []))
+        else:
+            out[row].append(panel)
+    return out
+
+
 def panel_queries(dashboard: dict[str, Any]) -> list[PanelQuery]:
     """Every query of every panel (nested rows included) and of the annotations."""
-    panels: list[dict[str, Any]] = []
-    for panel in dashboard["panels"]:
-        panels += panel.get("panels", []) if panel["type"] == "row" else [panel]
+    panels = [p for row in panels_by_row(dashboard).values() for p in row]
     out = [PanelQuery(p["title"], t["expr"]) for p in panels for t in p.get("targets", [])]
     out += [
         PanelQuery(f"annotation: {a['name']}", a["expr"])
@@ -124,6 +136,22 @@ def panel_queries(dashboard: dict[str, Any]) -> list[PanelQuery]:
         if "expr" in a
     ]
     return out
+
+
+def query_series(
+    prometheus: PrometheusAPI,
+    dashboard: dict[str, Any],
+    span: tuple[float, float],
+    step: float,
+    rate_interval: str,
+) -> list[tuple[PanelQuery, list[dict[str, Any]]]]:
+    """Every query of the dashboard with Grafana's substitution, asked as a range query over
+    ``span`` (unix seconds): its series (each with its values)."""
+    variables = grafana_variables(dashboard)
+    return [
+        (q, prometheus.range(substitute(q.expr, variables, rate_interval), *span, step))
+        for q in panel_queries(dashboard)
+    ]
 
 
 def variable_queries(dashboard: dict[str, Any]) -> dict[str, str]:

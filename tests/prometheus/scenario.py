@@ -22,57 +22,36 @@ import contextlib
 import signal
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
 
-from emulator.profile import load_profile
 from gateway.request.auth import key_digest
-from tests.prometheus.api import PrometheusAPI, poll
-from tests.prometheus.processes import (
-    child,
-    free_port,
-    run_prometheus,
-    sluicegate_argv,
-    stop,
-    wait_http,
+from tests.prometheus.api import poll
+from tests.prometheus.fleet import (
+    CHAT,
+    INTERVAL_S,
+    MODEL,
+    PHASE_TIMEOUT_S,
+    Emulator,
+    Run,
+    api_key,
+    chat,
+    post_chats,
+    send,
+    slots,
+    watched_fleet,
 )
+from tests.prometheus.processes import stop
 
-PROFILE = "rx9070xt"
-MODEL = "emulated"
-SPEED = 4.0
-INTERVAL_S = 1.0
-FOR_OVERRIDE = "3s"
-PHASE_TIMEOUT_S = 45.0
 WAVES = 4
-CHAT = "/v1/chat/completions"
 TENANTS = ("alice", "bursty", "batchy")
 
 
-def api_key(tenant: str) -> str:
-    return f"sk-observed-{tenant}"
-
-
-@dataclass
-class Run:
-    """What the scenario did and when (unix seconds), for the tests to query."""
-
-    prometheus: PrometheusAPI
-    started: float
-    quiet_until: float = 0.0
-    gateway_stopped: float = 0.0
-    statuses: dict[int, int] = field(default_factory=dict)
-    timeline: list[tuple[float, str]] = field(default_factory=list)
-
-    def mark(self, what: str) -> None:
-        self.timeline.append((time.time(), what))
-
-
 def gateway_config(port: int, backends: list[str], policy_name: str) -> dict[str, Any]:
-    slots = _slots()  # the engine's own number
+    engine_slots = slots()  # the engine's own number
     return {
         "server": {"host": "127.0.0.1", "port": port, "log_records": False},
         "workload_classes": ["interactive", "batch"],
@@ -88,7 +67,7 @@ def gateway_config(port: int, backends: list[str], policy_name: str) -> dict[str
             },
         ],
         "backends": [
-            {"name": f"emu-{i}", "url": url, "models": [MODEL], "max_num_seqs": slots}
+            {"name": f"emu-{i}", "url": url, "models": [MODEL], "max_num_seqs": engine_slots}
             for i, url in enumerate(backends)
         ],
         "health": {"interval_s": 0.5, "timeout_s": 1.0, "failures_to_down": 2},
@@ -130,36 +109,6 @@ def gateway_config(port: int, backends: list[str], policy_name: str) -> dict[str
     }
 
 
-def chat(max_tokens: int) -> dict[str, Any]:
-    return {
-        "model": MODEL,
-        "messages": [{"role": "user", "content": "write a function"}],
-        "max_tokens": max_tokens,
-        "ignore_eos": True,
-    }
-
-
-async def _send(
-    base: str, tenant: str, count: int, max_tokens: int, headers: dict[str, str] | None = None
-) -> list[int]:
-    auth = {"authorization": f"Bearer {api_key(tenant)}", **(headers or {})}
-    limits = httpx.Limits(max_connections=None)
-    async with httpx.AsyncClient(base_url=base, headers=auth, timeout=60.0, limits=limits) as c:
-        replies = await asyncio.gather(*(c.post(CHAT, json=chat(max_tokens)) for _ in range(count)))
-    return [r.status_code for r in replies]
-
-
-def send(run: Run, base: str, *batches: tuple[Any, ...]) -> None:
-    """Send every batch ``(tenant, count, max_tokens[, headers])`` at once; count statuses."""
-
-    async def all_batches() -> list[list[int]]:
-        return await asyncio.gather(*(_send(base, *batch) for batch in batches))
-
-    for statuses in asyncio.run(all_batches()):
-        for status in statuses:
-            run.statuses[status] = run.statuses.get(status, 0) + 1
-
-
 async def _agent_calls(base: str, calls: list[tuple[str, str]]) -> list[int]:
     """``(run id, what)`` in order, as alice: ``call`` one chat call of the run, ``complete``
     or ``delete`` its end."""
@@ -178,8 +127,7 @@ async def _agent_calls(base: str, calls: list[tuple[str, str]]) -> list[int]:
 
 
 def agent_runs(run: Run, base: str, calls: list[tuple[str, str]]) -> None:
-    for status in asyncio.run(_agent_calls(base, calls)):
-        run.statuses[status] = run.statuses.get(status, 0) + 1
+    run.count(asyncio.run(_agent_calls(base, calls)))
 
 
 def _run_seen_open(run: Run) -> bool:
@@ -194,8 +142,7 @@ def refused_requests(run: Run, base: str) -> None:
         json={"model": MODEL},
         headers={"authorization": f"Bearer {api_key('alice')}"},
     )
-    for status in (no_key.status_code, bad.status_code):
-        run.statuses[status] = run.statuses.get(status, 0) + 1
+    run.count((no_key.status_code, bad.status_code))
 
 
 def await_alert(run: Run, name: str) -> None:
@@ -256,7 +203,7 @@ def hold_a_queue(run: Run, base: str) -> None:
     """More long requests than the fleet has slots, held until a scrape saw them queued."""
 
     async def until_seen() -> list[int]:
-        load = asyncio.ensure_future(_send(base, "alice", 3 * _slots(), 400))
+        load = asyncio.ensure_future(post_chats(base, "alice", 3 * slots(), 400))
         try:
             await asyncio.to_thread(
                 poll,
@@ -268,12 +215,7 @@ def hold_a_queue(run: Run, base: str) -> None:
             statuses = await load
         return statuses
 
-    for status in asyncio.run(until_seen()):
-        run.statuses[status] = run.statuses.get(status, 0) + 1
-
-
-def _slots() -> int:
-    return load_profile(PROFILE).engine.max_num_seqs
+    run.count(asyncio.run(until_seen()))
 
 
 def reload_phase(run: Run, config_path: Path, good: dict[str, Any]) -> None:
@@ -295,17 +237,16 @@ def _reloaded_ok(run: Run) -> bool:
     return bool(run.prometheus.instant('sluicegate_config_reloads_total{result="ok"} > 0'))
 
 
-def kill_phase(run: Run, base: str, emulators: list[Any]) -> None:
+def kill_phase(run: Run, base: str, emulators: list[Emulator]) -> None:
     """SIGKILL one backend while requests run on it, then the other."""
 
     async def long_requests_then_kill() -> list[int]:
-        load = asyncio.ensure_future(_send(base, "alice", _slots() + 2, 400))
+        load = asyncio.ensure_future(post_chats(base, "alice", slots() + 2, 400))
         await _until_running(f"http://127.0.0.1:{emulators[1].port}")
         stop(emulators[1].proc, signal.SIGKILL)
         return await load
 
-    for status in asyncio.run(long_requests_then_kill()):
-        run.statuses[status] = run.statuses.get(status, 0) + 1
+    run.count(asyncio.run(long_requests_then_kill()))
     run.mark("emu-1 killed")
     stop(emulators[0].proc, signal.SIGKILL)
     run.mark("emu-0 killed")
@@ -327,70 +268,17 @@ async def _until_running(url: str) -> None:
     raise AssertionError(f"no request running on {url}")
 
 
-@dataclass
-class Emulator:
-    port: int
-    proc: Any
-
-
-@contextlib.contextmanager
-def emulators(workdir: Path, count: int) -> Iterator[list[Emulator]]:
-    with contextlib.ExitStack() as stack:
-        out = []
-        for i in range(count):
-            port = free_port()
-            argv = sluicegate_argv(
-                "emulate",
-                "--profile",
-                PROFILE,
-                "--model-name",
-                MODEL,
-                "--port",
-                str(port),
-                "--speed",
-                str(SPEED),
-                "--seed",
-                str(i),
-            )
-            proc = stack.enter_context(child(argv, workdir / f"emu-{i}.log"))
-            wait_http(proc, f"http://127.0.0.1:{port}/health")
-            out.append(Emulator(port, proc))
-        yield out
-
-
 @contextlib.contextmanager
 def observed_run(workdir: Path) -> Iterator[Run]:
     """Run every phase; yields the run with Prometheus still up for queries."""
-    with emulators(workdir, 2) as emus:
-        urls = [f"http://127.0.0.1:{e.port}" for e in emus]
-        port = free_port()
-        config = gateway_config(port, urls, "v1")
-        config_path = workdir / "config.yaml"
-        config_path.write_text(yaml.safe_dump(config))
-        argv = sluicegate_argv("serve", "--config", str(config_path), "--log-level", "warning")
-        targets = {"sluicegate": [f"127.0.0.1:{port}"], "vllm": [u[7:] for u in urls]}
-        with (
-            child(argv, workdir / "gateway.log") as gateway,
-            run_prometheus(workdir, targets, f"{INTERVAL_S:g}s", FOR_OVERRIDE) as prom_url,
-        ):
-            base = f"http://127.0.0.1:{port}"
-            wait_http(gateway, f"{base}/readyz")
-            run = Run(PrometheusAPI(prom_url), started=time.time())
-            poll(
-                lambda: set(run.prometheus.targets_up().values()) == {1.0},
-                PHASE_TIMEOUT_S,
-                "every target scraped up",
-            )
-            # Before the first scrape `absent()` is true: with `for:` cut to seconds,
-            # SluicegateAbsent fires at start-up (with the shipped 2m it would not).
-            poll(lambda: not run.prometheus.alerts(), PHASE_TIMEOUT_S, "start-up alerts resolved")
-            run.started = time.time()
-            quiet_phase(run, base)
-            load_phase(run, base)
-            reload_phase(run, config_path, config)
-            kill_phase(run, base, emus)
-            stop(gateway)
-            run.gateway_stopped = time.time()
-            run.mark("gateway stopped")
-            await_alert(run, "SluicegateAbsent")
-            yield run
+    with watched_fleet(workdir, lambda port, urls: gateway_config(port, urls, "v1")) as fleet:
+        run, base = fleet.run, fleet.base
+        quiet_phase(run, base)
+        load_phase(run, base)
+        reload_phase(run, fleet.config_path, fleet.config)
+        kill_phase(run, base, fleet.emulators)
+        stop(fleet.gateway)
+        run.gateway_stopped = run.ended = time.time()
+        run.mark("gateway stopped")
+        await_alert(run, "SluicegateAbsent")
+        yield run

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.prometheus.fleet import INTERVAL_S, Run
 from tests.prometheus.processes import DEPLOY_PROMETHEUS
-from tests.prometheus.scenario import INTERVAL_S, Run
 
 pytestmark = pytest.mark.prometheus
 

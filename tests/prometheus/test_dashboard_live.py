@@ -4,7 +4,6 @@ each returns numbers, except the ones listed as empty by design, which return no
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -13,16 +12,13 @@ from tests.prometheus.api import (
     finite_values,
     grafana_variables,
     panel_queries,
+    query_series,
     substitute,
     variable_queries,
 )
-from tests.prometheus.processes import REPO
-from tests.prometheus.scenario import INTERVAL_S, Run
+from tests.prometheus.fleet import INTERVAL_S, RATE_INTERVAL, Run
 
 pytestmark = pytest.mark.prometheus
-
-DASHBOARD = REPO / "deploy" / "grafana" / "sluicegate.json"
-RATE_INTERVAL = f"{4 * INTERVAL_S:g}s"  # Grafana: 4 x the data source's scrape interval
 
 EMPTY_BY_DESIGN: dict[str, str] = {}
 """Panels whose queries return no series at all after the scenario (none today)."""
@@ -34,9 +30,6 @@ ZERO_BY_DESIGN = {
 """Panels that return numbers, all of them 0, in this scenario, and why."""
 
 MAY_BE_ZERO = {
-    "Upstream errors/s": "the upstream errors are the requests cut by the SIGKILL, nearly all "
-    "at once: a counter series born with its value shows no increase to rate(), which does "
-    "not count what a series had when Prometheus first saw it (the raw counter is checked)",
     "Open runs and calls waiting for a branch": "its open-runs query is non-zero (the "
     "scenario waits until Prometheus has scraped a run open); its calls-waiting query is 0: "
     "a call held by its run's fan-out ceiling waits for one call's length, shorter than a "
@@ -46,21 +39,11 @@ MAY_BE_ZERO = {
 how the moments they count fall between scrapes."""
 
 
-@pytest.fixture(scope="module")
-def dashboard() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(DASHBOARD.read_text())
-    return data
-
-
 def panel_results(run: Run, dashboard: dict[str, Any]) -> dict[str, list[float]]:
     """``panel | query`` -> its finite values over the run, as the dashboard would draw them."""
-    variables = grafana_variables(dashboard)
-    out = {}
-    for query in panel_queries(dashboard):
-        expr = substitute(query.expr, variables, RATE_INTERVAL)
-        series = run.prometheus.range(expr, run.started, run.gateway_stopped, INTERVAL_S)
-        out[f"{query.panel} | {query.expr}"] = finite_values(series)
-    return out
+    span = (run.started, run.ended)
+    answers = query_series(run.prometheus, dashboard, span, INTERVAL_S, RATE_INTERVAL)
+    return {f"{q.panel} | {q.expr}": finite_values(series) for q, series in answers}
 
 
 def _panels_where(results: dict[str, list[float]], test: Any) -> set[str]:
@@ -75,13 +58,6 @@ def test_every_panel_query_returns_data_except_the_empty_by_design(
     assert _panels_where(results, lambda v: not v) == set(EMPTY_BY_DESIGN)
     zero = _panels_where(results, lambda v: v and not any(v))
     assert set(ZERO_BY_DESIGN) <= zero <= set(ZERO_BY_DESIGN) | set(MAY_BE_ZERO), zero
-
-
-def test_the_upstream_errors_the_rate_panel_misses_were_counted(observed: Run) -> None:
-    counted = observed.prometheus.range(
-        "sum(sluicegate_upstream_errors_total)", observed.started, observed.gateway_stopped, 1
-    )
-    assert max(finite_values(counted), default=0.0) > 0
 
 
 def test_every_variable_lists_the_fleet(observed: Run, dashboard: dict[str, Any]) -> None:

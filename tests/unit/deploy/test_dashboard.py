@@ -4,14 +4,18 @@ live gateway exports."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
+from gateway.metrics.features import FEATURES
+from tests.prometheus.api import panels_by_row
 from tests.unit.deploy.conftest import DEPLOY
 from tests.unit.deploy.promql import metric_names, template_selector, unknown_names
 
 DASHBOARD = DEPLOY / "grafana" / "sluicegate.json"
+FEATURE = re.compile(r'sluicegate_feature_enabled\{[^}]*feature="(\w+)"')
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +121,34 @@ def test_the_sre_topics_are_on_the_dashboard(dashboard: dict[str, Any]) -> None:
     }
     missing = {topic: name for topic, name in topics.items() if name not in used}
     assert missing == {}
+
+
+def test_a_feature_row_opens_with_its_stat_and_every_panel_says_what_it_shows_when_off(
+    dashboard: dict[str, Any],
+) -> None:
+    """The row of an optional feature starts with a stat of ``sluicegate_feature_enabled``
+    that reads "off: ..." or "on"; each other panel of the row says what it shows while the
+    feature is off (No data, or 0), so an empty panel there never reads as broken."""
+    features = {}
+    for row, panels in panels_by_row(dashboard).items():
+        found = [
+            (i, m.group(1))
+            for i, p in enumerate(panels)
+            for t in p.get("targets", [])
+            if (m := FEATURE.search(t["expr"]))
+        ]
+        if not found:
+            continue
+        assert [i for i, _ in found] == [0], row
+        stat = panels[0]
+        assert stat["type"] == "stat", row
+        (mapping,) = stat["fieldConfig"]["defaults"]["mappings"]
+        texts = {value: option["text"] for value, option in mapping["options"].items()}
+        assert texts["1"] == "on" and texts["0"].startswith("off: "), texts
+        phrase = stat["title"].lower()
+        for panel in panels[1:]:
+            said = panel["description"].lower()
+            assert phrase in said and re.search(r"\b(is|are) off\b", said), panel["title"]
+        features[found[0][1]] = row
+    assert set(features) == {"agent_runs", "async_jobs"}
+    assert set(features) <= {name for name, _ in FEATURES}

@@ -11,7 +11,7 @@ from typing import Any
 from gateway.backends.pool import BackendPool
 from gateway.config.schema import BackendConfig, HealthConfig
 from policies.fleet import Health
-from tests.unit.gateway.conftest import auth, over_loopback
+from tests.unit.gateway.conftest import auth, outcomes, over_loopback
 from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config
 
 CHAT = "/v1/chat/completions"
@@ -115,5 +115,5 @@ async def test_a_stream_on_a_backend_that_leaves_ends_whole_and_new_work_goes_el
         ] == ["t0", "t1", "t2"]
         stats = h.ctx.scheduler.stats()
         assert stats.in_flight == 0 and stats.charged_tokens == stats.released_tokens
-        exposition = h.ctx.metrics.exposition().decode()
-        assert 'outcome="completed"' in exposition and 'outcome="failed"' not in exposition
+        counted = outcomes(h.ctx.metrics)
+        assert "completed" in counted and "failed" not in counted

@@ -27,7 +27,7 @@ from tests.unit.epp.envoy_double import (
     response_body,
     set_headers,
 )
-from tests.unit.gateway.conftest import wait_until
+from tests.unit.gateway.conftest import outcomes, wait_until
 from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config
 
 DESTINATION = "x-gateway-destination-endpoint"
@@ -36,15 +36,6 @@ DESTINATION = "x-gateway-destination-endpoint"
 def _settled(p: Picker) -> bool:
     stats = p.ctx.scheduler.stats()
     return stats.queued == 0 and stats.in_flight == 0
-
-
-def _outcomes(p: Picker) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for family in p.ctx.metrics.registry.collect():
-        for s in family.samples:
-            if s.name == "sluicegate_outcomes_total":
-                out[s.labels["outcome"]] = out.get(s.labels["outcome"], 0.0) + s.value
-    return out
 
 
 async def test_full_duplex_routes_with_header_and_metadata_then_releases_with_usage() -> None:
@@ -64,7 +55,7 @@ async def test_full_duplex_routes_with_header_and_metadata_then_releases_with_us
         assert _settled(p)
         stats = p.ctx.scheduler.stats()
         assert stats.charged_tokens == stats.released_tokens
-        assert _outcomes(p) == {"completed": 1.0}
+        assert outcomes(p.ctx.metrics) == {"completed": 1.0}
 
 
 async def test_buffered_mode_answers_headers_at_once_and_routes_on_the_body() -> None:
@@ -94,7 +85,7 @@ async def test_buffered_mode_answers_headers_at_once_and_routes_on_the_body() ->
             for a, c in zip(answers, chunks, strict=True)
         )
         assert b'"usage"' not in shown and shown.endswith(b"data: [DONE]\n\n")
-        assert _settled(p) and _outcomes(p) == {"completed": 1.0}
+        assert _settled(p) and outcomes(p.ctx.metrics) == {"completed": 1.0}
 
 
 @pytest.mark.parametrize("repeat", [1, 2])
@@ -117,7 +108,7 @@ async def test_buffered_unchanged_body_is_routed_without_a_body_mutation(repeat:
             )
             await call.respond(status, kind, chunks)
             await call.end()
-        assert _settled(p) and _outcomes(p) == {"completed": float(repeat)}
+        assert _settled(p) and outcomes(p.ctx.metrics) == {"completed": float(repeat)}
 
 
 async def test_refusal_is_the_http_fronts_answer_as_an_immediate_response() -> None:
@@ -185,7 +176,7 @@ async def test_envoy_closing_a_queued_stream_takes_it_out_of_the_queue() -> None
         assert p.ctx.scheduler.stats().in_flight == 1  # only the first holds a slot
         first.call.cancel()
         await wait_until(lambda: _settled(p))
-        assert _outcomes(p) == {"cancelled": 2.0}
+        assert outcomes(p.ctx.metrics) == {"cancelled": 2.0}
 
 
 @pytest.mark.parametrize("after_pieces", [0, 1])
@@ -199,7 +190,7 @@ async def test_a_reset_mid_response_releases_the_ticket(after_pieces: int) -> No
         assert p.ctx.scheduler.stats().in_flight == 1
         call.call.cancel()
         await wait_until(lambda: _settled(p))
-        assert _outcomes(p) == {"cancelled": 1.0}
+        assert outcomes(p.ctx.metrics) == {"cancelled": 1.0}
 
 
 async def test_subset_hint_is_honoured_and_an_empty_match_is_503() -> None:
@@ -271,7 +262,7 @@ async def test_get_requests_pass_through_to_an_available_endpoint() -> None:
         headers = set_headers(answer.request_headers.response.header_mutation)
         assert headers[DESTINATION] == "a.test:80"
         await call.end()
-        assert _settled(p) and _outcomes(p) == {}
+        assert _settled(p) and outcomes(p.ctx.metrics) == {}
 
 
 async def test_health_names_the_protocol_lists() -> None:
@@ -414,4 +405,4 @@ async def test_skipped_response_headers_status_and_upstream_come_from_attributes
         assert [(r["backend"], r["status"], r["completion_tokens"]) for r in records] == [
             (other.split(".")[0], 200, 3)
         ]
-        assert _settled(p) and _outcomes(p) == {"completed": 1.0}
+        assert _settled(p) and outcomes(p.ctx.metrics) == {"completed": 1.0}

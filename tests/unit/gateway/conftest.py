@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -11,10 +12,12 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.app import create_app
 from gateway.config.schema import GatewayConfig
 from gateway.context import GatewayContext
+from gateway.metrics.exporter import GatewayMetrics
 from tests.unit.gateway.fakes import API_KEY, FakeBackend, FakeFleet, make_config
 
 
@@ -35,6 +38,30 @@ Factory = Callable[..., contextlib.AbstractAsyncContextManager[Harness]]
 
 def auth(key: str = API_KEY) -> dict[str, str]:
     return {"authorization": f"Bearer {key}"}
+
+
+Series = dict[str, dict[tuple[tuple[str, str], ...], float]]
+
+
+def series(metrics: GatewayMetrics) -> Series:
+    """Sample name -> label set (sorted pairs) -> value, as Prometheus would read
+    ``metrics``' exposition."""
+    out: Series = defaultdict(dict)
+    for family in text_string_to_metric_families(metrics.exposition().decode()):
+        for s in family.samples:
+            out[s.name][tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def outcomes(metrics: GatewayMetrics) -> dict[str, float]:
+    """The terminal outcomes counted so far, summed over tenants and classes; an outcome
+    that never happened (its series exported at 0) is left out."""
+    out: dict[str, float] = {}
+    for family in metrics.registry.collect():
+        for s in family.samples:
+            if s.name == "sluicegate_outcomes_total" and s.value:
+                out[s.labels["outcome"]] = out.get(s.labels["outcome"], 0.0) + s.value
+    return out
 
 
 async def wait_until(predicate: Callable[[], bool], timeout: float = 2.0) -> None:

@@ -11,7 +11,7 @@ import asyncio
 import json
 from typing import Any
 
-from tests.unit.gateway.conftest import in_process
+from tests.unit.gateway.conftest import in_process, outcomes
 from tests.unit.gateway.fakes import API_KEY, FakeBackend, FakeFleet, make_config
 
 CHAT = "/v1/chat/completions"
@@ -61,15 +61,6 @@ class ClosingClient:
             self.gone.set()
 
 
-def _outcomes(exposition: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for line in exposition.splitlines():
-        if line.startswith("sluicegate_outcomes_total{"):
-            outcome = line.split('outcome="')[1].split('"')[0]
-            out[outcome] = out.get(outcome, 0.0) + float(line.rsplit(" ", 1)[1])
-    return out
-
-
 async def test_client_closing_right_after_done_is_completed() -> None:
     fleet = FakeFleet(FakeBackend("a"))
     backend = fleet.backends["a"]
@@ -89,6 +80,6 @@ async def test_client_closing_right_after_done_is_completed() -> None:
         end_of_stream.set()
         assert client.gone.is_set(), "the client never saw [DONE]"
         assert b"".join(client.chunks).rstrip().endswith(b"data: [DONE]")
-        assert _outcomes(h.ctx.metrics.exposition().decode()) == {"completed": 1.0}
+        assert outcomes(h.ctx.metrics) == {"completed": 1.0}
         stats = h.ctx.scheduler.stats()
         assert stats.in_flight == 0 and stats.charged_tokens == stats.released_tokens

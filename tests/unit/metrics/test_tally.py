@@ -96,3 +96,41 @@ def test_histogram_nan_only_poisons_the_sum_as_in_prometheus_client() -> None:
         hist.labels("x").observe(amount)
         tally.observe(("x",), amount)
     assert _text(new) == _text(ref)
+
+
+def test_histogram_series_touched_is_exported_at_zero() -> None:
+    ref, new = CollectorRegistry(), CollectorRegistry()
+    hist = Histogram("h", "help", ["a"], buckets=(1, 2), registry=ref)
+    tally = HistogramTally("h", "help", ["a"], (1, 2))
+    new.register(tally)
+    for key in ("x", "y"):
+        hist.labels(key)
+        tally.touch((key,))
+    assert _text(new) == _text(ref)
+    hist.labels("x").observe(1.5)
+    tally.observe(("x",), 1.5)
+    tally.touch(("x",))  # touching again keeps the counts
+    assert _text(new) == _text(ref)
+
+
+def test_forgetting_a_series_is_removing_it() -> None:
+    ref, new = CollectorRegistry(), CollectorRegistry()
+    counter = Counter("c", "help", ["a", "b"], registry=ref)
+    hist = Histogram("h", "help", ["a"], buckets=(1, 2), registry=ref)
+    counts = CounterTally("c", "help", ["a", "b"])
+    tally = HistogramTally("h", "help", ["a"], (1, 2))
+    new.register(counts)
+    new.register(tally)
+    for a in ("keep", "gone"):
+        counter.labels(a, "1").inc(2)
+        counts.inc((a, "1"), 2)
+        hist.labels(a).observe(0.5)
+        tally.observe((a,), 0.5)
+    counter.remove("gone", "1")
+    hist.remove("gone")
+    counts.forget(lambda key: key[0] != "gone")
+    tally.forget(lambda key: key[0] != "gone")
+    assert _text(new) == _text(ref)
+    counts.inc(("gone", "1"))  # a series that comes back starts again from 0
+    counter.labels("gone", "1").inc()
+    assert _text(new) == _text(ref)
