@@ -53,13 +53,21 @@ def redis_server() -> Iterator[RedisServer]:
 
 
 @pytest.fixture(scope="session")
-def phoenix() -> Iterator[PhoenixServer]:
+def phoenix_launched() -> Iterator[PhoenixServer]:
     """One real Phoenix for the session (installed by scripts/phoenix/install.sh when its
-    venv is missing), on free loopback ports, stopped at the end of the session."""
+    venv is missing), on free loopback ports, launched but maybe not ready yet: for a server
+    that only needs its URL to export to; stopped at the end of the session."""
     install_phoenix()
-    server = PhoenixServer().start()
-    PHOENIX_STARTS.append(server.started_in_s)
+    server = PhoenixServer().launch()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def phoenix(phoenix_launched: PhoenixServer) -> PhoenixServer:
+    """The session's Phoenix, ready."""
+    phoenix_launched.wait_ready()
+    PHOENIX_STARTS.append(phoenix_launched.started_in_s)
+    return phoenix_launched

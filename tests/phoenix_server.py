@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -52,6 +53,9 @@ class PhoenixServer:
         self.port = free_port()
         self.grpc_port = free_port()
         self.started_in_s = 0.0
+        self._launched_at = 0.0
+        self._failure = ""
+        self._watch = threading.Thread()
         self._dir = Path(tempfile.mkdtemp(prefix="sluicegate-phoenix-"))
         self.log_path = self._dir / "phoenix.log"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -65,6 +69,14 @@ class PhoenixServer:
         return f"{self.url}/v1/traces"
 
     def start(self) -> PhoenixServer:
+        """Launched and ready."""
+        self.launch()
+        self.wait_ready()
+        return self
+
+    def launch(self) -> PhoenixServer:
+        """Launched; ``wait_ready`` waits for it. Its URLs are known at once, so a server
+        that exports to it (vLLM, which boots for a minute) can start meanwhile."""
         env = {
             **os.environ,
             "PHOENIX_HOST": "127.0.0.1",
@@ -74,7 +86,7 @@ class PhoenixServer:
             "PHOENIX_TELEMETRY_ENABLED": "false",
             "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
         }
-        started = time.monotonic()
+        self._launched_at = time.monotonic()
         with self.log_path.open("wb") as log:
             self._proc = subprocess.Popen(
                 [str(phoenix_venv() / "bin" / "phoenix"), "serve"],
@@ -85,23 +97,30 @@ class PhoenixServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        self.started_in_s = time.monotonic() - started
+        self._watch = threading.Thread(target=self._watch_healthz, args=(self._proc,), daemon=True)
+        self._watch.start()
         return self
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
+    def wait_ready(self) -> None:
+        """Until ``/healthz`` answered; stopped and RuntimeError when it exited or timed out."""
+        self._watch.join(START_TIMEOUT_S + 5.0)
+        if not self.started_in_s:
+            self.stop()
+            raise RuntimeError(f"Phoenix did not become ready ({self._failure}):\n{self.log()}")
+
+    def _watch_healthz(self, proc: subprocess.Popen[bytes]) -> None:
+        """From launch until ready, exited or past the deadline: ``started_in_s`` is when
+        ``/healthz`` first answered, whenever a test first waits for it."""
+        deadline = self._launched_at + START_TIMEOUT_S
         while not self.ready():
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"Phoenix exited with {self._proc.returncode}:\n{self.log()}")
+            if proc.poll() is not None:
+                self._failure = f"exited with {proc.returncode}"
+                return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"Phoenix not ready after {START_TIMEOUT_S} s:\n{self.log()}")
+                self._failure = f"no answer within {START_TIMEOUT_S} s"
+                return
             time.sleep(0.2)  # polling a starting server; there is no event to wait on
+        self.started_in_s = time.monotonic() - self._launched_at
 
     def ready(self) -> bool:
         with contextlib.suppress(httpx.HTTPError):
