@@ -50,6 +50,8 @@ from policies.shared_mode import for_mode
 from policies.types import Clock
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
     from gateway.backends.discovery.kubernetes_watch import InferencePoolWatcher
 
 
@@ -83,11 +85,13 @@ def build_gateway(
     rng: random.Random | None = None,
     background: bool = True,
     batch_records: bool = False,
+    span_exporter: SpanExporter | None = None,
 ) -> Gateway:
     """Build the gateway. ``transport`` replaces the network for every upstream call
     (tests); ``config_path`` enables SIGHUP/file-change reload; ``background=False`` skips
     health probes, scraping and file watching (the dispatcher always runs);
-    ``batch_records`` logs the decision records of one event-loop turn as one message.
+    ``batch_records`` logs the decision records of one event-loop turn as one message;
+    ``span_exporter`` replaces the OTLP/HTTP exporter when ``tracing:`` is on (tests).
 
     Raises ``gateway.config.schema.ConfigError`` (every error located) for an invalid policy.
     """
@@ -98,6 +102,10 @@ def build_gateway(
         loaded, scheduler, estimator or TokenEstimator(), clock, transport, closers, batch_records
     )
     ctx.full_policy = scheduler.policy
+    if loaded.config.tracing.enabled:
+        from gateway.tracing.provider import start_tracing  # the SDK only when tracing is on
+
+        ctx.tracing = start_tracing(loaded.config.tracing, span_exporter)
     jobs = AsyncJobs(ctx)
     if loaded.config.state.backend == "redis":
         from gateway.replicas.wiring import join_replicas  # one replica never loads Redis
@@ -209,6 +217,8 @@ def _apply(ctx: GatewayContext, loaded: LoadedConfig, policy: PolicySet) -> None
     ctx.metrics.set_tenants([t.name for t in cfg.tenants], cfg.server.tenant_label_limit)
     ctx.metrics.config_info.clear()
     ctx.metrics.config_info.labels(loaded.version).set(1)
+    if ctx.tracing is not None:
+        ctx.tracing.reloaded(cfg.tracing)
 
 
 def _running(
@@ -258,5 +268,7 @@ def _running(
                 await close()
             await ctx.shared.aclose()
             ctx.records.flush()
+            if ctx.tracing is not None:  # the spans buffered, exported before the exit
+                await asyncio.to_thread(ctx.tracing.shutdown)
 
     return running

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gateway.admission.dispatcher import Admission, SchedulerLike
 from gateway.backends.pool import BackendPool
@@ -18,6 +18,9 @@ from gateway.request.auth import Authenticator
 from policies.estimate import FanOut
 from policies.policy_set import PolicySet
 from policies.types import Clock, Usage, WorkEstimate
+
+if TYPE_CHECKING:
+    from gateway.tracing.provider import Tracing
 
 
 class Estimator(Protocol):
@@ -94,6 +97,8 @@ class GatewayContext:
     """The loaded policy; the scheduler runs its local share while Redis does not answer."""
     stalls: StallBounds | None = None
     """The silence bounds of upstream responses, from each backend's measurements."""
+    tracing: Tracing | None = None
+    """The tracer when the ``tracing:`` section is on; None costs a request one check."""
 
     @property
     def scheduler(self) -> SchedulerLike:

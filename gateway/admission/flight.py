@@ -7,12 +7,17 @@ measured from dispatch (the backend's share); the record's are measured from arr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gateway.context import GatewayContext
 from gateway.metrics.records import RequestRecord
 from gateway.replicas.contract import Grant
 from policies.engine.scheduler_types import Ticket
 from policies.estimate import SINGLE, FanOut
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
+
+if TYPE_CHECKING:
+    from gateway.tracing.request_trace import RequestTrace
 
 CLIENT_CLOSED_REQUEST = 499
 """The status recorded when the client went away first (nginx's convention); the client
@@ -37,6 +42,8 @@ class Flight:
         """The tenant's hold on limits shared with other replicas (fleet mode)."""
         self._first_token_of: Ticket | None = None
         self.done = False
+        self.trace: RequestTrace | None = None
+        """The request's spans when tracing is on (``gateway/tracing``)."""
 
     def decided(self, decision: Decision) -> None:
         """Every decision object the scheduler hands out for this request is counted."""
@@ -65,6 +72,14 @@ class Flight:
         if self.first_byte_at is None:
             self.first_byte_at = self.ctx.clock()
             self.record.ttft_s = self.first_byte_at - self.record.arrival
+            if self.trace is not None:
+                self._traced_first_byte(self.trace, self.first_byte_at)
+
+    def _traced_first_byte(self, trace: RequestTrace, at: float) -> None:
+        ticket, request = self.ticket, self.request
+        since_dispatch = None if ticket is None else at - ticket.dispatched_at
+        stream = request is not None and request.stream
+        trace.first_token(stream, at - self.record.arrival, since_dispatch)
 
     def first_token(self) -> None:
         """A streamed response's first token was relayed: tell admission once per attempt."""
@@ -112,6 +127,8 @@ class Flight:
             self.ctx.metrics.deadline("met" if rec.deadline_met else "missed")
         self.ctx.metrics.outcome(outcome, rec.tenant, rec.workload_class)
         self.ctx.records.emit(rec)
+        if self.trace is not None:
+            self.trace.finish(outcome, status, usage, error)
 
     def _learn(self, request: RequestInfo, usage: Usage) -> None:
         self.ctx.metrics.tokens(request.estimate, usage)

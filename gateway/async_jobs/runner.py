@@ -115,6 +115,8 @@ class AsyncJobs:
             flight.grant = None
         self.metrics.queued(job.tenant)
         flight.record.extra["async_job"] = job.id
+        if flight.trace is not None:  # the job's spans follow the call's, under its trace
+            flight.trace.handed_off(job.id)
         self._tasks[job.id] = asyncio.get_running_loop().create_task(self._run(job, flight))
         self._changed.set()
         return job
@@ -263,6 +265,7 @@ class AsyncJobs:
                 work.path,
                 job_body(work, ticket.request),
                 job_id,
+                None if flight.trace is None else flight.trace.carrier(),
             )
         except (httpx.ConnectError, httpx.ConnectTimeout, BackendBusy) as exc:
             kind = "busy" if isinstance(exc, BackendBusy) else "connect"

@@ -1,7 +1,8 @@
 """What a reload changes now, what waits for a restart, and the version of what is in force.
 
-A reload applies the file's hot settings (``HOT``, ``HOT_SERVER``); every other setting
-(``backends``, ``health``, ``scrape``, ``stall``, ``reload``, the rest of ``server``) stays as the
+A reload applies the file's hot settings (``HOT``, and ``HOT_IN`` of ``server`` and
+``tracing``); every other setting (``backends``, ``health``, ``scrape``, ``stall``, ``reload``,
+the rest of ``server`` and ``tracing``) stays as the
 process started with it until the next restart. The config in force is therefore the file's
 hot settings over the started process's restart-only ones, and its version
 (``schema.config_version``) is a hash of exactly that: the same settings in force give the same
@@ -14,6 +15,7 @@ import json
 from typing import Any
 
 from gateway.config.schema import GatewayConfig
+from gateway.tracing.config import HOT_FIELDS as HOT_TRACING
 
 HOT = frozenset(
     {"auth", "tenants", "workload_classes", "default_workload_class", "policy", "async_jobs"}
@@ -28,15 +30,18 @@ HOT_SERVER = frozenset(
         "tenant_label_limit",
     }
 )
+HOT_IN = {"server": HOT_SERVER, "tracing": HOT_TRACING}
+"""Sections a reload applies in part: the settings of each it applies at once."""
 
 
 def in_force(file: GatewayConfig, started: GatewayConfig) -> GatewayConfig:
     """The file's hot settings over the restart-only settings the process started with."""
-    fields = type(file.server).model_fields
-    kept = {k: getattr(started.server, k) for k in fields if k not in HOT_SERVER}
-    server = file.server.model_copy(update=kept)
     restart_only = {k: getattr(started, k) for k in GatewayConfig.model_fields if k not in HOT}
-    return file.model_copy(update={**restart_only, "server": server})
+    for section, hot in HOT_IN.items():
+        now, wanted = getattr(started, section), getattr(file, section)
+        kept = {k: getattr(now, k) for k in type(now).model_fields if k not in hot}
+        restart_only[section] = wanted.model_copy(update=kept)
+    return file.model_copy(update=restart_only)
 
 
 def pending_restart(file: GatewayConfig, started: GatewayConfig) -> list[str]:
@@ -46,9 +51,10 @@ def pending_restart(file: GatewayConfig, started: GatewayConfig) -> list[str]:
     for key in HOT:
         now.pop(key, None)
         wanted.pop(key, None)
-    for key in HOT_SERVER:
-        now["server"].pop(key, None)
-        wanted["server"].pop(key, None)
+    for section, hot in HOT_IN.items():
+        for key in hot:
+            now[section].pop(key, None)
+            wanted[section].pop(key, None)
     return [f"{path}: {a} in force, {b} in the file" for path, a, b in _diff("", now, wanted)]
 
 

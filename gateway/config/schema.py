@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -32,6 +33,7 @@ from gateway.async_jobs.config import AsyncJobsConfig
 from gateway.config.references import reference_problems
 from gateway.config.yaml_lines import LineIndex, load_yaml_with_lines
 from gateway.epp.tls_files import check_material
+from gateway.tracing.config import TracingConfig
 from policies.registry import error_message
 
 Loc = tuple[str | int, ...]
@@ -93,6 +95,15 @@ class BackendConfig(_Strict):
     models: list[str] = Field(min_length=1)
     max_num_seqs: int | None = Field(default=None, gt=0)
     max_model_len: int | None = Field(default=None, gt=0)
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def host_port(url: str) -> tuple[str, int]:
+    """The host and port of a backend URL (the scheme's port when none is written)."""
+    parts = urlsplit(url)
+    return parts.hostname or "", parts.port or _DEFAULT_PORTS.get(parts.scheme, 80)
 
 
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -293,6 +304,7 @@ class GatewayConfig(_Strict):
     reload: ReloadConfig = Field(default_factory=ReloadConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     async_jobs: AsyncJobsConfig = Field(default_factory=AsyncJobsConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
     epp: EppConfig = Field(default_factory=EppConfig)
     policy: dict[str, Any] = Field(default_factory=dict)
 

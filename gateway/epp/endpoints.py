@@ -8,19 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
-from gateway.config.schema import BackendConfig
+from gateway.config.schema import BackendConfig, host_port
 from policies.fleet import FleetSnapshot
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def endpoint_of(url: str) -> str:
     """``host:port`` of a backend URL (the scheme's port when none is written)."""
-    parts = urlsplit(url)
-    port = parts.port or _DEFAULT_PORTS.get(parts.scheme, 80)
-    host = parts.hostname or ""
+    host, port = host_port(url)
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 

@@ -51,14 +51,18 @@ async def open_upstream(
     path: str,
     body: bytes,
     request_id: str,
+    trace_headers: Mapping[str, str] | None = None,
 ) -> Upstream:
     """Send the request through ``pool`` (or ``client`` without one) and wait for the
-    response head; the body stays unread (owned).
+    response head; the body stays unread (owned). ``trace_headers``: the attempt's
+    ``traceparent`` (and ``tracestate``), when tracing is on.
 
     Raises ``httpx.ConnectError``/``ConnectTimeout`` when nothing reached the backend (safe
     to retry elsewhere) and ``BackendBusy`` on the engine's own 503.
     """
     headers = {**_UPSTREAM_HEADERS, "x-request-id": request_id}
+    if trace_headers:
+        headers.update(trace_headers)
     response: Upstream
     if pool is not None:
         response = await pool.send("POST", path, body, headers)

@@ -142,9 +142,10 @@ async def _open(
     client, pool = ctx.pool.client(ticket.backend), ctx.pool.upstream(ticket.backend)
     watch = _watch(ctx, ticket, prepared.parsed.stream, gone)
     handed_over = False
+    carrier = None if flight.trace is None else flight.trace.carrier()
     try:
         started, upstream = await race(
-            open_upstream(client, pool, prepared.path, body, prepared.request.request_id),
+            open_upstream(client, pool, prepared.path, body, prepared.request.request_id, carrier),
             watch.cut,
         )
         if upstream is not None:

@@ -29,6 +29,8 @@ async def admit_shared(
         decision = make_decision(policy, req, DecisionKind.REJECT, held.reason, retry_after_s=after)
         if count_refusal:
             flight.decided(decision)
+        if flight.trace is not None:
+            flight.trace.decided(decision)
         return decision
     flight.grant = held
     return None
@@ -47,6 +49,9 @@ async def admit(
     Backends in ``avoid`` just refused this request (connect error, engine busy): it is
     not sent there again at once (if it queues, the dispatcher may pick them later).
     ``count_refusal``: as for ``admit_shared``."""
+    trace = flight.trace
+    if trace is not None:
+        trace.deciding()
     try:
         result = ctx.admission.submit(req, avoid=avoid)
     except DuplicateRequestId:
@@ -56,13 +61,24 @@ async def admit(
         result = ctx.admission.submit(req, avoid=avoid)
     if isinstance(result, Decision) and result.decision is DecisionKind.DELAY:
         flight.decided(result)
+        if trace is not None:
+            trace.queued(result)
         waited = await ctx.admission.wait_dispatch(result, gone)
+        if trace is not None:
+            trace.dequeued(waited, _waited(ctx, flight))
         if waited is None:
             return None
         result = waited
+    elif trace is not None:
+        trace.decided(result)
     if isinstance(result, Decision):
         if count_refusal:
             flight.decided(result)
         return result
     flight.dispatched(result)
     return result
+
+
+def _waited(ctx: GatewayContext, flight: Flight) -> float:
+    """How long the request has been queued (its flight notes when it entered)."""
+    return 0.0 if flight.enqueued_at is None else ctx.clock() - flight.enqueued_at

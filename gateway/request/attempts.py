@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from gateway.admission.flight import Flight
+from gateway.config.schema import host_port
 from gateway.context import GatewayContext
 from gateway.request.admit import admit
 from policies.engine.scheduler_types import Ticket
@@ -63,9 +64,14 @@ async def attempt(
             if failed and admitted.reason is Reason.NO_HEALTHY_BACKEND:
                 break  # only backends that just failed this request were left
             return admitted
+        trace = flight.trace
+        if trace is not None:
+            trace.attempting(admitted, *host_port(ctx.pool.config(admitted.backend).url))
         outcome = await send(admitted)
         if not isinstance(outcome, Failed):
             return outcome
+        if trace is not None:
+            trace.failed(outcome.kind)
         last = outcome
         if outcome.avoid and admitted.backend not in avoid:
             failed.add(admitted.backend)

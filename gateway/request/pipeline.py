@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from starlette.responses import Response
 
@@ -33,6 +33,9 @@ from gateway.request.responses import refuse
 from policies.engine.scheduler_types import Ticket
 from policies.shared_mode import rules
 from policies.types import Decision, Outcome
+
+if TYPE_CHECKING:
+    from gateway.tracing.request_trace import RequestTrace
 
 T = TypeVar("T")
 
@@ -90,13 +93,21 @@ async def handle(
     arrival = ctx.clock()
     if runtime is None:
         runtime = ctx.runtime  # the one read of the config for this request
+    tracing = ctx.tracing  # None unless the ``tracing:`` section is on: no span is built
+    trace = None if tracing is None else tracing.start(front.headers, front.path)
     try:
         prepared = await _prepare(ctx, runtime, front, request_id, arrival)
     except ApiError as err:
+        if trace is not None:
+            trace.refused_early(err.status, err.reason)
         return refuse(ctx, err, request_id, front.path, arrival)
+    except BaseException:
+        if trace is not None:
+            trace.refused_early(CLIENT_CLOSED_REQUEST, "cancelled")
+        raise
     gone = front.listen()
     try:
-        with flight_of(ctx, prepared, arrival) as flight:
+        with flight_of(ctx, prepared, arrival, trace) as flight:
             return await _decide(ctx, front, flight, prepared, gone)
     finally:
         front.stop_listening()
@@ -122,12 +133,21 @@ async def _prepare(
 
 
 @contextmanager
-def flight_of(ctx: GatewayContext, prepared: Prepared, arrival: float) -> Iterator[Flight]:
+def flight_of(
+    ctx: GatewayContext, prepared: Prepared, arrival: float, trace: RequestTrace | None = None
+) -> Iterator[Flight]:
     """The request's flight; ended as cancelled (the client or the front went away) or as
-    a gateway error when either escapes, else by whoever answered."""
-    flight = Flight(ctx, request_record(prepared, arrival), prepared.request)
+    a gateway error when either escapes, else by whoever answered. ``trace``: the
+    request's spans (tracing on), told what the flight does."""
+    record = request_record(prepared, arrival)
+    flight = Flight(ctx, record, prepared.request)
     flight.prompt_chars = prepared.parsed.prompt_chars
     flight.fan_out = prepared.parsed.fan_out
+    if trace is not None:
+        req = prepared.request
+        label = ctx.metrics.tenant_label(req.tenant)
+        trace.prepared(req, prepared.path, label, record.extra.get("run_sha256"))
+        flight.trace = trace
     try:
         yield flight
     except asyncio.CancelledError:

@@ -76,6 +76,10 @@ class FakeBackend:
     tokens: int = 3
     usage_prompt: int = 11
     requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    """The headers of each completion request, in order (as ``requests``)."""
+    reply: str = "x y z"
+    """The text of a whole answer; a stream's events say ``t0``, ``t1``, ..."""
     gates: dict[int, asyncio.Event] = field(default_factory=dict)
     sent: list[int] = field(default_factory=list)
     closed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -92,6 +96,7 @@ class FakeBackend:
             raise httpx.ConnectError("connection refused", request=request)
         body = json.loads(request.content)
         self.requests.append(body)
+        self.headers.append(dict(request.headers))
         self.arrived.set()
         if self.mode == "busy":
             return httpx.Response(
@@ -138,7 +143,7 @@ class FakeBackend:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": "x y z"},
+                    "message": {"role": "assistant", "content": self.reply},
                     "finish_reason": "length",
                 }
             ],

@@ -48,6 +48,8 @@ class Admission:
 
 
 class Flight:
+    trace = None  # tracing off
+
     def __init__(self) -> None:
         self.decisions: list[Decision] = []
         self.tickets: list[Ticket] = []
