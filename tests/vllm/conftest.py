@@ -24,7 +24,7 @@ from typing import Any
 import openai
 import pytest
 
-from scripts.vllm.serve import VllmServer, vllm_venv
+from scripts.vllm.serve import VllmServer, tracing_args, vllm_venv
 from tests.phoenix_server import PhoenixServer
 from tests.vllm.gateway_process import GatewayProcess
 from tests.vllm.support import OpenSdk, gateway_config, sdk
@@ -105,15 +105,6 @@ def tiny_model_dir() -> Path:
     return Path(out.strip().splitlines()[-1])
 
 
-def traced_by(phoenix: PhoenixServer) -> tuple[tuple[str, ...], dict[str, str]]:
-    """The flag and environment that make a server export its ``llm_request`` spans to
-    ``phoenix`` over OTLP/HTTP (vLLM's exporter speaks gRPC unless told), in batches sent
-    every 200 ms (the SDK's default of 5 s would only slow the tests that read them)."""
-    flag = ("--otlp-traces-endpoint", phoenix.otlp_traces_url)
-    env = {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_BSP_SCHEDULE_DELAY": "200"}
-    return flag, env
-
-
 @pytest.fixture(scope="session")
 def tiny_vllm(
     tiny_model_dir: Path, phoenix_launched: PhoenixServer, pytestconfig: pytest.Config
@@ -122,7 +113,7 @@ def tiny_vllm(
     its engine spans to the session's Phoenix (which comes up while vLLM boots)."""
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        flag, env = traced_by(phoenix_launched)
+        flag, env = tracing_args(phoenix_launched.otlp_traces_url)
         server = started(pytestconfig, tiny_model_dir, TINY_NAME, flag, env)
         try:
             yield server
