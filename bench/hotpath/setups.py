@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
-from bench.hotpath.procs import REPO, Proc, wait_http
+from bench.hotpath.procs import REPO, Proc, free_port, wait_http
 
 HERE = Path(__file__).resolve().parent
 LITELLM_VENV = Path(
@@ -167,12 +167,16 @@ class Sluicegate(Setup):
             }
         )
         path = self.workdir / f"{self.name}.yaml"
-        path.write_text(conf)
+        path.write_text(conf + self.extra_config())
         argv, env = self.command(path)
         proc = Proc(self.name, argv, self.proxy_cpus, self.workdir / f"{self.name}.log", env)
         self.procs.append(proc)
         proc.start()
         wait_http(proc, "127.0.0.1", self.port, "/healthz", timeout_s=60)
+
+    def extra_config(self) -> str:
+        """YAML appended to the template's (a section it does not set)."""
+        return ""
 
     def command(self, config: Path) -> tuple[list[str], dict[str, str]]:
         return [shutil.which("sluicegate") or "sluicegate", "serve", "--config", str(config)], {}
@@ -207,6 +211,47 @@ class SluicegateBaseline(Sluicegate):
             ["git", "-C", base, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
         ).stdout.strip()
         return f"baseline git {rev} ({base})"
+
+
+class SluicegateTraced(Sluicegate):
+    """The same ``serve`` with tracing on at ratio 1.0: every request's spans batched and
+    exported over OTLP/HTTP to a sink that discards them (``otlp_sink.py``, on the cores
+    that are not the proxy's, its CPU not counted). Beside ``sluicegate`` it prints the
+    CPU per request that tracing adds."""
+
+    sink: Proc | None = None
+    endpoint = ""
+    """The sink's traces URL, once started."""
+
+    def start(self) -> None:
+        sink_port = free_port()
+        cores = sorted(os.sched_getaffinity(0) - _cores(self.proxy_cpus)) or [0]
+        argv = [sys.executable, "-m", "bench.hotpath.otlp_sink", "--port", str(sink_port)]
+        self.sink = Proc("otlp-sink", argv, ",".join(map(str, cores)), self.workdir / "sink.log")
+        self.sink.start()
+        wait_http(self.sink, "127.0.0.1", sink_port, "/")
+        self.endpoint = f"http://127.0.0.1:{sink_port}/v1/traces"
+        super().start()
+
+    def extra_config(self) -> str:
+        return f"tracing:\n  enabled: true\n  sample_ratio: 1.0\n  endpoint: {self.endpoint}\n"
+
+    def stop(self) -> None:
+        super().stop()
+        if self.sink is not None:
+            self.sink.stop()
+
+    def version(self) -> str:
+        return f"{super().version()}, tracing on (ratio 1.0, OTLP/HTTP to a discarding sink)"
+
+
+def _cores(cpus: str) -> set[int]:
+    """The cores of a taskset list such as ``"1"`` or ``"2-3,5"``."""
+    out: set[int] = set()
+    for part in cpus.split(","):
+        first, _, last = part.partition("-")
+        out.update(range(int(first), int(last or first) + 1))
+    return out
 
 
 class Naive(Setup):
@@ -250,6 +295,7 @@ SETUP_CLASSES: dict[str, type[Setup]] = {
     "litellm": LiteLLM,
     "sluicegate": Sluicegate,
     "sluicegate-baseline": SluicegateBaseline,
+    "sluicegate-traced": SluicegateTraced,
     "naive": Naive,
     "naive-pool": Naive,
 }

@@ -47,12 +47,17 @@ def destination_metadata(endpoints: str) -> Any:
     return outer
 
 
-def route_headers(endpoints: str, body_length: int | None) -> dict[str, str]:
-    """The request headers the picker sets: the destination, and the body's new length
-    when the body was rewritten."""
+def route_headers(
+    endpoints: str, body_length: int | None, trace: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The request headers the picker sets: the destination, the body's new length when
+    the body was rewritten, and ``trace`` (the attempt's ``traceparent``, when tracing is
+    on: the backend's spans join the trace under it)."""
     out = {DESTINATION: endpoints}
     if body_length is not None:
         out["content-length"] = str(body_length)
+    if trace:
+        out.update(trace)
     return out
 
 

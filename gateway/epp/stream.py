@@ -212,15 +212,18 @@ class ProcessStream:
         return refuse(self.ctx, err, request_id_from(hdrs), path, self.ctx.clock())
 
     async def _route(self, routed: Routed) -> None:
-        body = routed.body
+        body, trace = routed.body, routed.flight.trace
+        carrier = None if trace is None else trace.carrier()
         if self.request_mode == "FULL_DUPLEX_STREAMED":
-            headers = route_headers(routed.endpoints, len(body))
+            headers = route_headers(routed.endpoints, len(body), carrier)
             await self._send(request_headers_response(headers, routed.endpoints))
             for piece in streamed_bodies(body, not self.request_trailers, request=True):
                 await self._send(piece)
-        elif routed.changed:
-            headers = route_headers(routed.endpoints, len(body))
-            answer = body_response(body, request=True, headers=headers)
+        elif routed.changed or carrier:
+            changed = body if routed.changed else None
+            length = None if changed is None else len(changed)
+            headers = route_headers(routed.endpoints, length, carrier)
+            answer = body_response(changed, request=True, headers=headers)
             answer.dynamic_metadata.CopyFrom(destination_metadata(routed.endpoints))
             await self._send(answer)
         else:

@@ -101,9 +101,9 @@ async def handle(
         if trace is not None:
             trace.refused_early(err.status, err.reason)
         return refuse(ctx, err, request_id, front.path, arrival)
-    except BaseException:
+    except BaseException as exc:
         if trace is not None:
-            trace.refused_early(CLIENT_CLOSED_REQUEST, "cancelled")
+            trace.escaped(exc)
         raise
     gone = front.listen()
     try:

@@ -16,6 +16,7 @@ child, carries the job's decisions and attempts. Nothing here reads a prompt or 
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from opentelemetry.context import Context
@@ -23,6 +24,7 @@ from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace import set_span_in_context as in_context
 
+from gateway.admission.flight import CLIENT_CLOSED_REQUEST
 from gateway.tracing import attributes as a
 from gateway.tracing.naming import operation_of, route_name
 from policies.types import Decision, DecisionKind, Outcome, Reason, RequestInfo, Usage
@@ -87,16 +89,12 @@ class RequestTrace:
         operation = self.operation = operation_of(path)
         self.tenant_label = tenant_label
         attrs: dict[str, str | int | bool] = {
-            a.OPERATION: operation,
-            a.PROVIDER: PROVIDER,
-            a.REQUEST_MODEL: request.model,
+            **_genai_attributes(operation, request),
             a.TENANT: tenant_label,
             a.WORKLOAD_CLASS: request.workload_class,
             a.REQUEST_ID: request.request_id,
             a.STREAM: request.stream,
         }
-        if request.max_tokens is not None:
-            attrs[a.REQUEST_MAX_TOKENS] = request.max_tokens
         if run is not None:
             attrs[a.RUN_ID] = run
         self.server.update_name(f"{operation} {request.model}")
@@ -114,6 +112,13 @@ class RequestTrace:
             self.auth.end()
             self.auth = None
         self._end_server(status, reason=reason)
+
+    def escaped(self, exc: BaseException) -> None:
+        """An error or a cancellation escaped before the request was prepared."""
+        if isinstance(exc, asyncio.CancelledError):
+            self.refused_early(CLIENT_CLOSED_REQUEST, "cancelled")
+        else:
+            self.refused_early(500, type(exc).__name__)
 
     # decide and queue
 
@@ -166,16 +171,11 @@ class RequestTrace:
 
     def attempting(self, ticket: Ticket, host: str | None, port: int | None) -> None:
         self.attempts += 1
-        sent = ticket.request
         attrs: dict[str, str | int] = {
-            a.OPERATION: self.operation,
-            a.PROVIDER: PROVIDER,
-            a.REQUEST_MODEL: sent.model,
+            **_genai_attributes(self.operation, ticket.request),
             a.BACKEND: ticket.backend,
             a.ATTEMPT: self.attempts,
         }
-        if sent.max_tokens is not None:
-            attrs[a.REQUEST_MAX_TOKENS] = sent.max_tokens
         if host is not None:
             attrs[a.SERVER_ADDRESS] = host
         if port is not None:
@@ -262,6 +262,18 @@ class RequestTrace:
             span.set_attribute(a.ERROR_TYPE, str(status))
             span.set_status(Status(StatusCode.ERROR, error))
         span.end()
+
+
+def _genai_attributes(operation: str, request: RequestInfo) -> dict[str, str | int]:
+    """The GenAI request attributes of ``request`` (the call's, or as sent on an attempt)."""
+    attrs: dict[str, str | int] = {
+        a.OPERATION: operation,
+        a.PROVIDER: PROVIDER,
+        a.REQUEST_MODEL: request.model,
+    }
+    if request.max_tokens is not None:
+        attrs[a.REQUEST_MAX_TOKENS] = request.max_tokens
+    return attrs
 
 
 def _decision_attributes(decision: Decision, tenant_label: str) -> dict[str, str | int | float]:

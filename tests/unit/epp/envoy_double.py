@@ -183,10 +183,10 @@ class Picker:
 
 
 @contextlib.asynccontextmanager
-async def picker(config: GatewayConfig, fleet: FakeFleet) -> AsyncIterator[Picker]:
+async def picker(config: GatewayConfig, fleet: FakeFleet, **kw: Any) -> AsyncIterator[Picker]:
     """The picker's gRPC server on a free loopback port, over the gateway's context (the
-    dispatcher running, no probes), and a stub connected to it."""
-    app = create_app(config, transport=fleet.transport, background=False)
+    dispatcher running, no probes), and a stub connected to it; ``kw`` as ``create_app``'s."""
+    app = create_app(config, transport=fleet.transport, background=False, **kw)
     async with app.router.lifespan_context(app):
         server, port, _health = await start_picker(app.state.ctx, "127.0.0.1", 0)
         try:
