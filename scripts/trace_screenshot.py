@@ -108,7 +108,10 @@ def screenshot(phoenix: PhoenixServer, trace: Trace, trace_id: str, out: Path) -
     from playwright.sync_api import sync_playwright
 
     deepest = "llm_request" if trace.named("llm_request") else "stream"
-    with tempfile.TemporaryDirectory(prefix="sluicegate-chromium-") as profile, sync_playwright() as p:
+    with (
+        tempfile.TemporaryDirectory(prefix="sluicegate-chromium-") as profile,
+        sync_playwright() as p,
+    ):
         browser = p.chromium.launch_persistent_context(
             profile,
             executable_path=CHROMIUM,
@@ -120,6 +123,10 @@ def screenshot(phoenix: PhoenixServer, trace: Trace, trace_id: str, out: Path) -
             page = browser.pages[0] if browser.pages else browser.new_page()
             page.goto(f"{phoenix.url}/redirects/traces/{trace_id}", wait_until="networkidle")
             page.get_by_text(deepest, exact=True).first.wait_for(timeout=60_000)
+            # the decision's span selected: its attributes fill the pane beside the tree
+            page.get_by_text("decide", exact=True).first.click()
+            page.get_by_role("tab", name="Attributes").click()
+            page.get_by_text("capacity_available").first.wait_for(timeout=60_000)
             page.wait_for_load_state("networkidle")
             page.screenshot(path=str(out))
         finally:

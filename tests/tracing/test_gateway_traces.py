@@ -17,7 +17,7 @@ import pytest
 from tests.integration.harness import MODEL, chat_body, gateway_config, serve_gateway, wait_for
 from tests.phoenix_server import PhoenixServer
 from tests.phoenix_spans import PhoenixSpans, Span, Trace
-from tests.tracing.conftest import StartEmulator
+from tests.integration.conftest import StartEmulator
 from tests.tracing.header_tap import tap_traceparents
 
 pytestmark = pytest.mark.tracing
@@ -54,12 +54,12 @@ def read(phoenix: PhoenixServer, caller: Caller, *names: str) -> tuple[Trace, Sp
 
 
 async def test_an_admitted_stream_from_the_client_to_the_backend(
-    emulators: StartEmulator, tracing: dict[str, Any], phoenix: PhoenixServer
+    start_emulator: StartEmulator, tracing: dict[str, Any], phoenix: PhoenixServer
 ) -> None:
-    emu = emulators(speed=20.0)
+    emu = start_emulator(speed=20.0)
     reached = tap_traceparents(emu)
     caller = Caller()
-    raw = gateway_config([emu.url, emulators(speed=20.0).url], NO_LADDER, tracing=tracing)
+    raw = gateway_config([emu.url, start_emulator(speed=20.0).url], NO_LADDER, tracing=tracing)
     async with serve_gateway(raw) as gw:
         body = chat_body(6, stream=True, stream_options={"include_usage": True})
         async with gw.client(headers=caller.headers).stream(
@@ -90,10 +90,10 @@ async def test_an_admitted_stream_from_the_client_to_the_backend(
 
 
 async def test_a_queued_call_shows_its_wait(
-    emulators: StartEmulator, tracing: dict[str, Any], phoenix: PhoenixServer
+    start_emulator: StartEmulator, tracing: dict[str, Any], phoenix: PhoenixServer
 ) -> None:
     policy = {"limit": {"type": "fixed", "parameters": {"max_in_flight": 1}}, **NO_LADDER}
-    urls = [emulators(speed=20.0).url, emulators(speed=20.0).url]
+    urls = [start_emulator(speed=20.0).url, start_emulator(speed=20.0).url]
     caller = Caller()
     async with serve_gateway(gateway_config(urls, policy, tracing=tracing)) as gw:
         leave = asyncio.Event()
@@ -130,11 +130,11 @@ async def _hold_a_stream(client: httpx.AsyncClient, leave: asyncio.Event) -> Non
 
 
 async def test_a_rejected_call_is_a_429_with_its_reason(
-    emulators: StartEmulator, tracing: dict[str, Any], phoenix: PhoenixServer
+    start_emulator: StartEmulator, tracing: dict[str, Any], phoenix: PhoenixServer
 ) -> None:
     quota = {"default": {"tokens_per_minute": 1, "burst_tokens": 1}}
     policy = {"gates": [{"name": "q", "type": "tenant_quota", "parameters": quota}], **NO_LADDER}
-    urls = [emulators(speed=20.0).url, emulators(speed=20.0).url]
+    urls = [start_emulator(speed=20.0).url, start_emulator(speed=20.0).url]
     caller = Caller()
     async with serve_gateway(gateway_config(urls, policy, tracing=tracing)) as gw:
         client = gw.client()
@@ -156,10 +156,10 @@ async def test_a_rejected_call_is_a_429_with_its_reason(
 
 
 async def test_a_degraded_call_says_what_was_cut(
-    emulators: StartEmulator, tracing: dict[str, Any], phoenix: PhoenixServer
+    start_emulator: StartEmulator, tracing: dict[str, Any], phoenix: PhoenixServer
 ) -> None:
     step = {"name": "cap", "at": 0.0, "action": "cap_max_tokens", "max_tokens": 2}
-    urls = [emulators(speed=20.0).url, emulators(speed=20.0).url]
+    urls = [start_emulator(speed=20.0).url, start_emulator(speed=20.0).url]
     caller = Caller()
     raw = gateway_config(urls, {"ladder": {"steps": [step]}}, tracing=tracing)
     async with serve_gateway(raw) as gw:
@@ -180,10 +180,10 @@ async def test_a_degraded_call_says_what_was_cut(
 
 
 async def test_a_failover_shows_both_attempts_in_one_trace(
-    emulators: StartEmulator, tracing: dict[str, Any], phoenix: PhoenixServer
+    start_emulator: StartEmulator, tracing: dict[str, Any], phoenix: PhoenixServer
 ) -> None:
-    busy = emulators(speed=20.0, max_num_queued_reqs=0)  # its engine refuses every request
-    spare = emulators(speed=20.0)
+    busy = start_emulator(speed=20.0, max_num_queued_reqs=0)  # its engine refuses every request
+    spare = start_emulator(speed=20.0)
     reached_busy, reached_spare = tap_traceparents(busy), tap_traceparents(spare)
     caller = Caller()
     async with serve_gateway(
