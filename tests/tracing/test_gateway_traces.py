@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.integration.conftest import StartEmulator
 from tests.integration.harness import MODEL, chat_body, gateway_config, serve_gateway, wait_for
 from tests.phoenix_server import PhoenixServer
 from tests.phoenix_spans import PhoenixSpans, Span, Trace
-from tests.integration.conftest import StartEmulator
 from tests.tracing.header_tap import tap_traceparents
 
 pytestmark = pytest.mark.tracing
