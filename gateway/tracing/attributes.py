@@ -9,7 +9,6 @@ OPERATION = "gen_ai.operation.name"
 PROVIDER = "gen_ai.provider.name"
 REQUEST_MODEL = "gen_ai.request.model"
 REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
-RESPONSE_MODEL = "gen_ai.response.model"
 INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 
@@ -23,7 +22,6 @@ SERVER_PORT = "server.port"
 ERROR_TYPE = "error.type"
 
 # Sluicegate's own
-PREFIX = "sluicegate."
 TENANT = "sluicegate.tenant"
 WORKLOAD_CLASS = "sluicegate.workload_class"
 REQUEST_ID = "sluicegate.request_id"

@@ -17,6 +17,7 @@ child, carries the job's decisions and attempts. Nothing here reads a prompt or 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from opentelemetry.context import Context
@@ -45,6 +46,7 @@ class RequestTrace:
         "operation",
         "propagator",
         "queue",
+        "recording",
         "root",
         "server",
         "stream",
@@ -52,15 +54,15 @@ class RequestTrace:
         "tracer",
     )
 
-    def __init__(
-        self, tracer: Tracer, propagator: TextMapPropagator, server: Span, auth: Span
-    ) -> None:
+    def __init__(self, tracer: Tracer, propagator: TextMapPropagator, server: Span) -> None:
         self.tracer = tracer
         self.propagator = propagator
         self.server = server
+        self.recording = server.is_recording()
+        """False for a call the sampler left out: its children are its own span (below)."""
         self.root = server
         """The parent of the decisions and attempts: the call, or its async job."""
-        self.auth: Span | None = auth
+        self.auth: Span | None = self._child("authenticate", server)
         self.decide: Span | None = None
         self.queue: Span | None = None
         self.attempt: Span | None = None
@@ -79,8 +81,21 @@ class RequestTrace:
             kind=SpanKind.SERVER,
             attributes={a.HTTP_METHOD: "POST", a.HTTP_ROUTE: path, a.URL_PATH: path},
         )
-        auth = tracer.start_span("authenticate", context=in_context(server))
-        return cls(tracer, propagator, server, auth)
+        return cls(tracer, propagator, server)
+
+    def _child(
+        self,
+        name: str,
+        parent: Span,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Mapping[str, str | int] | None = None,
+    ) -> Span:
+        """A new span under ``parent``; for a call the sampler left out, the call's own
+        non-recording span: nothing is built, and upstream its context says "not sampled"."""
+        if not self.recording:
+            return self.server
+        context = in_context(parent)
+        return self.tracer.start_span(name, context=context, kind=kind, attributes=attributes)
 
     # authenticate, read, prepare
 
@@ -123,11 +138,11 @@ class RequestTrace:
     # decide and queue
 
     def deciding(self) -> None:
-        self.decide = self.tracer.start_span("decide", context=in_context(self.root))
+        self.decide = self._child("decide", self.root)
 
     def decided(self, result: Ticket | Decision) -> None:
         """The scheduler's answer (or the shared state's refusal)."""
-        span = self.decide or self.tracer.start_span("decide", context=in_context(self.root))
+        span = self.decide or self._child("decide", self.root)
         self.decide = None
         decision = result if isinstance(result, Decision) else result.decision
         span.set_attributes(_decision_attributes(decision, self.tenant_label))
@@ -138,8 +153,7 @@ class RequestTrace:
         self.decided(decision)
         position = decision.queue_position
         attrs = {} if position is None else {a.QUEUE_POSITION: position}
-        parent = in_context(self.root)
-        self.queue = self.tracer.start_span("queue", context=parent, attributes=attrs)
+        self.queue = self._child("queue", self.root, attributes=attrs)
 
     def dequeued(self, result: Ticket | Decision | None, waited_s: float) -> None:
         """The wait ended: ``result`` dispatched it, refused it, or None (the client left)."""
@@ -153,8 +167,7 @@ class RequestTrace:
             outcome = "expired" if expired else "dropped"
         else:
             outcome = "dequeued"
-        span.set_attribute(a.QUEUE_RESULT, outcome)
-        span.set_attribute(a.QUEUE_WAITED, waited_s)
+        span.set_attributes({a.QUEUE_RESULT: outcome, a.QUEUE_WAITED: waited_s})
         if result is not None:
             decision = result if isinstance(result, Decision) else result.decision
             span.set_attributes(_decision_attributes(decision, self.tenant_label))
@@ -163,9 +176,13 @@ class RequestTrace:
 
     def _note_decision(self, decision: Decision) -> None:
         """The call's span keeps the last decision made for it."""
-        self.server.set_attribute(a.DECISION, decision.decision.value)
-        self.server.set_attribute(a.REASON, decision.reason.value)
-        self.server.set_attribute(a.POLICY_VERSION, decision.policy_version)
+        self.server.set_attributes(
+            {
+                a.DECISION: decision.decision.value,
+                a.REASON: decision.reason.value,
+                a.POLICY_VERSION: decision.policy_version,
+            }
+        )
 
     # attempts and the stream
 
@@ -180,12 +197,7 @@ class RequestTrace:
             attrs[a.SERVER_ADDRESS] = host
         if port is not None:
             attrs[a.SERVER_PORT] = port
-        self.attempt = self.tracer.start_span(
-            f"attempt {ticket.backend}",
-            context=in_context(self.root),
-            kind=SpanKind.CLIENT,
-            attributes=attrs,
-        )
+        self.attempt = self._child(f"attempt {ticket.backend}", self.root, SpanKind.CLIENT, attrs)
 
     def carrier(self) -> dict[str, str]:
         """The headers that carry the attempt's span context upstream (``traceparent``,
@@ -200,8 +212,7 @@ class RequestTrace:
         span, self.attempt = self.attempt, None
         if span is None:
             return
-        span.set_attribute(a.FAILOVER, kind)
-        span.set_attribute(a.ERROR_TYPE, kind)
+        span.set_attributes({a.FAILOVER: kind, a.ERROR_TYPE: kind})
         span.set_status(Status(StatusCode.ERROR, kind))
         span.end()
 
@@ -213,7 +224,7 @@ class RequestTrace:
         if since_dispatch_s is not None:
             self.attempt.set_attribute(a.TTFT, since_dispatch_s)
         if stream and self.stream is None:
-            self.stream = self.tracer.start_span("stream", context=in_context(self.attempt))
+            self.stream = self._child("stream", self.attempt)
 
     # the end
 
@@ -222,9 +233,7 @@ class RequestTrace:
         its child, carries what the job does until the flight finishes."""
         self.server.set_attribute(a.ASYNC_JOB, job_id)
         self._end_server(202)
-        self.root = self.tracer.start_span(
-            "async job", context=in_context(self.server), attributes={a.ASYNC_JOB: job_id}
-        )
+        self.root = self._child("async job", self.server, attributes={a.ASYNC_JOB: job_id})
 
     def finish(self, outcome: Outcome, status: int, usage: Usage | None, error: str | None) -> None:
         """The request's one terminal outcome: every open span ends."""
@@ -234,33 +243,38 @@ class RequestTrace:
         self.auth = self.decide = self.queue = None
         usage_attrs = _usage_attributes(usage)
         if self.stream is not None:
-            self.stream.set_attributes(usage_attrs)
+            if usage_attrs:
+                self.stream.set_attributes(usage_attrs)
             _end_failed(self.stream, outcome, error)
             self.stream = None
+        ended = {**usage_attrs, a.OUTCOME: outcome.value}
         if self.attempt is not None:
-            self.attempt.set_attributes(usage_attrs)
-            self.attempt.set_attribute(a.OUTCOME, outcome.value)
-            if outcome is not Outcome.CANCELLED:
-                self.attempt.set_attribute(a.HTTP_STATUS, status)
+            attrs = ended if outcome is Outcome.CANCELLED else {**ended, a.HTTP_STATUS: status}
+            self.attempt.set_attributes(attrs)
             _end_failed(self.attempt, outcome, error)
             self.attempt = None
-        self.root.set_attributes(usage_attrs)
-        self.root.set_attribute(a.OUTCOME, outcome.value)
         if self.root is not self.server:  # an async job's end
+            self.root.set_attributes(ended)
             _end_failed(self.root, outcome, error)
             return
-        self._end_server(status, error=error if status >= 500 else None)
+        self._end_server(status, error=error if status >= 500 else None, attrs=ended)
 
     def _end_server(
-        self, status: int, *, reason: str | None = None, error: str | None = None
+        self,
+        status: int,
+        *,
+        reason: str | None = None,
+        error: str | None = None,
+        attrs: dict[str, str | int] | None = None,
     ) -> None:
         span = self.server
-        span.set_attribute(a.HTTP_STATUS, status)
+        ended: dict[str, str | int] = {**(attrs or {}), a.HTTP_STATUS: status}
         if reason is not None:
-            span.set_attribute(a.REASON, reason)
+            ended[a.REASON] = reason
         if status >= 500:  # OTel's HTTP server spans: 4xx is the client's, not an error
-            span.set_attribute(a.ERROR_TYPE, str(status))
+            ended[a.ERROR_TYPE] = str(status)
             span.set_status(Status(StatusCode.ERROR, error))
+        span.set_attributes(ended)
         span.end()
 
 

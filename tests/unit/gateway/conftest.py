@@ -47,6 +47,17 @@ async def wait_until(predicate: Callable[[], bool], timeout: float = 2.0) -> Non
         await asyncio.sleep(0.005)
 
 
+async def hold_the_only_slot(h: Harness) -> tuple[Any, asyncio.Event]:
+    """A stream that holds backend a's single slot until the returned gate is set; the
+    caller closes the stream (``__aexit__``) after setting it."""
+    gate = h.backend("a").gates[1] = asyncio.Event()
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    ctx = h.client.stream("POST", "/v1/chat/completions", headers=auth(), json=body)
+    await ctx.__aenter__()
+    await wait_until(lambda: h.backend("a").sent == [0])
+    return ctx, gate
+
+
 @contextlib.asynccontextmanager
 async def in_process(config: GatewayConfig, fleet: FakeFleet, **kw: Any) -> AsyncIterator[Harness]:
     app = create_app(config, transport=fleet.transport, background=False, **kw)

@@ -7,7 +7,13 @@ import asyncio
 import math
 from typing import Any
 
-from tests.unit.gateway.conftest import Harness, auth, in_process, over_loopback, wait_until
+from tests.unit.gateway.conftest import (
+    auth,
+    hold_the_only_slot,
+    in_process,
+    over_loopback,
+    wait_until,
+)
 from tests.unit.gateway.fakes import make_config
 
 CHAT = "/v1/chat/completions"
@@ -17,18 +23,9 @@ def _body(stream: bool = False) -> dict[str, Any]:
     return {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
 
 
-async def _hold_the_only_slot(h: Harness) -> tuple[Any, asyncio.Event]:
-    """A stream that holds backend a's single slot until the returned gate is set."""
-    gate = h.backend("a").gates[1] = asyncio.Event()
-    ctx = h.client.stream("POST", "/v1/chat/completions", headers=auth(), json=_body(True))
-    await ctx.__aenter__()
-    await wait_until(lambda: h.backend("a").sent == [0])
-    return ctx, gate
-
-
 async def test_delayed_request_is_dispatched_when_the_slot_frees(config, fleet) -> None:
     async with over_loopback(config, fleet) as h:
-        holder, gate = await _hold_the_only_slot(h)
+        holder, gate = await hold_the_only_slot(h)
         waiting = asyncio.ensure_future(h.client.post(CHAT, headers=auth(), json=_body()))
         await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
         gate.set()
@@ -46,7 +43,7 @@ async def test_delayed_request_is_dispatched_when_the_slot_frees(config, fleet) 
 
 async def test_queued_client_that_leaves_is_removed_at_once(config, fleet) -> None:
     async with over_loopback(config, fleet) as h:
-        holder, gate = await _hold_the_only_slot(h)
+        holder, gate = await hold_the_only_slot(h)
         waiting = asyncio.ensure_future(h.client.post(CHAT, headers=auth(), json=_body()))
         await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
         waiting.cancel()
@@ -59,7 +56,7 @@ async def test_queued_client_that_leaves_is_removed_at_once(config, fleet) -> No
 
 async def test_queued_past_its_deadline_gets_429_with_retry_after(config, fleet) -> None:
     async with over_loopback(config, fleet) as h:
-        holder, gate = await _hold_the_only_slot(h)
+        holder, gate = await hold_the_only_slot(h)
         r = await h.client.post(
             CHAT, headers={**auth(), "x-request-deadline-ms": "50"}, json=_body()
         )
@@ -77,7 +74,7 @@ async def test_quota_rejection_is_429_rate_limit_with_retry_after(fleet) -> None
     ]
     config = make_config(policy={"gates": gates})
     async with over_loopback(config, fleet) as h:
-        holder, gate = await _hold_the_only_slot(h)
+        holder, gate = await hold_the_only_slot(h)
         r = await h.client.post(CHAT, headers=auth(), json=_body())
         assert r.status_code == 429, r.text
         assert r.json()["error"]["type"] == "rate_limit_exceeded"

@@ -20,7 +20,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from gateway.config.schema import load_config
-from tests.unit.gateway.conftest import Harness, auth, in_process, over_loopback, wait_until
+from tests.unit.gateway.conftest import (
+    Harness,
+    auth,
+    hold_the_only_slot,
+    in_process,
+    over_loopback,
+    wait_until,
+)
 from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config
 
 CHAT = "/v1/chat/completions"
@@ -125,10 +132,7 @@ async def test_a_streamed_request_joins_the_callers_trace_down_to_the_backend(fl
 
 async def test_a_queued_request_shows_its_wait(fleet) -> None:
     async with traced(fleet, loopback=True) as (h, exporter):
-        gate = h.backend("a").gates[1] = asyncio.Event()
-        holder = h.client.stream("POST", CHAT, headers=auth(), json=_body(True))
-        await holder.__aenter__()
-        await wait_until(lambda: h.backend("a").sent == [0])
+        holder, gate = await hold_the_only_slot(h)
         waiting = asyncio.ensure_future(h.client.post(CHAT, headers=auth(), json=_body()))
         await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
         gate.set()
@@ -146,6 +150,25 @@ async def test_a_queued_request_shows_its_wait(fleet) -> None:
     assert attrs["sluicegate.decision"] == "admit"
     assert attrs["sluicegate.queue.waited_s"] >= 0
     assert len({_hex_trace(s) for s in spans}) == 2  # one trace per call
+
+
+async def test_a_request_that_expires_in_the_queue_says_so(fleet) -> None:
+    async with traced(fleet, loopback=True) as (h, exporter):
+        holder, gate = await hold_the_only_slot(h)
+        late = {**auth(), "x-request-deadline-ms": "50"}
+        r = await h.client.post(CHAT, headers=late, json=_body())
+        assert r.status_code == 429
+        gate.set()
+        await holder.__aexit__(None, None, None)
+        spans = _spans(h, exporter)
+    queue = _one(spans, "queue")
+    attrs = queue.attributes or {}
+    assert attrs["sluicegate.queue.result"] == "expired"
+    assert attrs["sluicegate.reason"] == "deadline_expired"
+    server = next(s for s in _named(spans, "chat tiny") if queue.parent == s.context)
+    assert _children(spans, server) == ["authenticate", "decide", "queue"]
+    assert (server.attributes or {})["http.response.status_code"] == 429
+    assert (server.attributes or {})["sluicegate.outcome"] == "expired"
 
 
 async def test_a_rejected_request_is_a_client_error_not_a_span_error(fleet) -> None:
@@ -261,3 +284,24 @@ async def test_a_reload_changes_the_ratio_and_leaves_tracing_on_until_a_restart(
         headers = {**auth(), "traceparent": TRACEPARENT}
         assert (await h.client.post(CHAT, headers=headers, json=_body())).status_code == 200
         assert {_hex_trace(s) for s in _spans(h, exporter)} == {TRACE_ID}
+
+
+async def test_the_gateways_shutdown_exports_what_is_buffered(fleet) -> None:
+    async with traced(fleet) as (h, exporter):
+        # no flush here: the batch processor holds the spans for its delay (5 s)
+        assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
+    assert {s.name for s in exporter.get_finished_spans()} >= {"chat tiny", "attempt a"}
+
+
+async def test_a_call_left_out_by_the_sampler_says_so_upstream_and_exports_nothing(fleet) -> None:
+    exporter = InMemorySpanExporter()
+    config = make_config(tracing={"enabled": True, "sample_ratio": 0.0})
+    async with in_process(config, fleet, span_exporter=exporter) as h:
+        unsampled = f"00-{TRACE_ID}-{PARENT_ID}-00"
+        for headers in (auth(), {**auth(), "traceparent": unsampled}):
+            r = await h.client.post(CHAT, headers=headers, json=_body(stream=True))
+            assert r.status_code == 200
+        assert _spans(h, exporter) == []
+    first, second = (sent["traceparent"].split("-") for sent in h.backend("a").headers)
+    assert int(first[3], 16) & 1 == int(second[3], 16) & 1 == 0  # the sampled flag is off
+    assert second[1] == TRACE_ID  # the caller's trace goes on
