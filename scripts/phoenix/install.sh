@@ -11,6 +11,8 @@ VENV="${SLUICEGATE_PHOENIX_VENV:-$HOME/.cache/sluicegate/phoenix-venv}"
 PY="${PYTHON:-python3}"
 PHOENIX_PACKAGE="arize-phoenix==20.26.1"
 STAMP="$VENV/.sluicegate-ready"
+# importing Phoenix makes its working folders: inside the venv, not in $HOME
+export PHOENIX_WORKING_DIR="$VENV/.phoenix-working-dir"
 
 if [ -x "$VENV/bin/phoenix" ]; then
   if [ "$(cat "$STAMP" 2>/dev/null)" = "$PHOENIX_PACKAGE" ]; then
