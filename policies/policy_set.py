@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from policies.contracts import Discipline, Fairness, Limit, NamedGate
+from policies.engine.cache_params import CacheParams
 from policies.engine.headroom_params import HeadroomParams
 from policies.engine.prefill_backlog_params import PrefillBacklogParams
 from policies.engine.queue_params import QueueParams
@@ -47,6 +48,7 @@ class PolicySet:
     headroom: HeadroomParams = field(default_factory=HeadroomParams)
     prefill_backlog: PrefillBacklogParams = field(default_factory=PrefillBacklogParams)
     runs: RunsParams = field(default_factory=RunsParams)
+    cache: CacheParams = field(default_factory=CacheParams)
 
     def first_enforcing(self, kind: type[G]) -> G | None:
         """The first enforcing gate of plugin class ``kind`` (None: none)."""
