@@ -119,7 +119,8 @@ def start_engine(kind: str, profile: str, max_model_len: int, index: int) -> Eng
     return Engine(proc.url, proc)
 
 
-def start_gateway(config: dict[str, Any]) -> Process:
+def start_gateway(config: dict[str, Any], log_level: str = "warning") -> Process:
+    """``log_level`` info: the decision records too, in its log."""
     port = free_port()
     full = {**config, "server": {"port": port}}
     path = Path(tempfile.mkstemp(prefix="nn-gateway-", suffix=".yaml")[1])
@@ -132,7 +133,7 @@ def start_gateway(config: dict[str, Any]) -> Process:
         "--config",
         str(path),
         "--log-level",
-        "warning",
+        log_level,
     ]
     return Process.start(argv, port, "gateway")
 

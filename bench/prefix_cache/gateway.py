@@ -51,19 +51,26 @@ def _policy(variant: str) -> dict[str, Any] | None:
     raise ValueError(f"unknown variant {variant!r}")
 
 
-def gateway_config(policy: dict[str, Any], url: str, shape: ConversationShape) -> dict[str, Any]:
+def gateway_config(
+    policy: dict[str, Any], url: str | list[str], shape: ConversationShape
+) -> dict[str, Any]:
     tenants = sorted({shape.tenant_of(a) for a in range(shape.agents)})
     digest = lambda t: hashlib.sha256(_key(t).encode()).hexdigest()  # noqa: E731
+    urls = [url] if isinstance(url, str) else url
+    backends = [
+        {"name": f"b{i}", "url": u, "models": [MODEL], "max_num_seqs": 8}
+        for i, u in enumerate(urls)
+    ]
     return {
         "tenants": [{"name": t, "api_key_sha256": [digest(t)]} for t in tenants],
-        "backends": [{"name": "b0", "url": url, "models": [MODEL], "max_num_seqs": 8}],
+        "backends": backends,
         "health": {"interval_s": 0.5, "timeout_s": 1.0},
         "scrape": {"interval_s": 0.25},
         "policy": policy,
     }
 
 
-def start_emulator(speed: float) -> Process:
+def start_emulator(speed: float, profile: str = "cpu-tiny") -> Process:
     port = free_port()
     argv = [
         sys.executable,
@@ -71,7 +78,7 @@ def start_emulator(speed: float) -> Process:
         "commands.cli",
         "emulate",
         "--profile",
-        "cpu-tiny",
+        profile,
         "--model-name",
         MODEL,
         "--port",

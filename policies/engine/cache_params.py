@@ -29,11 +29,12 @@ class CacheParams(Params):
     token; ``computed_tokens`` only those the engine computes (the estimate's uncached
     prompt and the output, corrected at release as a ``computed_tokens`` quota is)."""
     locality_weight: float = Field(default=0.0, ge=0)
-    """Placement's weight of a backend's expected cache hit (the share of the prompt its
-    prefix model holds, 0..1) against its spare load (1 - its tokens in flight over the
-    most any candidate holds, 0..1): a request goes to the backend with the highest
-    ``locality_weight * hit + spare``. 0: cache-blind placement (least loaded). A backend
-    without room is never a candidate: locality never overfills a backend."""
+    """Placement by locality: a request goes to the backend with room where its tokens in
+    flight plus ``locality_weight`` times the request's prompt tokens that backend's prefix
+    cache would not serve (its prefix model's estimate) are the least; so it stays where
+    its prefix is until another backend is lighter by more than the prefill it would
+    redo. 0: cache-blind placement (least loaded). A backend without room is never a
+    candidate: locality never overfills a backend."""
 
     @property
     def models_prefixes(self) -> bool:

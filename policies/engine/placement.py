@@ -126,10 +126,9 @@ class Placement:
         scored: list[Local] = []
         any_hit = False
         for b, load in self._with_room(req):
-            cached = prefixes.cached_tokens(b, req)
-            hit = cached / prompt if cached and prompt > 0 else 0.0
-            any_hit = any_hit or hit > 0
-            scored.append((b, load, hit))
+            cached = prefixes.cached_tokens(b, req) or 0
+            any_hit = any_hit or cached > 0
+            scored.append((b, load, prompt - cached))
         return most_local(scored, self._locality) if any_hit else None
 
     def _with_room(self, req: RequestInfo) -> list[tuple[BackendView, BackendLoad]]:

@@ -1,7 +1,7 @@
 """Routing is part of dispatch: a backend that serves the model and has room, with the
 least outstanding work (estimated tokens in flight), or the session's consistent-hash home,
-or (``cache.locality_weight``) the one whose prefix cache holds most of the prompt unless
-another's spare load outweighs it (``most_local``).
+or (``cache.locality_weight``) the one where the request adds the least work, counting the
+prompt tokens its prefix cache would not serve (``most_local``).
 
 Affinity uses rendezvous hashing: adding or removing a backend moves only the sessions that
 hashed to it, so prefix caches stay warm. When the home backend has no room,
@@ -22,8 +22,8 @@ from policies.fleet import BackendView
 Candidate = tuple[BackendView, BackendLoad]
 Bounded = tuple[BackendView, BackendLoad, float]
 """A candidate with its limit's room bound: room is ``in_flight == 0 or in_flight < bound``."""
-Local = tuple[BackendView, BackendLoad, float]
-"""A candidate with room, and the share of the prompt its prefix cache is expected to hold."""
+Local = tuple[BackendView, BackendLoad, int]
+"""A candidate with room, and the prompt tokens its prefix cache is not expected to serve."""
 
 
 def affinity_score(session_id: str, backend: str) -> int:
@@ -110,20 +110,16 @@ def choose_backend(
 
 
 def most_local(candidates: Sequence[Local], weight: float) -> BackendView | None:
-    """The candidate with the highest ``weight * hit + spare``, where ``hit`` is the share
-    of the prompt its prefix cache is expected to hold (0..1) and ``spare`` is 1 less its
-    tokens in flight over the most any candidate holds (0..1; 1 for all when none holds
-    any), as llm-d's router weighs its prefix scorer against its load scorer. Ties go to
-    the least loaded, then by name. Every candidate must have room: saturation is the
-    limit's to say, so locality never sends a request where the limit would not."""
-    most = 0
-    for _, load, _ in candidates:
-        most = max(most, load.in_flight_tokens)
+    """The candidate where ``req`` adds the least work: its tokens in flight plus ``weight``
+    times the prompt tokens its prefix cache would not serve (``uncached``). One unit for
+    both: a backend's prefix hit saves prefill that another backend's lighter load must
+    outweigh, token for token (``weight`` > 1 values a prefill token above a token in
+    flight). Ties go to the fewer requests in flight, then by name. Every candidate must
+    have room: saturation is the limit's to say, so locality never overfills a backend."""
     best: BackendView | None = None
-    best_key: tuple[float, int, int, str] | None = None
-    for b, load, hit in candidates:
-        spare = 1.0 - load.in_flight_tokens / most if most > 0 else 1.0
-        key = (-(weight * hit + spare), load.in_flight_tokens, load.in_flight, b.name)
+    best_key: tuple[float, int, str] | None = None
+    for b, load, uncached in candidates:
+        key = (load.in_flight_tokens + weight * uncached, load.in_flight, b.name)
         if best_key is None or key < best_key:
             best, best_key = b, key
     return best

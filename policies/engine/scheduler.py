@@ -29,6 +29,7 @@ from policies.engine.scheduler_types import SchedulerStats, Ticket, make_decisio
 from policies.engine.swap import PolicyStates
 from policies.fairness.fleet_share import FleetShare, ShareReport
 from policies.fleet import BackendView, FleetSnapshot
+from policies.gates.quota_params import QuotaCounts
 from policies.ladder.ladder import apply_ladder, update_active
 from policies.policy_set import PolicySet
 from policies.runs.coordinator import RunCoordinator
@@ -43,6 +44,7 @@ from policies.types import (
     Reason,
     RequestInfo,
     Usage,
+    WorkEstimate,
 )
 
 __all__ = ["DuplicateRequestId", "Scheduler", "SchedulerStats", "Ticket"]
@@ -72,6 +74,9 @@ class Scheduler:
         self._queue = QueueBook()
         self._in_flight: dict[str, tuple[str, ...]] = {}
         """The gates that accepted each request in flight, by request id."""
+        self._fair_estimates: dict[str, WorkEstimate] = {}
+        """The estimate the fair share charged each request in flight when it differs from
+        its admission's (cached tokens estimated again where it was placed)."""
         self._seq = 0
         self._flows = FlowKeys()
         self._drain = DrainMeter()
@@ -310,11 +315,16 @@ class Scheduler:
             flow=entry.flow,
         )
         ticket = Ticket(req.request_id, backend.name, decision, now, req)
+        counts = self._policy.cache.fairness_counts
+        estimate = req.estimate
+        if counts is QuotaCounts.COMPUTED_TOKENS:  # its cached share where it goes now
+            estimate = self._with_cached_estimate(req, backend).estimate
+            if estimate is not req.estimate:
+                self._fair_estimates[req.request_id] = estimate
         total = req.estimate.total
-        self._place.took(backend.name, req, total)
+        self._place.took(backend.name, req, total)  # (its prompt is cached there after it)
         self._charged += total
-        cost = counted(self._policy.cache.fairness_counts, req.estimate)
-        self._policy.fairness.charge(self._states.fairness, req, cost)
+        self._policy.fairness.charge(self._states.fairness, req, counted(counts, estimate))
         self._in_flight[req.request_id] = gate_names
         self._drain.tick(now, True)
         if req.run is not None:
@@ -339,9 +349,10 @@ class Scheduler:
         total = req.estimate.total
         load = self._place.gave_back(ticket.backend, req, total, outcome is Outcome.COMPLETED)
         self._released += total
+        charged = self._fair_estimates.pop(ticket.request_id, req.estimate)
         if usage is not None:
             counts = self._policy.cache.fairness_counts
-            spent = counted_usage(counts, req.estimate, usage) - counted(counts, req.estimate)
+            spent = counted_usage(counts, charged, usage) - counted(counts, charged)
             self._policy.fairness.charge(self._states.fairness, req, spent)
             self._drain.add(now, usage.total)
             if self._queue:

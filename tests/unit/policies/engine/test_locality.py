@@ -60,13 +60,14 @@ def test_without_a_locality_weight_placement_stays_cache_blind() -> None:
     assert nxt.request.estimate.cached_prompt_tokens == 0  # b2 was never sent its prefix
 
 
-def test_the_score_weighs_the_hit_against_the_spare_load() -> None:
+def test_the_score_weighs_the_prefill_saved_against_the_load_in_tokens() -> None:
     b1, b2 = backend("b1"), backend("b2")
     busy, idle = BackendLoad(3, 1000), BackendLoad(1, 250)
-    # b1: 1.5 * 0.8 + 0 = 1.2; b2: 0 + 0.75: the prefix wins
-    assert most_local([(b1, busy, 0.8), (b2, idle, 0.0)], 1.5) is b1
-    # b1: 1.5 * 0.4 = 0.6 < 0.75: the spare load wins
-    assert most_local([(b1, busy, 0.4), (b2, idle, 0.0)], 1.5) is b2
-    # equal scores: the least loaded, then the name
-    assert most_local([(b2, BackendLoad(0, 0), 0.0), (b1, BackendLoad(0, 0), 0.0)], 1.5) is b1
+    # b1: 1000 + 1.5 * 100 = 1150; b2: 250 + 1.5 * 1000 = 1750: the prefix wins
+    assert most_local([(b1, busy, 100), (b2, idle, 1000)], 1.5) is b1
+    # b1: 1000 + 1.5 * 600 = 1900 > 1750: the lighter load wins
+    assert most_local([(b1, busy, 600), (b2, idle, 1000)], 1.5) is b2
+    # equal costs: the fewer requests, then the name
+    assert most_local([(b2, BackendLoad(2, 0), 10), (b1, BackendLoad(1, 0), 10)], 1.5) is b1
+    assert most_local([(b2, BackendLoad(1, 0), 10), (b1, BackendLoad(1, 0), 10)], 1.5) is b1
     assert most_local([], 1.5) is None
