@@ -86,7 +86,7 @@ def prepare(
     )
     canonical = canonical_prompt(parsed.prompt)
     blocks = None
-    if ctx.admission.scheduler.policy.cache.models_prefixes:
+    if ctx.admission.scheduler.policy.models_prefixes:
         blocks = prompt_blocks(canonical, parsed.model, estimate.prompt_tokens)
     info = RequestInfo(
         request_id=request_id,

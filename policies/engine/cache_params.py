@@ -35,9 +35,3 @@ class CacheParams(Params):
     its prefix is until another backend is lighter by more than the prefill it would
     redo. 0: cache-blind placement (least loaded). A backend without room is never a
     candidate: locality never overfills a backend."""
-
-    @property
-    def models_prefixes(self) -> bool:
-        """Whether the scheduler keeps its model of each backend's prefix cache, and so
-        whether prompts are hashed into blocks for it."""
-        return self.estimate is CacheEstimate.PREFIX_MODEL or self.locality_weight > 0

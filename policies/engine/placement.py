@@ -68,7 +68,7 @@ class Placement:
         self.view.forget_policy()
         self.prefill = _prefill(policy, self.prefill)
         self._locality = policy.cache.locality_weight
-        if not policy.cache.models_prefixes:
+        if not policy.models_prefixes:
             self.prefixes = None
         elif self.prefixes is None:
             self.prefixes = PrefixModels()

@@ -71,3 +71,15 @@ def test_the_score_weighs_the_prefill_saved_against_the_load_in_tokens() -> None
     assert most_local([(b2, BackendLoad(2, 0), 10), (b1, BackendLoad(1, 0), 10)], 1.5) is b1
     assert most_local([(b2, BackendLoad(1, 0), 10), (b1, BackendLoad(1, 0), 10)], 1.5) is b1
     assert most_local([], 1.5) is None
+
+
+def test_prompts_are_modelled_only_where_something_reads_the_model() -> None:
+    from policies.registry import build_policy
+
+    quota = {"type": "tenant_quota", "parameters": {"counts": "computed_tokens"}}
+    assert not build_policy({}).models_prefixes  # nothing reads a cached estimate
+    assert build_policy({"cache": {"locality_weight": 1}}).models_prefixes
+    assert build_policy({"cache": {"fairness_counts": "computed_tokens"}}).models_prefixes
+    assert build_policy({"gates": [quota]}).models_prefixes
+    blind = {"estimate": "hit_rate", "fairness_counts": "computed_tokens"}
+    assert not build_policy({"cache": blind, "gates": [quota]}).models_prefixes
