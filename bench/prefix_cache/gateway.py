@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from bench.noisy_neighbour.fleet import Process, start_gateway
-from bench.prefix_cache.traffic import TrafficResult, drive
+from bench.prefix_cache.traffic import HEADER, TrafficResult, columns, drive
 from scripts.vllm.serve import free_port
 from simulation.conversations import ConversationShape
 
@@ -126,22 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     shape = ConversationShape(think_mean_s=args.think)
-    print(
-        f"{'variant':<26} {'turns/s':>7} {'TTFT p50':>8} {'TTFT p99':>8} {'hit rate':>8} "
-        f"{'refused':>7}",
-        flush=True,
-    )
+    print(f"{'variant':<26} {HEADER}", flush=True)
     base = None
     for variant in args.variants.split(","):
         r = run_variant(variant, args, shape)
         rate = len(r.ok) / r.elapsed_s
         base = base or rate
-        print(
-            f"{variant:<26} {rate:7.2f} {r.ttft_quantile(0.5) * 1000:8.1f} "
-            f"{r.ttft_quantile(0.99) * 1000:8.1f} {r.hit_rate:8.3f} {r.refused:7d}"
-            f"   ({rate / base:.2f}x direct)",
-            flush=True,
-        )
+        print(f"{variant:<26} {columns(r)}   ({rate / base:.2f}x direct)", flush=True)
     return 0
 
 

@@ -33,7 +33,7 @@ import yaml
 
 from bench.noisy_neighbour.fleet import Process, start_gateway
 from bench.prefix_cache.gateway import MODEL, REPO, _key, gateway_config, start_emulator
-from bench.prefix_cache.traffic import TrafficResult, drive
+from bench.prefix_cache.traffic import HEADER, TrafficResult, columns, drive
 from emulator.profile import load_profile
 from simulation.conversations import ConversationShape
 
@@ -136,11 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         turn_words=args.turn_words,
         output_tokens=args.output_tokens,
     )
-    print(
-        f"{'variant':<22} {'turns/s':>7} {'TTFT p50':>8} {'TTFT p99':>8} {'hit rate':>8} "
-        f"{'refused':>7} {'est MAE':>7} {'cached':>7}",
-        flush=True,
-    )
+    print(f"{'variant':<22} {HEADER} {'est MAE':>7} {'cached':>7}", flush=True)
     blind = None
     with tempfile.TemporaryDirectory() as tmp:
         profile = profile_file(args.kv_blocks, Path(tmp))
@@ -152,12 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio = f"   ({rate / blind:.2f}x cache-blind)" if blind else ""
             mae_s = f"{mae:7.1f}" if mae is not None else "      -"
             cached_s = f"{cached:7.1f}" if cached is not None else "      -"
-            print(
-                f"{variant:<22} {rate:7.2f} {r.ttft_quantile(0.5) * 1000:8.1f} "
-                f"{r.ttft_quantile(0.99) * 1000:8.1f} {r.hit_rate:8.3f} {r.refused:7d} "
-                f"{mae_s} {cached_s}{ratio}",
-                flush=True,
-            )
+            print(f"{variant:<22} {columns(r)} {mae_s} {cached_s}{ratio}", flush=True)
     return 0
 
 

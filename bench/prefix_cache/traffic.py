@@ -72,6 +72,18 @@ class TrafficResult:
         return sum(t.cached_tokens or 0 for t in seen) / max(1, sum(t.prompt_tokens for t in seen))
 
 
+HEADER = f"{'turns/s':>7} {'TTFT p50':>8} {'TTFT p99':>8} {'hit rate':>8} {'refused':>7}"
+"""The columns of ``columns``."""
+
+
+def columns(r: TrafficResult) -> str:
+    """A run's turns a second, TTFT p50 and p99 (ms), engine hit rate and refused turns."""
+    return (
+        f"{len(r.ok) / r.elapsed_s:7.2f} {r.ttft_quantile(0.5) * 1000:8.1f} "
+        f"{r.ttft_quantile(0.99) * 1000:8.1f} {r.hit_rate:8.3f} {r.refused:7d}"
+    )
+
+
 def cache_counters(url: str, client: httpx.Client | None = None) -> tuple[float, float]:
     """(prefix_cache_queries_total, prefix_cache_hits_total) summed over engines."""
     text = (client or httpx).get(f"{url}/metrics", timeout=10.0).text
