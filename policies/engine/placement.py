@@ -163,11 +163,21 @@ class Placement:
         prefill = self.prefill
         if prefill is None:
             return True
-        tokens = req.estimate.prompt_tokens
+        tokens = self.uncached_tokens(backend, req)
         if prefill.admits(backend.name, tokens):
             return True
         prefill.backend(backend.name).estimate(self._now)
         return prefill.admits(backend.name, tokens)
+
+    def uncached_tokens(self, backend: BackendView, req: RequestInfo) -> int:
+        """``req``'s prompt tokens ``backend`` is expected to compute: those its prefix cache
+        will not serve, by the prefix model where it knows, else by the backend's hit rate."""
+        prompt = req.estimate.prompt_tokens
+        cached = None if self.prefixes is None else self.prefixes.cached_tokens(backend, req)
+        if cached is None:
+            hit = backend.prefix_cache_hit_rate
+            cached = 0 if hit is None else int(prompt * min(1.0, max(0.0, hit)))
+        return prompt - cached
 
     def room_now(self, models: Mapping[str, int]) -> tuple[BackendView | bool, bool]:
         """Cheap pre-check when one model is queued: False when no backend for it has room.
@@ -221,14 +231,15 @@ class Placement:
 
     def took(self, backend: str, req: RequestInfo, tokens: int) -> None:
         """``req`` (``tokens`` estimated) was dispatched to ``backend``."""
-        if self.prefixes is not None and req.blocks is not None:
-            view = self.view.get(backend)
-            if view is not None:
-                self.prefixes.sent(view, req)
+        view = self.view.get(backend)
         if self.prefill is not None:
+            prompt = req.estimate.prompt_tokens
+            uncached = prompt if view is None else self.uncached_tokens(view, req)
             self.prefill.backend(backend).dispatched(
-                req.request_id, req.estimate.prompt_tokens, self._now, req.stream
+                req.request_id, uncached, self._now, req.stream
             )
+        if self.prefixes is not None and req.blocks is not None and view is not None:
+            self.prefixes.sent(view, req)  # (after: its own prompt is not its cache)
         load = self.load(backend)
         load.in_flight += 1
         load.in_flight_tokens += tokens
