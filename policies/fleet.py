@@ -56,6 +56,11 @@ class BackendView:
     prefix_cache_hit_rate: float | None = None
     """Fraction of looked-up prompt tokens the engine's prefix cache served, over the signal
     window (``vllm:prefix_cache_hits`` / ``vllm:prefix_cache_queries``), 0..1."""
+    kv_cache_tokens: float | None = None
+    """The KV cache's capacity in tokens (``vllm:cache_config_info``: ``num_gpu_blocks`` times
+    ``block_size``): what bounds the scheduler's model of the backend's prefix cache."""
+    kv_block_size: int | None = None
+    """Tokens per KV block (``block_size``): the prefix cache serves whole blocks only."""
     signal_age_s: float | None = None
     stale: bool = False
     peer_in_flight: int = 0

@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from policies.contracts import Discipline, Fairness, Limit, NamedGate
+from policies.engine.cache_params import CacheEstimate, CacheParams
 from policies.engine.headroom_params import HeadroomParams
 from policies.engine.prefill_backlog_params import PrefillBacklogParams
 from policies.engine.queue_params import QueueParams
 from policies.engine.retry_after_params import RetryAfterParams
+from policies.gates.quota_params import QuotaCounts
 from policies.ladder.ladder_params import LadderParams
 from policies.runs.runs_params import RunsParams
 
@@ -47,6 +49,22 @@ class PolicySet:
     headroom: HeadroomParams = field(default_factory=HeadroomParams)
     prefill_backlog: PrefillBacklogParams = field(default_factory=PrefillBacklogParams)
     runs: RunsParams = field(default_factory=RunsParams)
+    cache: CacheParams = field(default_factory=CacheParams)
+
+    @property
+    def models_prefixes(self) -> bool:
+        """Whether the scheduler keeps its model of each backend's prefix cache (and so the
+        gateway hashes prompts for it): where locality routing, or a cached-token estimate
+        that something reads (the fair share's or a quota's computed tokens), needs it."""
+        cache = self.cache
+        if cache.locality_weight > 0:
+            return True
+        if cache.estimate is not CacheEstimate.PREFIX_MODEL:
+            return False
+        computed = QuotaCounts.COMPUTED_TOKENS
+        if cache.fairness_counts is computed:
+            return True
+        return any(getattr(g.gate.params, "counts", None) is computed for g in self.gates)
 
     def first_enforcing(self, kind: type[G]) -> G | None:
         """The first enforcing gate of plugin class ``kind`` (None: none)."""

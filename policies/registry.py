@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from policies.contracts import Discipline, Fairness, Gate, Limit, NamedGate, Plugin
+from policies.engine.cache_params import CacheParams
 from policies.engine.headroom_params import HeadroomParams
 from policies.engine.prefill_backlog_params import PrefillBacklogParams
 from policies.engine.queue_params import QueueParams
@@ -87,6 +88,7 @@ SECTION_KEYS = {
     "headroom",
     "prefill_backlog",
     "runs",
+    "cache",
 }
 
 
@@ -112,11 +114,12 @@ def build_policy(raw: Mapping[str, Any] | None) -> PolicySet:
     headroom = _model(HeadroomParams, raw.get("headroom"), ("headroom",), errors)
     prefill = _model(PrefillBacklogParams, raw.get("prefill_backlog"), ("prefill_backlog",), errors)
     runs = _model(RunsParams, raw.get("runs"), ("runs",), errors)
+    cache = _model(CacheParams, raw.get("cache"), ("cache",), errors)
     if errors:
         raise PolicyConfigError(errors)
     assert isinstance(limit, Limit) and isinstance(fairness, Fairness)
     assert isinstance(discipline, Discipline) and queue and ladder and retry and headroom
-    assert prefill and runs
+    assert prefill and runs and cache
     return PolicySet(
         str(name),
         policy_version(raw),
@@ -130,6 +133,7 @@ def build_policy(raw: Mapping[str, Any] | None) -> PolicySet:
         headroom,
         prefill,
         runs,
+        cache,
     )
 
 

@@ -94,8 +94,9 @@ class WorkEstimate:
     output_tokens: int
     sequences: int = 1
     cached_prompt_tokens: int = 0
-    """Of ``prompt_tokens``, those the backend's prefix cache is expected to serve (its
-    measured hit rate, ``policies/cache_estimate.py``); 0 when unknown."""
+    """Of ``prompt_tokens``, those the backend's prefix cache is expected to serve (the
+    longest prefix the gateway sent there, else its measured hit rate:
+    ``policies/cache_estimate.py``); 0 when unknown."""
 
     @property
     def total(self) -> int:
@@ -141,6 +142,22 @@ class RunHints:
 
 @quick_init
 @dataclass(frozen=True, slots=True)
+class PromptBlocks:
+    """A prompt as chained block hashes, never its text: what the scheduler's model of each
+    backend's prefix cache (``policies/engine/prefix_model.py``) matches and records.
+
+    ``hashes[i]`` names the prompt's whole prefix up to the end of block ``i`` (each hash is
+    chained to the one before), so two prompts share hashes exactly as far as they share
+    their beginning; a partial last block has none. ``tokens_per_block`` is the estimate's
+    prompt tokens per block (the gateway hashes fixed character chunks and divides by the
+    measured characters per token; the simulator hashes the engine's own token blocks)."""
+
+    hashes: tuple[int, ...]
+    tokens_per_block: float
+
+
+@quick_init
+@dataclass(frozen=True, slots=True)
 class RequestInfo:
     """Everything the decision core may know about a request. Never the prompt itself.
 
@@ -164,6 +181,8 @@ class RequestInfo:
     """The response is streamed: the gateway sees its first token come back."""
     run: RunHints | None = None
     """The agent run this call belongs to (``X-Agent-Run-Id``), or None."""
+    blocks: PromptBlocks | None = None
+    """The prompt's chained block hashes (None: not hashed; the hit rate estimates instead)."""
 
     @property
     def flow(self) -> FlowKey:

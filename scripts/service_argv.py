@@ -12,10 +12,12 @@ def sluicegate(*args: str) -> list[str]:
     return [sys.executable, "-m", "commands.cli", *args]
 
 
-def serve(config: Path | str, *options: str, records: bool = True) -> list[str]:
-    """``sluicegate serve --config CONFIG OPTIONS`` logging warnings and errors only;
-    ``records=False`` leaves the per-request decision records out too."""
-    argv = sluicegate("serve", "--config", str(config), *options, "--log-level", "warning")
+def serve(
+    config: Path | str, *options: str, records: bool = True, log_level: str = "warning"
+) -> list[str]:
+    """``sluicegate serve --config CONFIG OPTIONS`` logging at ``log_level`` (warnings and
+    errors by default); ``records=False`` leaves the per-request decision records out too."""
+    argv = sluicegate("serve", "--config", str(config), *options, "--log-level", log_level)
     return argv if records else [*argv, "--no-records"]
 
 

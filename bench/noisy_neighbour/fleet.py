@@ -106,12 +106,13 @@ def start_engine(kind: str, profile: str, max_model_len: int, index: int) -> Eng
     return Engine(proc.url, proc)
 
 
-def start_gateway(config: dict[str, Any]) -> Process:
+def start_gateway(config: dict[str, Any], log_level: str = "warning") -> Process:
+    """``log_level`` info: the decision records too, in its log."""
     port = free_port()
     full = {**config, "server": {"port": port}}
     path = Path(tempfile.mkstemp(prefix="nn-gateway-", suffix=".yaml")[1])
     path.write_text(yaml.safe_dump(full, sort_keys=False))
-    return Process.start(serve(path), port, "gateway")
+    return Process.start(serve(path, log_level=log_level), port, "gateway")
 
 
 _ENGINE = ENGINES["vllm-0.32"]

@@ -23,6 +23,8 @@ VARIANTS = (
     "fair-share-preset-unbounded",
     "fair-share-preset-no-decode-hold",
     "fair-share-preset-before",
+    "fair-share-preset+cache-cost",
+    "fair-share-preset+locality",
 )
 
 
@@ -62,6 +64,16 @@ POLICIES: dict[str, Any] = {
         **_preset("fair-share"),
         "headroom": {**_preset("fair-share")["headroom"], "decode_slowdown_max": None},
         "prefill_backlog": {"enabled": True, "ttft_target_s": 0.25},
+    },
+    # the preset with the fair share charging computed tokens (cache: docs/policies.md),
+    # then with locality routing too
+    "fair-share-preset+cache-cost": lambda: {
+        **_preset("fair-share"),
+        "cache": {"fairness_counts": "computed_tokens"},
+    },
+    "fair-share-preset+locality": lambda: {
+        **_preset("fair-share"),
+        "cache": {"fairness_counts": "computed_tokens", "locality_weight": 4.0},
     },
     # the preset as it ships with its decode hold switched off (the mutation)
     "fair-share-preset-no-decode-hold": lambda: {

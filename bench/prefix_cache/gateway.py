@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from bench.noisy_neighbour.fleet import Process, start_gateway
-from bench.prefix_cache.traffic import TrafficResult, drive
+from bench.prefix_cache.traffic import HEADER, TrafficResult, columns, drive
 from scripts.service_argv import emulate
 from scripts.vllm.serve import free_port
 from simulation.conversations import ConversationShape
@@ -51,25 +51,32 @@ def _policy(variant: str) -> dict[str, Any] | None:
     raise ValueError(f"unknown variant {variant!r}")
 
 
-def gateway_config(policy: dict[str, Any], url: str, shape: ConversationShape) -> dict[str, Any]:
+def gateway_config(
+    policy: dict[str, Any], url: str | list[str], shape: ConversationShape
+) -> dict[str, Any]:
     tenants = sorted({shape.tenant_of(a) for a in range(shape.agents)})
     digest = lambda t: hashlib.sha256(_key(t).encode()).hexdigest()  # noqa: E731
+    urls = [url] if isinstance(url, str) else url
+    backends = [
+        {"name": f"b{i}", "url": u, "models": [MODEL], "max_num_seqs": 8}
+        for i, u in enumerate(urls)
+    ]
     return {
         "tenants": [{"name": t, "api_key_sha256": [digest(t)]} for t in tenants],
-        "backends": [{"name": "b0", "url": url, "models": [MODEL], "max_num_seqs": 8}],
+        "backends": backends,
         "health": {"interval_s": 0.5, "timeout_s": 1.0},
         "scrape": {"interval_s": 0.25},
         "policy": policy,
     }
 
 
-def start_emulator(speed: float) -> Process:
+def start_emulator(speed: float, profile: str = "cpu-tiny") -> Process:
     port = free_port()
     argv = emulate(
         port,
         MODEL,
         "--profile",
-        "cpu-tiny",
+        profile,
         "--speed",
         str(speed),
         "--enable-prompt-tokens-details",
@@ -113,22 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     shape = ConversationShape(think_mean_s=args.think)
-    print(
-        f"{'variant':<26} {'turns/s':>7} {'TTFT p50':>8} {'TTFT p99':>8} {'hit rate':>8} "
-        f"{'refused':>7}",
-        flush=True,
-    )
+    print(f"{'variant':<26} {HEADER}", flush=True)
     base = None
     for variant in args.variants.split(","):
         r = run_variant(variant, args, shape)
         rate = len(r.ok) / r.elapsed_s
         base = base or rate
-        print(
-            f"{variant:<26} {rate:7.2f} {r.ttft_quantile(0.5) * 1000:8.1f} "
-            f"{r.ttft_quantile(0.99) * 1000:8.1f} {r.hit_rate:8.3f} {r.refused:7d}"
-            f"   ({rate / base:.2f}x direct)",
-            flush=True,
-        )
+        print(f"{variant:<26} {columns(r)}   ({rate / base:.2f}x direct)", flush=True)
     return 0
 
 

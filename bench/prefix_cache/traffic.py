@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +70,18 @@ class TrafficResult:
         if not seen:
             return None
         return sum(t.cached_tokens or 0 for t in seen) / max(1, sum(t.prompt_tokens for t in seen))
+
+
+HEADER = f"{'turns/s':>7} {'TTFT p50':>8} {'TTFT p99':>8} {'hit rate':>8} {'refused':>7}"
+"""The columns of ``columns``."""
+
+
+def columns(r: TrafficResult) -> str:
+    """A run's turns a second, TTFT p50 and p99 (ms), engine hit rate and refused turns."""
+    return (
+        f"{len(r.ok) / r.elapsed_s:7.2f} {r.ttft_quantile(0.5) * 1000:8.1f} "
+        f"{r.ttft_quantile(0.99) * 1000:8.1f} {r.hit_rate:8.3f} {r.refused:7d}"
+    )
 
 
 def cache_counters(url: str, client: httpx.Client | None = None) -> tuple[float, float]:
@@ -144,10 +156,11 @@ async def _agent(
     deadline: float,
     retry_s: float,
     headers_of: Headers | None,
+    sessions: bool = True,
 ) -> None:
     done = 0
     while (turns is None or done < turns) and time.monotonic() < deadline:
-        headers = {"x-session-id": f"agent-{conv.agent}"}
+        headers = {"x-session-id": f"agent-{conv.agent}"} if sessions else {}
         if headers_of is not None:
             headers.update(headers_of(conv.tenant))
         outcome, reply = await one_turn(client, url, model, conv, headers)
@@ -170,11 +183,18 @@ async def drive(
     metrics_url: str | None = None,
     retry_s: float = 1.0,
     headers_of: Headers | None = None,
+    sessions: bool = True,
+    spread: Sequence[str] = (),
+    engines: Sequence[str] = (),
 ) -> TrafficResult:
-    """Run the agents; ``metrics_url`` is the engine's when ``url`` is a gateway's."""
-    metrics_url = metrics_url or url
+    """Run the agents; ``metrics_url`` is the engine's when ``url`` is a gateway's
+    (``engines``: several engines', their counters summed). ``sessions`` False: no
+    ``x-session-id`` (nothing tells a gateway which turns belong together). ``spread``:
+    agent ``i`` calls ``spread[i % len(spread)]`` instead of ``url`` (clients each pinned to
+    one engine, no gateway)."""
+    engines = tuple(engines) or (metrics_url or url,)
     result = TrafficResult()
-    q0, h0 = cache_counters(metrics_url)
+    q0, h0 = _summed_counters(engines)
     started = time.monotonic()
     limits = httpx.Limits(max_connections=shape.agents + 4)
     async with httpx.AsyncClient(timeout=120.0, limits=limits) as client:
@@ -182,7 +202,7 @@ async def drive(
             *(
                 _agent(
                     client,
-                    url,
+                    spread[conv.agent % len(spread)] if spread else url,
                     model,
                     conv,
                     result,
@@ -190,11 +210,17 @@ async def drive(
                     started + duration_s,
                     retry_s,
                     headers_of,
+                    sessions,
                 )
                 for conv in conversations(shape)
             )
         )
     result.elapsed_s = time.monotonic() - started
-    q1, h1 = cache_counters(metrics_url)
+    q1, h1 = _summed_counters(engines)
     result.queries, result.hits = q1 - q0, h1 - h0
     return result
+
+
+def _summed_counters(urls: Sequence[str]) -> tuple[float, float]:
+    counts = [cache_counters(u) for u in urls]
+    return sum(q for q, _ in counts), sum(h for _, h in counts)

@@ -35,9 +35,14 @@ def record_line(fields: dict[str, Any]) -> str:
         return _compact(fields)
 
 
+def canonical_prompt(payload: Any) -> bytes:
+    """The prompt part of a request (messages or prompt) as canonical JSON, UTF-8."""
+    return _canonical(payload).encode("utf-8")
+
+
 def prompt_sha256(payload: Any) -> str:
     """A stable hash of the prompt part of a request (messages or prompt)."""
-    return hashlib.sha256(_canonical(payload).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_prompt(payload)).hexdigest()
 
 
 def run_digest(tenant: str, run_id: str) -> str:
@@ -94,8 +99,10 @@ class RequestRecord:
             "retry_after_s": d.retry_after_s if d is not None else None,
             "est_prompt_tokens": est.prompt_tokens if est is not None else None,
             "est_output_tokens": est.output_tokens if est is not None else None,
+            "est_cached_prompt_tokens": est.cached_prompt_tokens if est is not None else None,
             "prompt_tokens": self.usage.prompt_tokens if self.usage else None,
             "completion_tokens": self.usage.completion_tokens if self.usage else None,
+            "cached_tokens": self.usage.cached_tokens if self.usage else None,
             "outcome": self.outcome.value if self.outcome is not None else None,
             "status": self.status,
             "backend": self.backend,

@@ -21,6 +21,7 @@ def encode(sample: MetricsSample) -> str:
             "waiting_by_reason": dict(sample.waiting_by_reason),
             "kv_cache_usage": sample.kv_cache_usage,
             "kv_cache_tokens": sample.kv_cache_tokens,
+            "kv_block_size": sample.kv_block_size,
             "counters": dict(sample.counters),
             "histograms": hists,
         },
@@ -40,6 +41,7 @@ def decode(text: str | bytes) -> MetricsSample:
         waiting_by_reason=raw["waiting_by_reason"],
         kv_cache_usage=raw["kv_cache_usage"],
         kv_cache_tokens=raw["kv_cache_tokens"],
+        kv_block_size=raw.get("kv_block_size"),
         counters=raw["counters"],
         histograms=hists,
     )

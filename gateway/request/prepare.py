@@ -3,13 +3,14 @@ submits, and the record that follows the request to its end."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.context import GatewayContext, Runtime
 from gateway.forward.upstream import upstream_body
-from gateway.metrics.records import RequestRecord, prompt_sha256, run_digest
+from gateway.metrics.records import RequestRecord, canonical_prompt, run_digest
 from gateway.request.auth import Tenant
 from gateway.request.inbound import (
     ParsedBody,
@@ -18,6 +19,7 @@ from gateway.request.inbound import (
     parse_body,
     parse_metadata,
 )
+from gateway.request.prompt_blocks import prompt_blocks
 from policies.types import FlowKey, RequestInfo, RunHints, deadline_bucket
 
 
@@ -82,6 +84,10 @@ def prepare(
         fan_out=parsed.fan_out,
         known_prompt_tokens=parsed.prompt_token_ids,
     )
+    canonical = canonical_prompt(parsed.prompt)
+    blocks = None
+    if ctx.admission.scheduler.policy.models_prefixes:
+        blocks = prompt_blocks(canonical, parsed.model, estimate.prompt_tokens)
     info = RequestInfo(
         request_id=request_id,
         tenant=tenant.name,
@@ -95,9 +101,10 @@ def prepare(
         max_tokens=parsed.max_tokens,
         is_retry=meta.is_retry,
         session_id=meta.session_id,
-        prompt_hash=prompt_sha256(parsed.prompt),
+        prompt_hash=hashlib.sha256(canonical).hexdigest(),
         stream=parsed.stream,
         run=_run_hints(meta.run, arrival),
+        blocks=blocks,
     )
     return Prepared(runtime, path, parsed, info, raw, prefer_async)
 

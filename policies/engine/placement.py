@@ -13,7 +13,15 @@ from policies.contracts import BackendLoad, Limit, QueuedEntry
 from policies.engine.headroom import ActiveTenants, decode_allows, may_take_slot
 from policies.engine.headroom_params import HeadroomParams
 from policies.engine.prefill_backlog import PrefillBacklog
-from policies.engine.routing import any_room, choose_backend, least_loaded_within, pick_within
+from policies.engine.prefix_model import PrefixModels
+from policies.engine.routing import (
+    Local,
+    any_room,
+    choose_backend,
+    least_loaded_within,
+    most_local,
+    pick_within,
+)
 from policies.engine.snapshot_view import SnapshotView
 from policies.fleet import BackendView, FleetSnapshot
 from policies.policy_set import PolicySet
@@ -24,12 +32,14 @@ class Placement:
     __slots__ = (
         "_headroom",
         "_limit",
+        "_locality",
         "_lstate",
         "_now",
         "_room_bound",
         "active",
         "loads",
         "prefill",
+        "prefixes",
         "tenant_in_flight",
         "tenant_tokens",
         "view",
@@ -43,6 +53,9 @@ class Placement:
         """Each tenant's estimated tokens in flight (what the decode hold weighs)."""
         self.active = ActiveTenants()
         self.prefill: PrefillBacklog | None = None
+        self.prefixes: PrefixModels | None = None
+        """The model of each backend's prefix cache (None: ``cache.estimate: hit_rate``
+        and no locality: nothing reads it, nothing is kept)."""
         self._now = now
         self.bind(policy, limit_state)
 
@@ -54,6 +67,11 @@ class Placement:
         self._room_bound = _room_bound(policy.limit)
         self.view.forget_policy()
         self.prefill = _prefill(policy, self.prefill)
+        self._locality = policy.cache.locality_weight
+        if not policy.models_prefixes:
+            self.prefixes = None
+        elif self.prefixes is None:
+            self.prefixes = PrefixModels()
 
     def observe(self, fleet: FleetSnapshot, now: float) -> None:
         view = self.view
@@ -64,6 +82,8 @@ class Placement:
                 self.view = SnapshotView(fleet)
                 if self.prefill is not None:
                     self.prefill.observe(fleet.backends)
+                if self.prefixes is not None:
+                    self.prefixes.keep_only(b.name for b in fleet.backends)
         self.active.expire(now, self._headroom.active_window_s)
         self._now = now
 
@@ -73,8 +93,16 @@ class Placement:
             load = self.loads[name] = BackendLoad()
         return load
 
+    def local(self, req: RequestInfo) -> bool:
+        """Whether ``pick`` may place ``req`` by locality (else by load, or its session)."""
+        return self._locality > 0 and req.blocks is not None and self.prefixes is not None
+
     def pick(self, req: RequestInfo) -> BackendView | None:
         """The backend ``req`` dispatches to now, or None when none of its model has room."""
+        if self.local(req):
+            local = self._pick_local(req)
+            if local is not None:
+                return local
         bound_of = self._room_bound
         if bound_of is not None and not req.session_id:
             bounded = self.view.room_bounds(req.model, self.load, bound_of)
@@ -88,6 +116,35 @@ class Placement:
             return best
         admitted = [c for c in candidates if self.prefill_admits(c[0], req)]
         return choose_backend(self._limit, self._lstate, admitted, req.session_id)
+
+    def _pick_local(self, req: RequestInfo) -> BackendView | None:
+        """``most_local`` of the backends with room for ``req``; None when none holds any of
+        its prompt (then load, or its session, places it)."""
+        prefixes = self.prefixes
+        assert prefixes is not None
+        prompt = req.estimate.prompt_tokens
+        scored: list[Local] = []
+        any_hit = False
+        for b, load in self._with_room(req):
+            cached = prefixes.cached_tokens(b, req) or 0
+            any_hit = any_hit or cached > 0
+            scored.append((b, load, prompt - cached))
+        return most_local(scored, self._locality) if any_hit else None
+
+    def _with_room(self, req: RequestInfo) -> list[tuple[BackendView, BackendLoad]]:
+        """The backends of ``req``'s model with room for it now (the limit's and the prefill
+        backlog bound's)."""
+        bound_of = self._room_bound
+        if bound_of is not None:
+            bounded = self.view.room_bounds(req.model, self.load, bound_of)
+            rooms = [(b, ld) for b, ld, n in bounded if ld.in_flight == 0 or ld.in_flight < n]
+        else:
+            limit, lstate = self._limit, self._lstate
+            candidates = self.view.candidates(req.model, self.load)
+            rooms = [(b, ld) for b, ld in candidates if limit.has_room(lstate, b, ld)]
+        if self.prefill is None:
+            return rooms
+        return [(b, ld) for b, ld in rooms if self.prefill_admits(b, req)]
 
     def prefill_refused(self, req: RequestInfo) -> bool:
         """After ``pick(req)`` found nothing: whether only the prefill bound refused it (a
@@ -106,11 +163,21 @@ class Placement:
         prefill = self.prefill
         if prefill is None:
             return True
-        tokens = req.estimate.prompt_tokens
+        tokens = self.uncached_tokens(backend, req)
         if prefill.admits(backend.name, tokens):
             return True
         prefill.backend(backend.name).estimate(self._now)
         return prefill.admits(backend.name, tokens)
+
+    def uncached_tokens(self, backend: BackendView, req: RequestInfo) -> int:
+        """``req``'s prompt tokens ``backend`` is expected to compute: those its prefix cache
+        will not serve, by the prefix model where it knows, else by the backend's hit rate."""
+        prompt = req.estimate.prompt_tokens
+        cached = None if self.prefixes is None else self.prefixes.cached_tokens(backend, req)
+        if cached is None:
+            hit = backend.prefix_cache_hit_rate
+            cached = 0 if hit is None else int(prompt * min(1.0, max(0.0, hit)))
+        return prompt - cached
 
     def room_now(self, models: Mapping[str, int]) -> tuple[BackendView | bool, bool]:
         """Cheap pre-check when one model is queued: False when no backend for it has room.
@@ -164,10 +231,15 @@ class Placement:
 
     def took(self, backend: str, req: RequestInfo, tokens: int) -> None:
         """``req`` (``tokens`` estimated) was dispatched to ``backend``."""
+        view = self.view.get(backend)
         if self.prefill is not None:
+            prompt = req.estimate.prompt_tokens
+            uncached = prompt if view is None else self.uncached_tokens(view, req)
             self.prefill.backend(backend).dispatched(
-                req.request_id, req.estimate.prompt_tokens, self._now, req.stream
+                req.request_id, uncached, self._now, req.stream
             )
+        if self.prefixes is not None and req.blocks is not None and view is not None:
+            self.prefixes.sent(view, req)  # (after: its own prompt is not its cache)
         load = self.load(backend)
         load.in_flight += 1
         load.in_flight_tokens += tokens

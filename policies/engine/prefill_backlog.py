@@ -20,7 +20,9 @@ What is measured, never typed in:
   everything dispatched to that backend before it.
 - **the prefill rate** of each backend: the engine's own, prompt tokens per second of
   prefill time from its histograms (``BackendView.prefill_tokens_per_s``; it includes the
-  decode steps interleaved with prefill, the rate a new request actually sees). Without
+  decode steps interleaved with prefill, the rate a new request actually sees), times the
+  share its prefix cache did not serve (``prefix_cache_hit_rate``): prompts are counted in
+  the tokens the engine computes (the placement's estimate of each one's uncached part). Without
   it, the gateway's: prompt tokens whose first token came back over the busy time it took
   (from the later of the previous first token and their dispatch), decayed with
   ``half_life_s``; it also holds the HTTP and tokenizing time of each request, so it is
@@ -205,9 +207,14 @@ class PrefillBacklog:
         return wake
 
     def observe(self, backends: tuple[BackendView, ...]) -> None:
-        """A new snapshot: each backend's engine-stated prefill rate."""
+        """A new snapshot: each backend's engine-stated prefill rate, in the tokens it
+        computes (its histograms count every prompt token over the time it took to prefill
+        those its prefix cache did not serve, so its rate is that share of theirs)."""
         for view in backends:
-            self.backend(view.name).engine_rate = view.prefill_tokens_per_s
+            rate, hit = view.prefill_tokens_per_s, view.prefix_cache_hit_rate
+            if rate is not None and hit is not None:
+                rate *= 1.0 - min(1.0, max(0.0, hit))
+            self.backend(view.name).engine_rate = rate
 
     def pending_tokens(self) -> dict[str, int]:
         return {n: b.pending_tokens for n, b in self._backends.items()}

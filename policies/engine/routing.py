@@ -1,5 +1,7 @@
 """Routing is part of dispatch: a backend that serves the model and has room, with the
-least outstanding work (estimated tokens in flight), or the session's consistent-hash home.
+least outstanding work (estimated tokens in flight), or the session's consistent-hash home,
+or (``cache.locality_weight``) the one where the request adds the least work, counting the
+prompt tokens its prefix cache would not serve (``most_local``).
 
 Affinity uses rendezvous hashing: adding or removing a backend moves only the sessions that
 hashed to it, so prefix caches stay warm. When the home backend has no room,
@@ -20,6 +22,8 @@ from policies.fleet import BackendView
 Candidate = tuple[BackendView, BackendLoad]
 Bounded = tuple[BackendView, BackendLoad, float]
 """A candidate with its limit's room bound: room is ``in_flight == 0 or in_flight < bound``."""
+Local = tuple[BackendView, BackendLoad, int]
+"""A candidate with room, and the prompt tokens its prefix cache is not expected to serve."""
 
 
 def affinity_score(session_id: str, backend: str) -> int:
@@ -103,3 +107,19 @@ def choose_backend(
         if limit.has_room(state, home, load):
             return home
     return least_loaded(limit, state, candidates)
+
+
+def most_local(candidates: Sequence[Local], weight: float) -> BackendView | None:
+    """The candidate where ``req`` adds the least work: its tokens in flight plus ``weight``
+    times the prompt tokens its prefix cache would not serve (``uncached``). One unit for
+    both: a backend's prefix hit saves prefill that another backend's lighter load must
+    outweigh, token for token (``weight`` > 1 values a prefill token above a token in
+    flight). Ties go to the fewer requests in flight, then by name. Every candidate must
+    have room: saturation is the limit's to say, so locality never overfills a backend."""
+    best: BackendView | None = None
+    best_key: tuple[float, int, str] | None = None
+    for b, load, uncached in candidates:
+        key = (load.in_flight_tokens + weight * uncached, load.in_flight, b.name)
+        if best_key is None or key < best_key:
+            best, best_key = b, key
+    return best

@@ -11,8 +11,14 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from policies.cache_estimate import expected_hit_rate, with_cached_estimate
+from policies.cache_estimate import (
+    counted,
+    counted_usage,
+    expected_cached_tokens,
+    with_cached_tokens,
+)
 from policies.contracts import GateContext, Limit, QueuedEntry
+from policies.engine.cache_params import CacheEstimate
 from policies.engine.flow_keys import FlowKeys
 from policies.engine.gate_chain import GateChain
 from policies.engine.observe import DrainMeter, ExecQuantiles
@@ -23,6 +29,7 @@ from policies.engine.scheduler_types import SchedulerStats, Ticket, make_decisio
 from policies.engine.swap import PolicyStates
 from policies.fairness.fleet_share import FleetShare, ShareReport
 from policies.fleet import BackendView, FleetSnapshot
+from policies.gates.quota_params import QuotaCounts
 from policies.ladder.ladder import apply_ladder, update_active
 from policies.policy_set import PolicySet
 from policies.runs.coordinator import RunCoordinator
@@ -37,6 +44,7 @@ from policies.types import (
     Reason,
     RequestInfo,
     Usage,
+    WorkEstimate,
 )
 
 __all__ = ["DuplicateRequestId", "Scheduler", "SchedulerStats", "Ticket"]
@@ -66,6 +74,9 @@ class Scheduler:
         self._queue = QueueBook()
         self._in_flight: dict[str, tuple[str, ...]] = {}
         """The gates that accepted each request in flight, by request id."""
+        self._fair_estimates: dict[str, WorkEstimate] = {}
+        """The estimate the fair share charged each request in flight when it differs from
+        its admission's (cached tokens estimated again where it was placed)."""
         self._seq = 0
         self._flows = FlowKeys()
         self._drain = DrainMeter()
@@ -121,9 +132,7 @@ class Scheduler:
             return run
         backend = None if self._queue or not place.may_take(req) else place.pick(req)
         room_now = backend is not None
-        req = with_cached_estimate(
-            req, expected_hit_rate(backend, () if room_now else place.view.serving(req.model))
-        )
+        req = self._with_cached_estimate(req, backend)
         if self._gates:
             ctx = self._gate_context(req, now, room_now, oldest)
             gate_shadowed, verdict = self._gates.run(req, ctx)
@@ -145,6 +154,17 @@ class Scheduler:
             self._policy.discipline.on_empty(self._states.discipline)
             return self._dispatch(entry, backend, now, gate_names)
         return self._enqueue(entry, gate_names)
+
+    def _with_cached_estimate(self, req: RequestInfo, backend: BackendView | None) -> RequestInfo:
+        """``req`` with its cached prompt tokens estimated on ``backend`` (None: it waits;
+        the best of its model's backends): ``policies/cache_estimate.py``."""
+        place = self._place
+        prefixes = place.prefixes
+        model = None
+        if prefixes is not None and self._policy.cache.estimate is CacheEstimate.PREFIX_MODEL:
+            model = prefixes.cached_tokens
+        serving = () if backend is not None else place.view.serving(req.model)
+        return with_cached_tokens(req, expected_cached_tokens(req, backend, serving, model))
 
     def _gate_context(
         self, req: RequestInfo, now: float, room_now: bool, oldest: QueuedEntry | None
@@ -233,7 +253,7 @@ class Scheduler:
                 deferred.append(entry)  # over its share with headroom low; others may go
                 continue
             req = entry.request
-            if room is True or req.session_id:
+            if room is True or req.session_id or place.local(req):
                 backend = None if req.model in blocked else place.pick(req)
             elif place.prefill is None or place.prefill_admits(room, req):
                 backend = room  # what place.pick picks for it
@@ -295,10 +315,16 @@ class Scheduler:
             flow=entry.flow,
         )
         ticket = Ticket(req.request_id, backend.name, decision, now, req)
+        counts = self._policy.cache.fairness_counts
+        estimate = req.estimate
+        if counts is QuotaCounts.COMPUTED_TOKENS:  # its cached share where it goes now
+            estimate = self._with_cached_estimate(req, backend).estimate
+            if estimate is not req.estimate:
+                self._fair_estimates[req.request_id] = estimate
         total = req.estimate.total
-        self._place.took(backend.name, req, total)
+        self._place.took(backend.name, req, total)  # (its prompt is cached there after it)
         self._charged += total
-        self._policy.fairness.charge(self._states.fairness, req, total)
+        self._policy.fairness.charge(self._states.fairness, req, counted(counts, estimate))
         self._in_flight[req.request_id] = gate_names
         self._drain.tick(now, True)
         if req.run is not None:
@@ -323,8 +349,11 @@ class Scheduler:
         total = req.estimate.total
         load = self._place.gave_back(ticket.backend, req, total, outcome is Outcome.COMPLETED)
         self._released += total
+        charged = self._fair_estimates.pop(ticket.request_id, req.estimate)
         if usage is not None:
-            self._policy.fairness.charge(self._states.fairness, req, usage.total - total)
+            counts = self._policy.cache.fairness_counts
+            spent = counted_usage(counts, charged, usage) - counted(counts, charged)
+            self._policy.fairness.charge(self._states.fairness, req, spent)
             self._drain.add(now, usage.total)
             if self._queue:
                 self._full_drain.add(now, usage.total)

@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from policies.cache_estimate import counted, counted_usage
 from policies.contracts import Gate, GateContext, Verdict
-from policies.gates.quota_params import QuotaCounts, QuotaParams
+from policies.gates.quota_params import QuotaParams
 from policies.types import Reason, RequestInfo, Usage, WorkEstimate
 
 
@@ -104,21 +105,11 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
 
     def _cost(self, estimate: WorkEstimate) -> int:
         """What the bucket is charged on admission."""
-        if self.params.counts is QuotaCounts.COMPUTED_TOKENS:
-            return estimate.computed_total
-        return estimate.total
+        return counted(self.params.counts, estimate)
 
     def _spent(self, estimate: WorkEstimate, usage: Usage) -> int:
         """What the request really cost, in the tokens this quota counts."""
-        if self.params.counts is not QuotaCounts.COMPUTED_TOKENS:
-            return usage.total
-        cached = usage.cached_tokens
-        if cached is None:  # the engine does not say: the hit rate used at admission
-            cached = 0
-            if estimate.prompt_tokens > 0:
-                rate = estimate.cached_prompt_tokens / estimate.prompt_tokens
-                cached = int(usage.prompt_tokens * rate)
-        return usage.total - min(cached, usage.prompt_tokens)
+        return counted_usage(self.params.counts, estimate, usage)
 
 
 def _refill(state: QuotaState, tenant: str, tpm: int, size: int, now: float) -> Bucket:

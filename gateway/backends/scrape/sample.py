@@ -59,6 +59,8 @@ class MetricsSample:
     counters: Mapping[str, float] = field(default_factory=dict)
     """Counter field name → value summed over label values (e.g. all reasons)."""
     histograms: Mapping[str, Histogram] = field(default_factory=dict)
+    kv_block_size: int | None = None
+    """Tokens per KV block (``block_size`` of the cache-config info gauge)."""
 
     @property
     def families_found(self) -> int:
@@ -75,6 +77,7 @@ def extract(raw: RawSeries, engine: EngineMetrics) -> MetricsSample:
         waiting_by_reason=_by_label(get(engine.waiting_by_reason or ""), "reason"),
         kv_cache_usage=_fullest(get(engine.kv_cache_usage or "")),
         kv_cache_tokens=_kv_cache_tokens(get(engine.cache_config_info or "")),
+        kv_block_size=_kv_block_size(get(engine.cache_config_info or "")),
         counters=_counters(raw, engine),
         histograms=_histograms(raw, engine),
     )
@@ -115,6 +118,13 @@ def _kv_cache_tokens(series: Series | None) -> float | None:
             return None
         total += tokens
     return total or None
+
+
+def _kv_block_size(series: Series | None) -> int | None:
+    """The engines' ``block_size`` (the smallest, should they differ); None when unset."""
+    sizes = [_number(labels.get("block_size")) for labels, _ in series or ()]
+    known = [int(s) for s in sizes if s is not None and s >= 1]
+    return min(known) if known else None
 
 
 def _number(text: str | None) -> float | None:

@@ -71,6 +71,10 @@ class DerivedSignals:
     """Mean inter-token latency over the last second (``step_latency.py``)."""
     itl_floor_s: float | None = None
     """The lowest such mean seen lately: the engine's step time with a light batch."""
+    kv_cache_tokens: float | None = None
+    """The KV cache's capacity in tokens (the cache-config info gauge)."""
+    kv_block_size: int | None = None
+    """Tokens per KV block (the cache-config info gauge)."""
     prefix_cache_hit_rate: float | None = None
     """Prompt tokens served by the engine's prefix cache over those looked up, in the window
     (over the server's life when the window looked nothing up); None without the counters."""
@@ -110,6 +114,8 @@ def derive(
         running_peak=running_peak,
         itl_s=step.itl_s if step is not None else None,
         itl_floor_s=step.floor_s if step is not None else None,
+        kv_cache_tokens=new.kv_cache_tokens,
+        kv_block_size=new.kv_block_size,
         prefix_cache_hit_rate=_hit_rate(baseline.sample if baseline else None, new),
     )
 

@@ -27,6 +27,8 @@ VIEW_FIELDS = (
     "itl_s",
     "itl_floor_s",
     "prefix_cache_hit_rate",
+    "kv_cache_tokens",
+    "kv_block_size",
     "signal_age_s",
     "stale",
 )
@@ -56,6 +58,8 @@ def view_fields(derived: DerivedSignals | None, now: float, max_age_s: float) ->
         "itl_s": derived.itl_s,
         "itl_floor_s": derived.itl_floor_s,
         "prefix_cache_hit_rate": derived.prefix_cache_hit_rate,
+        "kv_cache_tokens": derived.kv_cache_tokens,
+        "kv_block_size": derived.kv_block_size,
         "signal_age_s": age,
         "stale": age > max_age_s,
     }

@@ -29,9 +29,17 @@ class SimResult:
 
 class Sim:
     def __init__(
-        self, scheduler: Scheduler, clock: ManualClock, fleet: FleetSnapshot, service: ServiceTime
+        self,
+        scheduler: Scheduler,
+        clock: ManualClock,
+        fleet: FleetSnapshot,
+        service: ServiceTime,
+        served: Callable[[Ticket], float] | None = None,
     ) -> None:
+        """``served``: instead of ``service``, the service time of a dispatched ticket (which
+        knows its backend)."""
         self.scheduler, self.clock, self.fleet, self.service = scheduler, clock, fleet, service
+        self.served = served
         self.result = SimResult()
         self._seq = itertools.count()
         self._events: list[tuple[float, int, str, object]] = []
@@ -76,7 +84,8 @@ class Sim:
             req = out.request
             r.waits.setdefault(req.tenant, []).append(self.clock.now - req.arrival)
             r.served_tokens[req.tenant] = r.served_tokens.get(req.tenant, 0) + req.estimate.total
-            self._push(self.clock.now + self.service(req), "done", out)
+            took = self.served(out) if self.served is not None else self.service(req)
+            self._push(self.clock.now + took, "done", out)
             return
         assert out.decision is DecisionKind.REJECT
         assert out.request_id not in r.outcomes

@@ -107,12 +107,15 @@ def test_view_fields_carry_each_signal_and_staleness_past_the_age_bound() -> Non
             "prefix_cache_hits": 210.0,
         },
         new.histograms,
+        new.kv_block_size,
     )
     step = StepLatency()
     step.itl_s, step.floor_s = 0.004, 0.002
     derived = derive(Observation(10.0, old), Observation(12.0, new), 8, running_peak=9.0, step=step)
     fields = view_fields(derived, now=15.0, max_age_s=3.0)
     assert fields == {
+        "kv_cache_tokens": 5696.0,
+        "kv_block_size": 1,  # the smaller of the engines' block sizes
         "running": 8.0,
         "waiting": 1.0,
         "kv_cache_usage": 0.75,
@@ -153,3 +156,13 @@ def test_view_fields_read_the_ttft_and_e2e_p90() -> None:
         4.0,
         None,
     )
+
+
+def test_the_block_size_is_the_engines_smallest_and_unknown_when_unset() -> None:
+    text = (
+        'vllm:cache_config_info{engine="0",num_gpu_blocks="10",block_size="32"} 1\n'
+        'vllm:cache_config_info{engine="1",num_gpu_blocks="10",block_size="16"} 1\n'
+    )
+    assert _sample(text).kv_block_size == 16
+    assert _sample('vllm:cache_config_info{engine="0",block_size="None"} 1\n').kv_block_size is None
+    assert _sample("").kv_block_size is None
