@@ -186,6 +186,13 @@ class Gate(Plugin[S, P]):
         enforced refusal). ``shadow`` True: the answer was only logged, never given to the
         client, so nothing may be promised to it (e.g. no reservation)."""
 
+    def promised(
+        self, state: S, req: RequestInfo, now: float, after_s: float, lapse_at: float
+    ) -> None:
+        """This gate's enforced refusal of ``req`` was told Retry-After ``after_s`` (bounds
+        and jitter applied): a gate that promises capacity books it here, held until
+        ``lapse_at`` if the client does not return (``policies/engine/promise_book.py``)."""
+
     def on_accept(self, state: S, req: RequestInfo, now: float) -> None:
         """The request entered the system (queued or dispatched)."""
 

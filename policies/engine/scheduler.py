@@ -17,6 +17,7 @@ from policies.engine.flow_keys import FlowKeys
 from policies.engine.gate_chain import GateChain
 from policies.engine.observe import DrainMeter, ExecQuantiles
 from policies.engine.placement import Placement
+from policies.engine.promise_book import PromiseBook
 from policies.engine.queue_book import QueueBook
 from policies.engine.retry_after import JitterSequence, drain_seconds, retry_after
 from policies.engine.scheduler_types import SchedulerStats, Ticket, make_decision
@@ -47,6 +48,9 @@ class DuplicateRequestId(ValueError):
     ``release``, so the gateway must keep them unique among live requests."""
 
 
+_PROMISED_REASONS = frozenset({Reason.OVERLOADED, Reason.QUEUE_FULL})
+"""Refusals for the queue's capacity: their Retry-After is booked as a promise."""
+
 _MAX_SKIPS_PER_POLL = 64
 """Queued requests set aside per poll because their model has no room (bounds the scan)."""
 
@@ -72,6 +76,9 @@ class Scheduler:
         self._full_drain = DrainMeter()
         """Tokens completed per second while the queue is not empty: the fleet's capacity."""
         self._exec = ExecQuantiles()
+        self._promised = PromiseBook()
+        """Queue capacity promised to clients refused for it (OVERLOADED, QUEUE_FULL), by
+        tenant, until they return or their promise lapses (``promise_book.py``)."""
         self._saturation = 0.0
         self._charged = 0
         self._released = 0
@@ -99,6 +106,8 @@ class Scheduler:
         if self._queue.get(rid) is not None or rid in self._in_flight or self.runs.holds(rid):
             raise DuplicateRequestId(rid)
         now = self._observe(fleet)
+        promised = self._promised
+        claimed = req.is_retry and bool(promised) and promised.claim(req.tenant, now) is not None
         place = self._place
         place.active.touch(req.tenant, req.weight, now)
         if not place.view.serving(req.model):
@@ -129,12 +138,17 @@ class Scheduler:
             gate_shadowed, verdict = self._gates.run(req, ctx)
             shadowed += gate_shadowed
             if verdict is not None:
-                return self.refuse(
+                refused = self.refuse(
                     req, verdict.reason, verdict.retry_after_s, now, shadowed=shadowed
                 )
+                after = refused.retry_after_s or 0.0
+                self._gates.promised(req, now, after, self._lapse_at(now, after))
+                return refused
         bound = self._policy.queue.max_queued_tokens
         if not room_now and bound is not None and self._queue.tokens + req.estimate.total > bound:
             return self.refuse(req, Reason.QUEUE_FULL, None, now, shadowed=shadowed)
+        if not room_now and not claimed and promised and self._takes_promised(req, now):
+            return self.refuse(req, Reason.OVERLOADED, None, now, shadowed=shadowed)
         gate_names = self._gates.accept(req, now)
         entry = self._new_entry(req, kind, degradation, shadowed, now)
         if run is not None:
@@ -145,6 +159,15 @@ class Scheduler:
             self._policy.discipline.on_empty(self._states.discipline)
             return self._dispatch(entry, backend, now, gate_names)
         return self._enqueue(entry, gate_names)
+
+    def _takes_promised(self, req: RequestInfo, now: float) -> bool:
+        """Would ``req``, queued now, wait past ``max_wait_s`` once the clients promised the
+        queue's capacity are back? Then it may not take their place (unknown rate: no)."""
+        rate = self._drain.rate(now)
+        if rate is None or rate <= 0:
+            return False
+        ahead = self._queue.tokens + self._promised.total(now) + req.estimate.total
+        return ahead / rate > self._policy.queue.max_wait_s
 
     def _gate_context(
         self, req: RequestInfo, now: float, room_now: bool, oldest: QueuedEntry | None
@@ -466,14 +489,29 @@ class Scheduler:
         now: float,
         shadowed: tuple[str, ...] = (),
     ) -> Decision:
-        """A REJECT of ``req`` (``seconds`` None: the Retry-After of the queued work's drain);
-        also what the run coordinator asks for (``RunHost``)."""
+        """A REJECT of ``req`` (``seconds`` None: the Retry-After of the queued work's drain,
+        and of the returns already promised, at the measured rate); also what the run
+        coordinator asks for (``RunHost``). A refusal for the queue's capacity (OVERLOADED,
+        QUEUE_FULL) with a measured rate is a promise: booked until its client returns."""
+        book = seconds is None and reason in _PROMISED_REASONS
         if seconds is None:
-            seconds = drain_seconds(self._queue.tokens + req.estimate.total, self._drain.rate(now))
+            work: float = self._queue.tokens + req.estimate.total
+            if self._promised:
+                work += self._promised.total(now)
+            seconds = drain_seconds(work, self._drain.rate(now))
+            book = book and seconds is not None
         after = self.retry_after(seconds)
+        if book:
+            self._promised.book(
+                req.tenant, now + after, self._lapse_at(now, after), req.estimate.total
+            )
         return make_decision(
             self._policy, req, DecisionKind.REJECT, reason, retry_after_s=after, shadowed=shadowed
         )
+
+    def _lapse_at(self, now: float, after_s: float) -> float:
+        """When a promise told ``after_s`` at ``now`` lapses if its client has not returned."""
+        return now + after_s + self._policy.retry_after.grace_s
 
     def retry_after(self, seconds: float | None) -> float:
         """Seconds to tell a refused client: ``seconds`` within the policy's bounds, spread

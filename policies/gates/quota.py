@@ -4,8 +4,13 @@ Tokens: a token bucket per tenant that refills at ``tokens_per_minute / 60`` per
 to ``burst_tokens`` (default: one minute's worth). A request needs its estimated cost in
 the bucket (or a full bucket, if it costs more than the bucket holds); the estimate is
 taken on acceptance, corrected with actual usage at release, and refunded in full if the
-request never reached a backend. A rejection's Retry-After is the exact time until enough
-tokens return. Concurrency counts the tenant's requests in the system (queued or in flight).
+request never reached a backend. A rejection's Retry-After is a promise
+(``policies/engine/promise_book.py``): the exact time until the bucket holds enough tokens
+for this request *after* every earlier refused client of the tenant that is still due back
+has taken its own, (deficit + tokens promised) / refill rate; until it returns (or its
+promise lapses) those tokens are held for it, so a new request is admitted only from what
+the bucket holds beyond the promises, and a retry that returns on time draws on them.
+Concurrency counts the tenant's requests in the system (queued or in flight).
 
 ``counts`` says which tokens: ``prompt_tokens`` (default) every prompt and output token, as
 an API bills them; ``computed_tokens`` only what the engine computes, the prompt tokens its
@@ -21,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from policies.contracts import Gate, GateContext, Verdict
+from policies.engine.promise_book import PromiseBook
 from policies.gates.quota_params import QuotaCounts, QuotaParams
 from policies.types import Reason, RequestInfo, Usage, WorkEstimate
 
@@ -35,6 +41,8 @@ class Bucket:
 class QuotaState:
     buckets: dict[str, Bucket] = field(default_factory=dict)
     concurrent: Counter[str] = field(default_factory=Counter)
+    promised: PromiseBook = field(default_factory=PromiseBook)
+    """Tokens of each tenant's bucket promised to refused clients still due back."""
 
 
 class TenantQuota(Gate[QuotaState, QuotaParams]):
@@ -63,9 +71,35 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
         level = _refill(state, tenant, tpm, size, ctx.now).level
         cost = float(self._cost(req.estimate))
         need = size if size < cost else cost  # min(cost, size)
-        if level >= need:
+        book = state.promised
+        if not book:
+            ahead = 0.0
+        else:
+            ahead = book.outstanding(tenant, ctx.now)
+            mine = book.due(tenant, ctx.now) if req.is_retry else None
+            if mine is not None:  # a client back at its time: it draws on what was promised
+                if level >= need:
+                    return None
+                ahead -= mine
+        if level - ahead >= need:
             return None
-        return Verdict(Reason.TENANT_QUOTA, (need - level) / (tpm / 60.0))
+        return Verdict(Reason.TENANT_QUOTA, (need + ahead - level) / (tpm / 60.0))
+
+    def promised(
+        self, state: QuotaState, req: RequestInfo, now: float, after_s: float, lapse_at: float
+    ) -> None:
+        """A token refusal books its tokens (a concurrency refusal promises nothing)."""
+        tenant = req.tenant
+        params = self.params
+        limits = params.tenants.get(tenant, params.default)
+        cap, tpm = limits.max_concurrent, limits.tokens_per_minute
+        if tpm is None or (cap is not None and state.concurrent.get(tenant, 0) >= cap):
+            return
+        if req.is_retry:
+            state.promised.claim(tenant, now)  # its old promise is replaced by this one
+        size = limits.burst_tokens or tpm
+        cost = float(self._cost(req.estimate))
+        state.promised.book(tenant, now + after_s, lapse_at, size if size < cost else cost)
 
     def on_accept(self, state: QuotaState, req: RequestInfo, now: float) -> None:
         tenant = req.tenant
@@ -77,6 +111,8 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
         if tpm is not None:
             size = limits.burst_tokens or tpm
             _refill(state, tenant, tpm, size, now).level -= self._cost(req.estimate)
+            if req.is_retry and state.promised:
+                state.promised.claim(tenant, now)  # kept: its tokens leave the book
 
     def on_finish(
         self, state: QuotaState, req: RequestInfo, now: float, usage: Usage | None, served: bool
