@@ -77,8 +77,9 @@ class Scheduler:
         """Tokens completed per second while the queue is not empty: the fleet's capacity."""
         self._exec = ExecQuantiles()
         self._promised = PromiseBook()
-        """Queue capacity promised to clients refused for it (OVERLOADED, QUEUE_FULL), by
-        tenant, until they return or their promise lapses (``promise_book.py``)."""
+        """Every refusal's return, by tenant, until it is made or lapses; those refused for
+        the queue's capacity (OVERLOADED, QUEUE_FULL) hold their tokens of it, the others
+        none (``promise_book.py``)."""
         self._saturation = 0.0
         self._charged = 0
         self._released = 0
@@ -107,7 +108,7 @@ class Scheduler:
             raise DuplicateRequestId(rid)
         now = self._observe(fleet)
         promised = self._promised
-        claimed = req.is_retry and bool(promised) and promised.claim(req.tenant, now) is not None
+        kept = req.is_retry and bool(promised) and promised.claim(req.tenant, now) is not None
         place = self._place
         place.active.touch(req.tenant, req.weight, now)
         if not place.view.serving(req.model):
@@ -134,7 +135,7 @@ class Scheduler:
             req, expected_hit_rate(backend, () if room_now else place.view.serving(req.model))
         )
         if self._gates:
-            ctx = self._gate_context(req, now, room_now, oldest)
+            ctx = self._gate_context(req, now, room_now, oldest, kept)
             gate_shadowed, verdict = self._gates.run(req, ctx)
             shadowed += gate_shadowed
             if verdict is not None:
@@ -147,7 +148,7 @@ class Scheduler:
         bound = self._policy.queue.max_queued_tokens
         if not room_now and bound is not None and self._queue.tokens + req.estimate.total > bound:
             return self.refuse(req, Reason.QUEUE_FULL, None, now, shadowed=shadowed)
-        if not room_now and not claimed and promised and self._takes_promised(req, now):
+        if not room_now and not kept and promised and self._takes_promised(req, now):
             return self.refuse(req, Reason.OVERLOADED, None, now, shadowed=shadowed)
         gate_names = self._gates.accept(req, now)
         entry = self._new_entry(req, kind, degradation, shadowed, now)
@@ -166,11 +167,19 @@ class Scheduler:
         rate = self._drain.rate(now)
         if rate is None or rate <= 0:
             return False
-        ahead = self._queue.tokens + self._promised.total(now) + req.estimate.total
+        promised = self._promised.total(now)
+        if promised <= 0:  # appointments of other refusals hold none of the queue
+            return False
+        ahead = self._queue.tokens + promised + req.estimate.total
         return ahead / rate > self._policy.queue.max_wait_s
 
     def _gate_context(
-        self, req: RequestInfo, now: float, room_now: bool, oldest: QueuedEntry | None
+        self,
+        req: RequestInfo,
+        now: float,
+        room_now: bool,
+        oldest: QueuedEntry | None,
+        appointment: bool,
     ) -> GateContext:
         rates = self._gates.reads_rates  # else no gate reads them: left None
         return GateContext(  # by position, in field order
@@ -180,6 +189,7 @@ class Scheduler:
             self._exec.p95(req.estimate.total) if rates else None,  # exec_p95_s
             room_now,
             None if room_now or oldest is None else now - oldest.enqueued_at,  # oldest_queued_s
+            appointment,
         )
 
     def _new_entry(
@@ -492,19 +502,18 @@ class Scheduler:
         """A REJECT of ``req`` (``seconds`` None: the Retry-After of the queued work's drain,
         and of the returns already promised, at the measured rate); also what the run
         coordinator asks for (``RunHost``). A refusal for the queue's capacity (OVERLOADED,
-        QUEUE_FULL) with a measured rate is a promise: booked until its client returns."""
-        book = seconds is None and reason in _PROMISED_REASONS
+        QUEUE_FULL) with a measured rate is a promise of its tokens of the queue; every
+        refusal is an appointment: booked until its client returns."""
+        holds = seconds is None and reason in _PROMISED_REASONS
         if seconds is None:
             work: float = self._queue.tokens + req.estimate.total
             if self._promised:
                 work += self._promised.total(now)
             seconds = drain_seconds(work, self._drain.rate(now))
-            book = book and seconds is not None
+            holds = holds and seconds is not None
         after = self.retry_after(seconds)
-        if book:
-            self._promised.book(
-                req.tenant, now + after, self._lapse_at(now, after), req.estimate.total
-            )
+        tokens = float(req.estimate.total) if holds else 0.0
+        self._promised.book(req.tenant, now + after, self._lapse_at(now, after), tokens)
         return make_decision(
             self._policy, req, DecisionKind.REJECT, reason, retry_after_s=after, shadowed=shadowed
         )

@@ -66,7 +66,10 @@ def test_tenant_concurrency_counts_queued_and_in_flight() -> None:
     assert isinstance(s.submit(request(clock, tenant="other"), f), Decision)
     assert isinstance(a, Ticket) and isinstance(b, Decision)
     s.release(a, Outcome.COMPLETED)
-    assert s.submit(request(clock), f).decision is not DecisionKind.REJECT  # type: ignore[union-attr]
+    assert c.retry_after_s is not None
+    clock.advance(c.retry_after_s)  # the freed slot is promised to c: it returns and gets it
+    back = s.submit(request(clock, is_retry=True), f)
+    assert back.decision is not DecisionKind.REJECT  # type: ignore[union-attr]
 
 
 def retry_policy(**params: Any) -> dict[str, Any]:
