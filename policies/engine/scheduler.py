@@ -506,7 +506,7 @@ class Scheduler:
         refusal is an appointment: booked until its client returns."""
         holds = seconds is None and reason in _PROMISED_REASONS
         if seconds is None:
-            work: float = self._queue.tokens + req.estimate.total
+            work = float(self._queue.tokens + req.estimate.total)
             if self._promised:
                 work += self._promised.total(now)
             seconds = drain_seconds(work, self._drain.rate(now))
