@@ -162,14 +162,16 @@ class Scheduler:
         return self._enqueue(entry, gate_names)
 
     def _takes_promised(self, req: RequestInfo, now: float) -> bool:
-        """Would ``req``, queued now, wait past ``max_wait_s`` once the clients promised the
-        queue's capacity are back? Then it may not take their place (unknown rate: no)."""
+        """Would ``req``, of a tenant whose refused clients hold promises of the queue,
+        wait past ``max_wait_s`` once they are back? Then it may not take their place
+        (unknown rate: no). A tenant with none promised is not held back: the fair queue
+        serves it by its share, not behind the others' returns."""
         rate = self._drain.rate(now)
         if rate is None or rate <= 0:
             return False
-        promised = self._promised.total(now)
-        if promised <= 0:  # appointments of other refusals hold none of the queue
+        if self._promised.outstanding(req.tenant, now) <= 0:  # appointments hold no tokens
             return False
+        promised = self._promised.total(now)
         ahead = self._queue.tokens + promised + req.estimate.total
         return ahead / rate > self._policy.queue.max_wait_s
 

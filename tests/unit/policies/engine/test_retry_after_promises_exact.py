@@ -113,3 +113,14 @@ def test_without_a_measured_rate_nothing_is_promised_and_the_bound_still_holds()
     assert _decision(s.submit(request(clock, prompt=20, output=4), f)).decision is (
         DecisionKind.DELAY
     )
+
+
+def test_a_tenant_holding_no_promise_is_not_held_back_by_the_others() -> None:
+    clock = ManualClock()
+    s, f = _measured(clock, CONFIG)
+    for _ in range(3):  # t1's refused clients hold 75 tokens of the queue
+        _decision(s.submit(request(clock, prompt=20, output=5), f))
+    other = _decision(s.submit(request(clock, tenant="t2", prompt=20, output=4), f))
+    assert other.decision is DecisionKind.DELAY  # the fair queue serves it by its share
+    mine = _decision(s.submit(request(clock, prompt=1, output=0), f))  # the queue is full
+    assert mine.retry_after_s == (QUEUED + 24 + 75 + 1) / RATE
