@@ -142,8 +142,9 @@ class Scheduler:
                 refused = self.refuse(
                     req, verdict.reason, verdict.retry_after_s, now, shadowed=shadowed
                 )
-                after = refused.retry_after_s or 0.0
-                self._gates.promised(req, now, after, self._lapse_at(now, after))
+                if self._policy.retry_after.promise:
+                    after = refused.retry_after_s or 0.0
+                    self._gates.promised(req, now, after, self._lapse_at(now, after))
                 return refused
         bound = self._policy.queue.max_queued_tokens
         if not room_now and bound is not None and self._queue.tokens + req.estimate.total > bound:
@@ -514,8 +515,9 @@ class Scheduler:
             seconds = drain_seconds(work, self._drain.rate(now))
             holds = holds and seconds is not None
         after = self.retry_after(seconds)
-        tokens = float(req.estimate.total) if holds else 0.0
-        self._promised.book(req.tenant, now + after, self._lapse_at(now, after), tokens)
+        if self._policy.retry_after.promise:
+            tokens = float(req.estimate.total) if holds else 0.0
+            self._promised.book(req.tenant, now + after, self._lapse_at(now, after), tokens)
         return make_decision(
             self._policy, req, DecisionKind.REJECT, reason, retry_after_s=after, shadowed=shadowed
         )

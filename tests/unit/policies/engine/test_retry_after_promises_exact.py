@@ -124,3 +124,14 @@ def test_a_tenant_holding_no_promise_is_not_held_back_by_the_others() -> None:
     assert other.decision is DecisionKind.DELAY  # the fair queue serves it by its share
     mine = _decision(s.submit(request(clock, prompt=1, output=0), f))  # the queue is full
     assert mine.retry_after_s == (QUEUED + 24 + 75 + 1) / RATE
+
+
+def test_with_promises_off_each_refusal_is_an_estimate_that_holds_nothing() -> None:
+    clock = ManualClock()
+    off = CONFIG | {"retry_after": {"jitter": 0.0, "promise": False}}
+    s, f = _measured(clock, off)
+    afters = [_decision(s.submit(request(clock, prompt=20, output=5), f)) for _ in range(3)]
+    assert [a.retry_after_s for a in afters] == [(QUEUED + 25) / RATE] * 3
+    assert _decision(s.submit(request(clock, prompt=20, output=4), f)).decision is (
+        DecisionKind.DELAY
+    )
