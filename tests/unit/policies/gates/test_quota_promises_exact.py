@@ -9,7 +9,14 @@ from typing import Any
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.fleet import FleetSnapshot
 from policies.types import Decision, Reason
-from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
+from tests.unit.policies.helpers import (
+    ManualClock,
+    backend,
+    fleet,
+    refused_after,
+    request,
+    scheduler,
+)
 
 TPM = 6000  # the operator's quota in this test config: 100 tokens/s, a bucket of 6,000
 
@@ -29,9 +36,7 @@ def _empty_bucket(
 
 
 def _refused(out: Decision | Ticket) -> float:
-    assert isinstance(out, Decision) and out.reason is Reason.TENANT_QUOTA, out
-    assert out.retry_after_s is not None
-    return out.retry_after_s
+    return refused_after(out, Reason.TENANT_QUOTA)
 
 
 def test_refused_together_told_apart_and_each_admitted_at_its_time() -> None:

@@ -7,7 +7,14 @@ from __future__ import annotations
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.fleet import FleetSnapshot
 from policies.types import Decision, Outcome, Reason, Usage
-from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
+from tests.unit.policies.helpers import (
+    ManualClock,
+    backend,
+    fleet,
+    refused_after,
+    request,
+    scheduler,
+)
 
 CAP = 2  # the operator's cap on the tenant's requests in the system
 
@@ -32,9 +39,7 @@ def _full(clock: ManualClock) -> tuple[Scheduler, FleetSnapshot, list[Ticket]]:
 
 
 def _slot_refusal(out: Decision | Ticket) -> float:
-    assert isinstance(out, Decision) and out.reason is Reason.TENANT_CONCURRENCY, out
-    assert out.retry_after_s is not None
-    return out.retry_after_s
+    return refused_after(out, Reason.TENANT_CONCURRENCY)
 
 
 def test_refused_together_each_told_the_time_its_slot_is_due_to_free() -> None:
