@@ -149,7 +149,8 @@ class Scheduler:
         bound = self._policy.queue.max_queued_tokens
         if not room_now and bound is not None and self._queue.tokens + req.estimate.total > bound:
             return self.refuse(req, Reason.QUEUE_FULL, None, now, shadowed=shadowed)
-        if not room_now and not kept and promised and self._takes_promised(req, now):
+        door = not room_now and not kept and req.run is None  # runs: the run book admits
+        if door and promised and self._takes_promised(req, now):
             return self.refuse(req, Reason.OVERLOADED, None, now, shadowed=shadowed)
         gate_names = self._gates.accept(req, now)
         entry = self._new_entry(req, kind, degradation, shadowed, now)
@@ -166,7 +167,8 @@ class Scheduler:
         """Would ``req``, of a tenant whose refused clients hold promises of the queue,
         wait past ``max_wait_s`` once they are back? Then it may not take their place
         (unknown rate: no). A tenant with none promised is not held back: the fair queue
-        serves it by its share, not behind the others' returns."""
+        serves it by its share, not behind the others' returns. Calls of agent runs never
+        meet this door: the run coordinator's book admits them (docs/runs.md)."""
         rate = self._drain.rate(now)
         if rate is None or rate <= 0:
             return False

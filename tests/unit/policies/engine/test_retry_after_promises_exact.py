@@ -9,7 +9,7 @@ from typing import Any
 
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.fleet import FleetSnapshot
-from policies.types import Decision, DecisionKind, Outcome, Reason, Usage
+from policies.types import Decision, DecisionKind, Outcome, Reason, RunHints, Usage
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
 RATE = 25.0
@@ -135,3 +135,14 @@ def test_with_promises_off_each_refusal_is_an_estimate_that_holds_nothing() -> N
     assert _decision(s.submit(request(clock, prompt=20, output=4), f)).decision is (
         DecisionKind.DELAY
     )
+
+
+def test_a_call_of_an_agent_run_is_left_to_the_run_book() -> None:
+    clock = ManualClock()
+    s, f = _measured(clock, CONFIG)
+    for _ in range(3):
+        _decision(s.submit(request(clock, prompt=20, output=5), f))
+    plain = _decision(s.submit(request(clock, prompt=20, output=4), f))
+    assert plain.reason is Reason.OVERLOADED  # the door, as above
+    call = request(clock, prompt=20, output=4, run=RunHints("run-1"))
+    assert _decision(s.submit(call, f)).decision is DecisionKind.DELAY
