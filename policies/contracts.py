@@ -104,6 +104,7 @@ class GateContext:
     ``policies/native/read_only.py``). Equal only to itself."""
 
     __slots__ = (
+        "appointment",
         "drain_tokens_per_s",
         "exec_p95_s",
         "now",
@@ -120,6 +121,7 @@ class GateContext:
         exec_p95_s: float | None,
         room_now: bool,
         oldest_queued_s: float | None = None,
+        appointment: bool = False,
     ) -> None:
         self.now: Final = now
         self.queued_tokens: Final = queued_tokens
@@ -128,6 +130,9 @@ class GateContext:
         self.room_now: Final = room_now
         self.oldest_queued_s: Final = oldest_queued_s
         """Seconds the oldest queued request has waited so far; None when nothing is queued."""
+        self.appointment: Final = appointment
+        """A retry back when a Retry-After of the gateway told its tenant to return: it keeps
+        an appointment (``policies/engine/promise_book.py``) and is no retry storm."""
 
     def __repr__(self) -> str:
         names = (
@@ -137,6 +142,7 @@ class GateContext:
             "exec_p95_s",
             "room_now",
             "oldest_queued_s",
+            "appointment",
         )
         return f"GateContext({', '.join(f'{n}={getattr(self, n)!r}' for n in names)})"
 
@@ -185,6 +191,13 @@ class Gate(Plugin[S, P]):
         """Called once right after ``check`` with its answer (the chain stops at the first
         enforced refusal). ``shadow`` True: the answer was only logged, never given to the
         client, so nothing may be promised to it (e.g. no reservation)."""
+
+    def promised(
+        self, state: S, req: RequestInfo, now: float, after_s: float, lapse_at: float
+    ) -> None:
+        """This gate's enforced refusal of ``req`` was told Retry-After ``after_s`` (bounds
+        and jitter applied): a gate that promises capacity books it here, held until
+        ``lapse_at`` if the client does not return (``policies/engine/promise_book.py``)."""
 
     def on_accept(self, state: S, req: RequestInfo, now: float) -> None:
         """The request entered the system (queued or dispatched)."""

@@ -52,13 +52,16 @@ OFF_THE_CARD: dict[str, Any] = {
 }
 """What the seed's card never had, switched off: the degrade ladder (above) and the prefill
 backlog bound (on by default; it holds dispatches while earlier prompts are unprefilled,
-which caps the engine's batch below the seed's policies and shortens their queue waits)."""
+which caps the engine's batch below the seed's policies and shortens their queue waits).
+Retry-After's promises are off too (``retry_after.promise``): the seed's Retry-After was an
+estimate that held nothing for the client it refused."""
 
 
 def _on_the_card(policy: dict[str, Any]) -> dict[str, Any]:
     """``policy`` as every catalogue policy runs: as the seed ran it, never degraded and
     without mechanisms the seed did not have."""
-    return {**policy, **OFF_THE_CARD}
+    retry_after = {**policy.get("retry_after", {}), "promise": False}
+    return {**policy, **OFF_THE_CARD, "retry_after": retry_after}
 
 
 def _codel_admission(name: str, shed: str) -> dict[str, Any]:

@@ -40,11 +40,16 @@ def retry_after(seconds: float | None, params: RetryAfterParams, fraction: float
     """Seconds a client should wait: ``seconds`` (None = unknown, use the floor) clamped to
     [min_s, max_s], then placed at ``fraction`` (in [0, 1)) of a window ``jitter`` x that
     wide: [base, base + width] when it fits under max_s, else ending at max_s (and not
-    below min_s). Jitter 0 gives the clamped value itself."""
+    below min_s). Jitter 0 gives the value itself below the maximum; past it, the window
+    is at least ``min_s`` wide, so clients refused beyond ``max_s`` (promises the bound
+    cannot keep) never all come back in the same instant."""
+    clamped = seconds is not None and seconds > params.max_s
     base = params.min_s if seconds is None else min(max(seconds, params.min_s), params.max_s)
     width = params.jitter * base
-    if base + width <= params.max_s:
+    if base + width <= params.max_s and not clamped:
         return base + width * fraction
+    if clamped and width < params.min_s:
+        width = params.min_s
     low = max(params.min_s, params.max_s - width)
     return low + (params.max_s - low) * fraction
 

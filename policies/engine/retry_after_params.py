@@ -15,6 +15,12 @@ class RetryAfterParams(Params):
     min_s: float = Field(default=0.5, gt=0)
     max_s: float = Field(default=60.0, gt=0)
     jitter: float = Field(default=0.2, ge=0, le=1)
+    promise: bool = True
+    """Whether a refusal's Retry-After is a promise of capacity, held for its client
+    (``promise_book.py``); false: an estimate only, nothing held (the seed's policies)."""
+    grace_s: float = Field(default=2.0, ge=0)
+    """How long after the time it was told a refused client's capacity stays promised to
+    it (``promise_book.py``); a client that has not come back by then has lost it."""
 
     @model_validator(mode="after")
     def _ordered(self) -> RetryAfterParams:

@@ -23,6 +23,7 @@ from policies.engine.flow_keys import FlowKeys
 from policies.engine.gate_chain import GateChain
 from policies.engine.observe import DrainMeter, ExecQuantiles
 from policies.engine.placement import Placement
+from policies.engine.promise_book import PromiseBook
 from policies.engine.queue_book import QueueBook
 from policies.engine.retry_after import JitterSequence, drain_seconds, retry_after
 from policies.engine.scheduler_types import SchedulerStats, Ticket, make_decision
@@ -55,6 +56,9 @@ class DuplicateRequestId(ValueError):
     ``release``, so the gateway must keep them unique among live requests."""
 
 
+_PROMISED_REASONS = frozenset({Reason.OVERLOADED, Reason.QUEUE_FULL})
+"""Refusals for the queue's capacity: their Retry-After is booked as a promise."""
+
 _MAX_SKIPS_PER_POLL = 64
 """Queued requests set aside per poll because their model has no room (bounds the scan)."""
 
@@ -83,6 +87,10 @@ class Scheduler:
         self._full_drain = DrainMeter()
         """Tokens completed per second while the queue is not empty: the fleet's capacity."""
         self._exec = ExecQuantiles()
+        self._promised = PromiseBook()
+        """Every refusal's return, by tenant, until it is made or lapses; those refused for
+        the queue's capacity (OVERLOADED, QUEUE_FULL) hold their tokens of it, the others
+        none (``promise_book.py``)."""
         self._saturation = 0.0
         self._charged = 0
         self._released = 0
@@ -110,6 +118,8 @@ class Scheduler:
         if self._queue.get(rid) is not None or rid in self._in_flight or self.runs.holds(rid):
             raise DuplicateRequestId(rid)
         now = self._observe(fleet)
+        promised = self._promised
+        kept = req.is_retry and bool(promised) and promised.claim(req.tenant, now) is not None
         place = self._place
         place.active.touch(req.tenant, req.weight, now)
         if not place.view.serving(req.model):
@@ -134,16 +144,23 @@ class Scheduler:
         room_now = backend is not None
         req = self._with_cached_estimate(req, backend)
         if self._gates:
-            ctx = self._gate_context(req, now, room_now, oldest)
+            ctx = self._gate_context(req, now, room_now, oldest, kept)
             gate_shadowed, verdict = self._gates.run(req, ctx)
             shadowed += gate_shadowed
             if verdict is not None:
-                return self.refuse(
+                refused = self.refuse(
                     req, verdict.reason, verdict.retry_after_s, now, shadowed=shadowed
                 )
+                if self._policy.retry_after.promise:
+                    after = refused.retry_after_s or 0.0
+                    self._gates.promised(req, now, after, self._lapse_at(now, after))
+                return refused
         bound = self._policy.queue.max_queued_tokens
         if not room_now and bound is not None and self._queue.tokens + req.estimate.total > bound:
             return self.refuse(req, Reason.QUEUE_FULL, None, now, shadowed=shadowed)
+        door = not room_now and not kept and req.run is None  # runs: the run book admits
+        if door and promised and self._takes_promised(req, now):
+            return self.refuse(req, Reason.OVERLOADED, None, now, shadowed=shadowed)
         gate_names = self._gates.accept(req, now)
         entry = self._new_entry(req, kind, degradation, shadowed, now)
         if run is not None:
@@ -166,8 +183,28 @@ class Scheduler:
         serving = () if backend is not None else place.view.serving(req.model)
         return with_cached_tokens(req, expected_cached_tokens(req, backend, serving, model))
 
+    def _takes_promised(self, req: RequestInfo, now: float) -> bool:
+        """Would ``req``, of a tenant whose refused clients hold promises of the queue,
+        wait past ``max_wait_s`` once they are back? Then it may not take their place
+        (unknown rate: no). A tenant with none promised is not held back: the fair queue
+        serves it by its share, not behind the others' returns. Calls of agent runs never
+        meet this door: the run coordinator's book admits them (docs/runs.md)."""
+        rate = self._drain.rate(now)
+        if rate is None or rate <= 0:
+            return False
+        if self._promised.outstanding(req.tenant, now) <= 0:  # appointments hold no tokens
+            return False
+        promised = self._promised.total(now)
+        ahead = self._queue.tokens + promised + req.estimate.total
+        return ahead / rate > self._policy.queue.max_wait_s
+
     def _gate_context(
-        self, req: RequestInfo, now: float, room_now: bool, oldest: QueuedEntry | None
+        self,
+        req: RequestInfo,
+        now: float,
+        room_now: bool,
+        oldest: QueuedEntry | None,
+        appointment: bool,
     ) -> GateContext:
         rates = self._gates.reads_rates  # else no gate reads them: left None
         return GateContext(  # by position, in field order
@@ -177,6 +214,7 @@ class Scheduler:
             self._exec.p95(req.estimate.total) if rates else None,  # exec_p95_s
             room_now,
             None if room_now or oldest is None else now - oldest.enqueued_at,  # oldest_queued_s
+            appointment,
         )
 
     def _new_entry(
@@ -495,14 +533,29 @@ class Scheduler:
         now: float,
         shadowed: tuple[str, ...] = (),
     ) -> Decision:
-        """A REJECT of ``req`` (``seconds`` None: the Retry-After of the queued work's drain);
-        also what the run coordinator asks for (``RunHost``)."""
+        """A REJECT of ``req`` (``seconds`` None: the Retry-After of the queued work's drain,
+        and of the returns already promised, at the measured rate); also what the run
+        coordinator asks for (``RunHost``). A refusal for the queue's capacity (OVERLOADED,
+        QUEUE_FULL) with a measured rate is a promise of its tokens of the queue; every
+        refusal is an appointment: booked until its client returns."""
+        holds = seconds is None and reason in _PROMISED_REASONS
         if seconds is None:
-            seconds = drain_seconds(self._queue.tokens + req.estimate.total, self._drain.rate(now))
+            work = float(self._queue.tokens + req.estimate.total)
+            if self._promised:
+                work += self._promised.total(now)
+            seconds = drain_seconds(work, self._drain.rate(now))
+            holds = holds and seconds is not None
         after = self.retry_after(seconds)
+        if self._policy.retry_after.promise:
+            tokens = float(req.estimate.total) if holds else 0.0
+            self._promised.book(req.tenant, now + after, self._lapse_at(now, after), tokens)
         return make_decision(
             self._policy, req, DecisionKind.REJECT, reason, retry_after_s=after, shadowed=shadowed
         )
+
+    def _lapse_at(self, now: float, after_s: float) -> float:
+        """When a promise told ``after_s`` at ``now`` lapses if its client has not returned."""
+        return now + after_s + self._policy.retry_after.grace_s
 
     def retry_after(self, seconds: float | None) -> float:
         """Seconds to tell a refused client: ``seconds`` within the policy's bounds, spread

@@ -2,7 +2,9 @@
 attempts over a sliding ``window_s``, plus a small floor (``min_retries_per_s``) so a quiet
 tenant can still retry. Over budget the reason is ``retry_budget_exhausted``; Retry-After
 is the time until the oldest counted slice of the window leaves it (when the budget can
-next change). Kept per tenant unless ``per_tenant`` is false.
+next change). Kept per tenant unless ``per_tenant`` is false. A retry that keeps an
+appointment (``GateContext.appointment``: back when a Retry-After told it) is what the
+gateway asked for, not a storm: it passes, and counts as a retry in the window.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class RetryBudget(Gate[RetryState, RetryBudgetParams]):
         return False
 
     def check(self, state: RetryState, req: RequestInfo, ctx: GateContext) -> Verdict | None:
-        if not req.is_retry:
+        if not req.is_retry or ctx.appointment:
             return None
         window = self._window(state, req, ctx.now)
         p = self.params

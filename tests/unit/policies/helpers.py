@@ -94,3 +94,10 @@ def queued_entry(seq: int, now: float, wait_s: float, tenant: str = "t") -> Queu
         seq,
         req.flow,
     )
+
+
+def refused_after(out: Decision | Ticket, reason: Reason) -> float:
+    """The Retry-After of ``out``, which must be a refusal for ``reason``."""
+    assert isinstance(out, Decision) and out.reason is reason, out
+    assert out.retry_after_s is not None
+    return out.retry_after_s

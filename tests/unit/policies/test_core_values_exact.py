@@ -141,7 +141,7 @@ def test_a_queued_entry_starts_alive_at_generation_zero_and_names_itself() -> No
     ctx = GateContext(5.0, 10, 2.5, None, True)
     assert repr(ctx) == (
         "GateContext(now=5.0, queued_tokens=10, drain_tokens_per_s=2.5, exec_p95_s=None, "
-        "room_now=True, oldest_queued_s=None)"
+        "room_now=True, oldest_queued_s=None, appointment=False)"
     )
 
 

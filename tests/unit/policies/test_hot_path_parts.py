@@ -409,15 +409,16 @@ def test_gate_context_carries_the_scheduler_readings_by_name() -> None:
     assert isinstance(queued, Decision) and queued.decision is DecisionKind.DELAY
     clock.advance(2.5)
     oldest = sched._queue.oldest()
-    ctx = sched._gate_context(request(clock, prompt=4000), clock.now, False, oldest)
-    assert (ctx.now, ctx.queued_tokens, ctx.room_now, ctx.oldest_queued_s) == (
+    ctx = sched._gate_context(request(clock, prompt=4000), clock.now, False, oldest, True)
+    assert (ctx.now, ctx.queued_tokens, ctx.room_now, ctx.oldest_queued_s, ctx.appointment) == (
         clock.now,
         50,
         False,
         2.5,
+        True,
     )
     assert ctx.drain_tokens_per_s is None and ctx.exec_p95_s is None  # nothing completed yet
-    now_ctx = sched._gate_context(request(clock), clock.now, True, None)
+    now_ctx = sched._gate_context(request(clock), clock.now, True, None, False)
     assert (now_ctx.queued_tokens, now_ctx.room_now, now_ctx.oldest_queued_s) == (0, True, None)
 
 
@@ -630,5 +631,5 @@ def test_gate_context_rates_are_computed_when_a_gate_may_read_them(
         sched.release(ticket, Outcome.COMPLETED, Usage(100, 100), latency_s=1.0)
     rates = (sched._drain.rate(clock.now), sched._exec.p95(200))
     assert None not in rates
-    ctx = sched._gate_context(request(clock), clock.now, False, None)
+    ctx = sched._gate_context(request(clock), clock.now, False, None, False)
     assert (ctx.drain_tokens_per_s, ctx.exec_p95_s) == (rates if reads else (None, None))

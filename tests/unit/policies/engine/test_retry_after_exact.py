@@ -51,7 +51,9 @@ def test_retry_after_is_clamped_to_its_bounds_before_the_jitter() -> None:
 def test_retry_after_without_jitter_is_the_clamped_wait() -> None:
     flat = RetryAfterParams(min_s=2.0, max_s=30.0, jitter=0.0)
     assert retry_after(7.25, flat, HALFWAY) == 7.25
-    assert retry_after(99.0, flat, HALFWAY) == 30.0
+    assert retry_after(30.0, flat, HALFWAY) == 30.0
+    # past the maximum, a window of min_s below it: [28, 30]
+    assert retry_after(99.0, flat, HALFWAY) == pytest.approx(29.0)
 
 
 def test_the_jitter_sequence_steps_by_the_golden_ratio_from_its_random_start() -> None:

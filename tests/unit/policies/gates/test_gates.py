@@ -26,7 +26,8 @@ def test_quota_retry_after_is_the_exact_time_until_budget_returns() -> None:
     assert isinstance(out, Decision) and out.reason is Reason.TENANT_QUOTA
     assert out.retry_after_s == pytest.approx((1500 - 1000) / (TPM / 60))
     clock.advance((1500 - 1000) / (TPM / 60))
-    assert isinstance(s.submit(request(clock, prompt=1500, output=0), f), Ticket)
+    back = request(clock, prompt=1500, output=0, is_retry=True)  # the refused client returns
+    assert isinstance(s.submit(back, f), Ticket)
 
 
 def test_quota_jitter_only_lengthens_retry_after() -> None:
@@ -50,7 +51,8 @@ def test_quota_refunds_unserved_and_corrects_served_usage() -> None:
     assert isinstance(s.submit(request(clock, prompt=500, output=0), f), Decision)  # budget gone
     s.cancel(queued.request_id)
     s.release(first, Outcome.COMPLETED, Usage(2000, 10))  # used far less than estimated
-    big = s.submit(request(clock, prompt=3900, output=0), f)  # needs refund + correction
+    # 3,990 back (refund + correction), 500 of them promised to the refused one: 3,490 free
+    big = s.submit(request(clock, prompt=3400, output=0), f)
     assert isinstance(big, Ticket)
 
 
@@ -64,7 +66,10 @@ def test_tenant_concurrency_counts_queued_and_in_flight() -> None:
     assert isinstance(s.submit(request(clock, tenant="other"), f), Decision)
     assert isinstance(a, Ticket) and isinstance(b, Decision)
     s.release(a, Outcome.COMPLETED)
-    assert s.submit(request(clock), f).decision is not DecisionKind.REJECT  # type: ignore[union-attr]
+    assert c.retry_after_s is not None
+    clock.advance(c.retry_after_s)  # the freed slot is promised to c: it returns and gets it
+    back = s.submit(request(clock, is_retry=True), f)
+    assert back.decision is not DecisionKind.REJECT  # type: ignore[union-attr]
 
 
 def retry_policy(**params: Any) -> dict[str, Any]:

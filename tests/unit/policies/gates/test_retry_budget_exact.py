@@ -117,3 +117,15 @@ def test_each_tenant_has_its_own_window_unless_pooled() -> None:
     assert retries_let_in(g, st, 100.0, "c") == 2
     assert retries_let_in(g, st, 100.0, "a") == 0
     assert list(st.windows) == [""]
+
+
+def test_a_retry_keeping_an_appointment_passes_an_exhausted_budget_and_counts() -> None:
+    g, st = gate()
+    firsts(g, st, 0.0, 4)  # one retry by ratio, one by the floor
+    assert retries_let_in(g, st, 0.0) == 2
+    kept = GateContext(0.0, 0, None, None, True, None, True)
+    assert g.check(st, req(retry=True), kept) is None  # the gateway asked it back now
+    g.on_accept(st, req(retry=True), 0.0)
+    assert st.windows["a"].retries == 3
+    refused = g.check(st, req(retry=True), ctx(0.0))
+    assert refused is not None and refused.reason is Reason.RETRY_BUDGET_EXHAUSTED

@@ -1,0 +1,84 @@
+"""``tenant_quota``'s concurrency refusals as promises of a slot: told apart by the rate
+the tenant's requests are measured to leave, a freed slot kept for the client it was
+promised to, and the learned run time before anything has left."""
+
+from __future__ import annotations
+
+from policies.engine.scheduler import Scheduler, Ticket
+from policies.fleet import FleetSnapshot
+from policies.types import Decision, Outcome, Reason, Usage
+from tests.unit.policies.helpers import (
+    ManualClock,
+    backend,
+    fleet,
+    refused_after,
+    request,
+    scheduler,
+)
+
+CAP = 2  # the operator's cap on the tenant's requests in the system
+
+
+def _full(clock: ManualClock) -> tuple[Scheduler, FleetSnapshot, list[Ticket]]:
+    """Two requests left in 4 s of the tenant being busy (0.5 a second); two in flight."""
+    config = {
+        "gates": [{"type": "tenant_quota", "parameters": {"default": {"max_concurrent": CAP}}}],
+        "retry_after": {"jitter": 0.0, "grace_s": 1.0, "min_s": 0.01},
+        "prefill_backlog": {"enabled": False},
+    }
+    s = scheduler(clock, config)
+    f = fleet(clock, backend(max_num_seqs=10))
+    running = [s.submit(request(clock), f) for _ in range(CAP)]
+    clock.advance(4.0)
+    for t in running:
+        assert isinstance(t, Ticket)
+        s.release(t, Outcome.COMPLETED, Usage(100, 100), latency_s=4.0)
+    held = [s.submit(request(clock), f) for _ in range(CAP)]
+    assert all(isinstance(t, Ticket) for t in held)
+    return s, f, held  # type: ignore[return-value]
+
+
+def _slot_refusal(out: Decision | Ticket) -> float:
+    return refused_after(out, Reason.TENANT_CONCURRENCY)
+
+
+def test_refused_together_each_told_the_time_its_slot_is_due_to_free() -> None:
+    clock = ManualClock()
+    s, f, _ = _full(clock)
+    afters = [_slot_refusal(s.submit(request(clock), f)) for _ in range(3)]
+    assert afters == [2.0, 4.0, 6.0]  # 1, 2, 3 departures at 0.5 a second
+
+
+def test_a_freed_slot_is_kept_for_the_client_it_was_promised_to() -> None:
+    clock = ManualClock()
+    s, f, held = _full(clock)
+    start = clock.now
+    assert _slot_refusal(s.submit(request(clock), f)) == 2.0
+    clock.now = start + 2.0
+    s.release(held[0], Outcome.COMPLETED, Usage(100, 100), latency_s=2.0)
+    # busy 6 s, 3 left: 0.5 a second; the free slot is promised, so a newcomer waits for
+    # the one still in flight to leave
+    assert _slot_refusal(s.submit(request(clock), f)) == 1 / (3 / 6.0)
+    assert isinstance(s.submit(request(clock, is_retry=True), f), Ticket)
+
+
+def test_a_promised_slot_is_not_taken_past_the_cap() -> None:
+    clock = ManualClock()
+    s, f, _ = _full(clock)
+    start = clock.now
+    _slot_refusal(s.submit(request(clock), f))
+    clock.now = start + 2.0  # due, but nothing has left: the cap still holds
+    assert _slot_refusal(s.submit(request(clock, is_retry=True), f)) > 0.0
+
+
+def test_before_anything_left_the_wait_is_the_learned_run_time_or_the_floor() -> None:
+    clock = ManualClock()
+    config = {
+        "gates": [{"type": "tenant_quota", "parameters": {"default": {"max_concurrent": 1}}}],
+        "retry_after": {"jitter": 0.0},
+    }
+    s = scheduler(clock, config)
+    f = fleet(clock, backend(max_num_seqs=10))
+    assert isinstance(s.submit(request(clock), f), Ticket)
+    out = s.submit(request(clock), f)
+    assert _slot_refusal(out) == s.policy.retry_after.min_s  # no p95 learned yet
