@@ -15,9 +15,11 @@ class RetryAfterParams(Params):
     min_s: float = Field(default=0.5, gt=0)
     max_s: float = Field(default=60.0, gt=0)
     jitter: float = Field(default=0.2, ge=0, le=1)
-    promise: bool = True
+    promise: bool = False
     """Whether a refusal's Retry-After is a promise of capacity, held for its client
-    (``promise_book.py``); false: an estimate only, nothing held (the seed's policies)."""
+    (``promise_book.py``); false (the default): an estimate only, nothing held. Holding
+    capacity for returns makes Retry-After accurate and costs fresh arrivals their place:
+    the scenario matrix keeps it off in the default (docs/evaluate.md)."""
     grace_s: float = Field(default=2.0, ge=0)
     """How long after the time it was told a refused client's capacity stays promised to
     it (``promise_book.py``); a client that has not come back by then has lost it."""
