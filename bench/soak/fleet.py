@@ -62,8 +62,17 @@ def write_config(fleet: Fleet, variant: int) -> None:
     tmp.replace(fleet.config)
 
 
+@dataclass(frozen=True)
+class ProbeSettings:
+    """The gateway run under ``bench/soak/probe.py``: a memory probe on SIGUSR1, written
+    into ``directory``; with ``tracemalloc_frames`` > 0, tracemalloc on from the start."""
+
+    directory: Path
+    tracemalloc_frames: int = 0
+
+
 @contextmanager
-def started(workdir: Path, speed: float) -> Iterator[Fleet]:
+def started(workdir: Path, speed: float, probe: ProbeSettings | None = None) -> Iterator[Fleet]:
     """Two emulators (the second answers vLLM's 503 "engine busy" past a few queued
     requests) and the gateway in front of them; all stopped at exit."""
     procs: list[Proc] = []
@@ -72,7 +81,7 @@ def started(workdir: Path, speed: float) -> Iterator[Fleet]:
         port = free_port()
         path = workdir / "soak.yaml"
         emulators = list(procs)
-        gateway = _gateway(workdir, path, procs)
+        gateway = _gateway(workdir, path, procs, probe)
         fleet = Fleet(gateway, port, path, backends, workdir / "gateway.log", emulators)
         write_config(fleet, 0)
         fleet.gateway.start()
@@ -108,8 +117,15 @@ def _emulator(workdir: Path, i: int, speed: float, procs: list[Proc]) -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def _gateway(workdir: Path, path: Path, procs: list[Proc]) -> Proc:
-    argv = [sys.executable, "-m", "commands.cli", "serve", "--config", str(path)]
-    proc = Proc("gateway", argv, CPUS, workdir / "gateway.log")
+def _gateway(workdir: Path, path: Path, procs: list[Proc], probe: ProbeSettings | None) -> Proc:
+    entry = ["commands.cli"] if probe is None else ["bench.soak.probe"]
+    argv = [sys.executable, "-m", *entry, "serve", "--config", str(path)]
+    env = {}
+    if probe is not None:
+        env = {
+            "SOAK_PROBE_DIR": str(probe.directory),
+            "SOAK_TRACEMALLOC": str(probe.tracemalloc_frames),
+        }
+    proc = Proc("gateway", argv, CPUS, workdir / "gateway.log", env)
     procs.append(proc)
     return proc
