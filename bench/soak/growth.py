@@ -82,12 +82,15 @@ def report(workdir: Path, warmup: int, frames: int, top: int) -> str:
             f"{r.get('requests', 0):9d} {r.get('rss_bytes', 0) / MIB:9.1f} "
             f"{p.get('traced_bytes', 0) / MIB:11.2f} "
             f"{m.get('in_use', 0) / MIB:10.1f} / {m.get('arena', 0) / MIB:6.1f}    "
-            f"{p['blocks']:8d} {p['gc_collected']:8d}"
+            f"{p['blocks']:8d} {p.get('gc_collected', -1):8d}"
         )
     totals = {
         "RSS (bytes)": [float(r.get("rss_bytes", 0)) for r in rest],
         "traced (bytes)": [float(p.get("traced_bytes", 0)) for p in probes],
         "malloc in use (bytes)": [float(p.get("malloc", {}).get("in_use", 0)) for p in probes],
+        "pymalloc in use (bytes)": [
+            float(p.get("obmalloc", {}).get("used_bytes", 0)) for p in probes
+        ],
         "blocks": [float(p["blocks"]) for p in probes],
     }
     for name, ys in totals.items():
@@ -100,13 +103,12 @@ def report(workdir: Path, warmup: int, frames: int, top: int) -> str:
         lines.append(f"\nsites that grew most (bytes; {frames} frame(s), innermost first):")
         for name, grew, per_k, up in growing(series, requests, top):
             lines.append(f"{grew:+10,.0f} B  {per_k:+9,.1f} B/1k req  up {up:4.0%}  {name}")
-    types = {
-        n: [float(p["types"].get(n, 0)) for p in probes]
-        for n in set().union(*(p["types"] for p in probes))
-    }
-    lines.append("\nobject types whose count grew most:")
-    for name, grew, per_k, up in growing(types, requests, top):
-        lines.append(f"{grew:+10,.0f}    {per_k:+9,.1f} /1k req  up {up:4.0%}  {name}")
+    if "types" in probes[0]:
+        names = set().union(*(p["types"] for p in probes))
+        types = {n: [float(p["types"].get(n, 0)) for p in probes] for n in names}
+        lines.append("\nobject types whose count grew most:")
+        for name, grew, per_k, up in growing(types, requests, top):
+            lines.append(f"{grew:+10,.0f}    {per_k:+9,.1f} /1k req  up {up:4.0%}  {name}")
     return "\n".join(lines)
 
 

@@ -1,17 +1,17 @@
 """``python -m bench.soak.probe serve --config FILE``: ``sluicegate serve`` with a memory
 probe, for the soak (``python -m bench.soak --probe``); the product carries none of it.
 
-On SIGUSR1 the process collects its garbage and writes ``probe-NNN.json`` into
-``$SOAK_PROBE_DIR`` (written aside, then renamed: a reader sees it whole):
+On SIGUSR1 the process writes ``probe-NNN.json`` into ``$SOAK_PROBE_DIR`` (written aside,
+then renamed: a reader sees it whole):
 
-- ``gc_collected``: what a full collection found unreachable (garbage the youngest-generation
-  threshold had left waiting);
 - ``blocks``: ``sys.getallocatedblocks()``, the Python objects' memory blocks alive;
 - ``obmalloc``: pymalloc's arenas and its bytes in used and in free blocks;
 - ``malloc``: glibc's ``mallinfo2``: heap from the system, bytes in use, bytes free inside it;
-- ``types``: objects the collector tracks, by type name;
 - with ``SOAK_TRACEMALLOC=FRAMES`` (tracemalloc started before the gateway is built):
-  ``traced_bytes`` and ``sites``, the traced bytes and blocks by traceback (``file:line``,
+  ``gc_collected``, what a full collection found unreachable (garbage the youngest
+  generation's threshold had left waiting), ``types``, the objects the collector tracks by
+  type name, then ``traced_bytes`` and ``sites``, the traced bytes and blocks by traceback
+  (``file:line``,
   oldest frame first, as tracemalloc orders them), for ``python -m bench.soak.growth DIR``
   to compare (pymalloc's accounts are not available while tracemalloc hooks the allocator).
 """
@@ -110,17 +110,18 @@ def sites(frames_limit: int) -> list[tuple[list[str], int, int]]:
 
 
 def probe() -> dict[str, Any]:
-    collected = gc.collect()
-    types = Counter(type(o).__name__ for o in gc.get_objects())
+    """The allocators' accounts; while tracing, also a full collection, the objects by
+    type and the traced sites (without tracing the probe allocates next to nothing, so a
+    soak that measures RSS is not disturbed by it)."""
     row: dict[str, Any] = {
         "time": time.time(),
-        "gc_collected": collected,
         "blocks": sys.getallocatedblocks(),
         "obmalloc": obmalloc_info(),
         "malloc": malloc_info(),
-        "types": dict(types),
     }
     if tracemalloc.is_tracing():
+        row["gc_collected"] = gc.collect()
+        row["types"] = dict(Counter(type(o).__name__ for o in gc.get_objects()))
         row["traced_bytes"] = tracemalloc.get_traced_memory()[0]
         row["sites"] = sites(tracemalloc.get_traceback_limit())
     return row

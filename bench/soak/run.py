@@ -161,8 +161,8 @@ async def _sample_under_load(
 
 
 async def _probe(settings: Settings, fleet: Fleet, report: Report) -> None:
-    """The memory probe's numbers, right after the footprint at rest (its full collection
-    and its walk of every object come after the RSS was read)."""
+    """The memory probe's numbers, right after the footprint at rest (with tracemalloc, its
+    full collection and its walk of every object come after the RSS was read)."""
     if settings.probe is None:
         return
     row = await take(fleet.gateway.pid, settings.probe.directory, len(report.probes))
