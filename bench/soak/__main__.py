@@ -50,10 +50,16 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FRAMES",
         help="with --probe: tracemalloc on in the gateway, FRAMES deep; 0: off",
     )
+    p.add_argument(
+        "--malloc-trim",
+        action="store_true",
+        help="with --probe: glibc's malloc_trim(0) at every quiet point, RSS before and after",
+    )
     p.add_argument("--workdir", type=Path, help="logs and config (default: a temp dir)")
     args = p.parse_args(argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sluicegate-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    probe = ProbeSettings(workdir / "probes", args.tracemalloc, args.malloc_trim)
     settings = Settings(
         duration_s=args.minutes * 60,
         workdir=workdir,
@@ -64,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         speed=args.speed,
         fault_every_s=args.fault_every_s,
         samples=args.samples,
-        probe=ProbeSettings(workdir / "probes", args.tracemalloc) if args.probe else None,
+        probe=probe if args.probe else None,
     )
     print(f"soak: {args.minutes:g} min, logs in {workdir}", flush=True)
     report = asyncio.run(soak(settings, lambda line: print(line, flush=True)))

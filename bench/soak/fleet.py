@@ -69,6 +69,8 @@ class ProbeSettings:
 
     directory: Path
     tracemalloc_frames: int = 0
+    malloc_trim: bool = False
+    """glibc's ``malloc_trim(0)`` at every probe (the RSS before and after it recorded)."""
 
 
 @contextmanager
@@ -125,6 +127,7 @@ def _gateway(workdir: Path, path: Path, procs: list[Proc], probe: ProbeSettings 
         env = {
             "SOAK_PROBE_DIR": str(probe.directory),
             "SOAK_TRACEMALLOC": str(probe.tracemalloc_frames),
+            "SOAK_MALLOC_TRIM": "1" if probe.malloc_trim else "0",
         }
     proc = Proc("gateway", argv, CPUS, workdir / "gateway.log", env)
     procs.append(proc)

@@ -7,6 +7,9 @@ then renamed: a reader sees it whole):
 - ``blocks``: ``sys.getallocatedblocks()``, the Python objects' memory blocks alive;
 - ``obmalloc``: pymalloc's arenas and its bytes in used and in free blocks;
 - ``malloc``: glibc's ``mallinfo2``: heap from the system, bytes in use, bytes free inside it;
+- with ``SOAK_MALLOC_TRIM=1``, ``malloc_trim``: the RSS before and after glibc's
+  ``malloc_trim(0)`` (which hands the free pages inside its heaps back to the system), so
+  the next quiet points show what RSS does when free heap memory is returned;
 - with ``SOAK_TRACEMALLOC=FRAMES`` (tracemalloc started before the gateway is built):
   ``gc_collected``, what a full collection found unreachable (garbage the youngest
   generation's threshold had left waiting), ``types``, the objects the collector tracks by
@@ -38,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 DIR_ENV = "SOAK_PROBE_DIR"
 FRAMES_ENV = "SOAK_TRACEMALLOC"
+TRIM_ENV = "SOAK_MALLOC_TRIM"
 
 
 class _MallInfo2(ctypes.Structure):
@@ -80,6 +84,25 @@ _OBMALLOC = {
 }
 
 
+def rss_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def malloc_trim() -> dict[str, int]:
+    """glibc's ``malloc_trim(0)``: the free pages inside its heaps handed back; the RSS
+    before and after (what of the RSS was free heap memory)."""
+    before = rss_bytes()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        return {}
+    return {"rss_before_trim": before, "rss_after_trim": rss_bytes()}
+
+
 def obmalloc_info() -> dict[str, int]:
     """pymalloc's own accounts (``sys._debugmallocstats`` writes them to fd 2)."""
     with tempfile.TemporaryFile() as out:
@@ -119,6 +142,8 @@ def probe() -> dict[str, Any]:
         "obmalloc": obmalloc_info(),
         "malloc": malloc_info(),
     }
+    if os.environ.get(TRIM_ENV) == "1":
+        row["malloc_trim"] = malloc_trim()
     if tracemalloc.is_tracing():
         row["gc_collected"] = gc.collect()
         row["types"] = dict(Counter(type(o).__name__ for o in gc.get_objects()))

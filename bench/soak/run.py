@@ -170,6 +170,7 @@ async def _probe(settings: Settings, fleet: Fleet, report: Report) -> None:
     numbers = {k: row[k] for k in keep if k in row}
     numbers |= {f"malloc_{k}": v for k, v in row["malloc"].items()}
     numbers |= {f"obmalloc_{k}": v for k, v in row["obmalloc"].items()}
+    numbers |= row.get("malloc_trim", {})
     report.probes.append(numbers)
 
 
