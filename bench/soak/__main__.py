@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.soak.fleet import ProbeSettings
 from bench.soak.report import render, verdict
 from bench.soak.run import Settings, soak
 
@@ -37,10 +38,28 @@ def main(argv: list[str] | None = None) -> int:
         help="a backend fault (frozen, then killed emulator) this often; 0: none",
     )
     p.add_argument("--samples", type=Path, help="append every footprint sample (JSON lines)")
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="the gateway with a memory probe read at every quiet point (bench/soak/probe.py)",
+    )
+    p.add_argument(
+        "--tracemalloc",
+        type=int,
+        default=0,
+        metavar="FRAMES",
+        help="with --probe: tracemalloc on in the gateway, FRAMES deep; 0: off",
+    )
+    p.add_argument(
+        "--malloc-trim",
+        action="store_true",
+        help="with --probe: glibc's malloc_trim(0) at every quiet point, RSS before and after",
+    )
     p.add_argument("--workdir", type=Path, help="logs and config (default: a temp dir)")
     args = p.parse_args(argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sluicegate-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    probe = ProbeSettings(workdir / "probes", args.tracemalloc, args.malloc_trim)
     settings = Settings(
         duration_s=args.minutes * 60,
         workdir=workdir,
@@ -51,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         speed=args.speed,
         fault_every_s=args.fault_every_s,
         samples=args.samples,
+        probe=probe if args.probe else None,
     )
     print(f"soak: {args.minutes:g} min, logs in {workdir}", flush=True)
     report = asyncio.run(soak(settings, lambda line: print(line, flush=True)))

@@ -4,6 +4,7 @@ gateway's footprint is its own) and the config file the reloads rewrite."""
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ import yaml
 
 from bench.hotpath.procs import Proc, free_port, wait_http
 from bench.soak.traffic import MODEL, TENANTS, api_key
-from scripts.service_argv import emulate, sluicegate
+from scripts.service_argv import emulate
 
 CPUS = "0-1"
 RUN_IDLE_S = 3.0
@@ -62,8 +63,19 @@ def write_config(fleet: Fleet, variant: int) -> None:
     tmp.replace(fleet.config)
 
 
+@dataclass(frozen=True)
+class ProbeSettings:
+    """The gateway run under ``bench/soak/probe.py``: a memory probe on SIGUSR1, written
+    into ``directory``; with ``tracemalloc_frames`` > 0, tracemalloc on from the start."""
+
+    directory: Path
+    tracemalloc_frames: int = 0
+    malloc_trim: bool = False
+    """glibc's ``malloc_trim(0)`` at every probe (the RSS before and after it recorded)."""
+
+
 @contextmanager
-def started(workdir: Path, speed: float) -> Iterator[Fleet]:
+def started(workdir: Path, speed: float, probe: ProbeSettings | None = None) -> Iterator[Fleet]:
     """Two emulators (the second answers vLLM's 503 "engine busy" past a few queued
     requests) and the gateway in front of them; all stopped at exit."""
     procs: list[Proc] = []
@@ -72,7 +84,7 @@ def started(workdir: Path, speed: float) -> Iterator[Fleet]:
         port = free_port()
         path = workdir / "soak.yaml"
         emulators = list(procs)
-        gateway = _gateway(workdir, path, procs)
+        gateway = _gateway(workdir, path, procs, probe)
         fleet = Fleet(gateway, port, path, backends, workdir / "gateway.log", emulators)
         write_config(fleet, 0)
         fleet.gateway.start()
@@ -95,9 +107,16 @@ def _emulator(workdir: Path, i: int, speed: float, procs: list[Proc]) -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def _gateway(workdir: Path, path: Path, procs: list[Proc]) -> Proc:
-    proc = Proc(
-        "gateway", sluicegate("serve", "--config", str(path)), CPUS, workdir / "gateway.log"
-    )
+def _gateway(workdir: Path, path: Path, procs: list[Proc], probe: ProbeSettings | None) -> Proc:
+    entry = ["commands.cli"] if probe is None else ["bench.soak.probe"]
+    argv = [sys.executable, "-m", *entry, "serve", "--config", str(path)]
+    env = {}
+    if probe is not None:
+        env = {
+            "SOAK_PROBE_DIR": str(probe.directory),
+            "SOAK_TRACEMALLOC": str(probe.tracemalloc_frames),
+            "SOAK_MALLOC_TRIM": "1" if probe.malloc_trim else "0",
+        }
+    proc = Proc("gateway", argv, CPUS, workdir / "gateway.log", env)
     procs.append(proc)
     return proc

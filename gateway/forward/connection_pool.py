@@ -212,6 +212,12 @@ class UpstreamResponse:
         return chunk
 
     async def aclose(self) -> None:
+        self.release(reuse=self._complete and self._error is None and self._keep_alive)
+
+    def release(self, *, reuse: bool) -> None:
+        """Give the connection back (``reuse``) or close it; once. The read timer is
+        cancelled here: armed, it holds this response and its connection until it fires,
+        ``read_timeout_s`` later."""
         if self._released:
             return
         self._released = True
@@ -220,8 +226,8 @@ class UpstreamResponse:
             self._timer = None
         conn = self._conn
         conn.response = None
-        if self._complete and self._error is None and self._keep_alive:
-            self._conn.pool.put(conn)
+        if reuse:
+            conn.pool.put(conn)
         else:
             conn.close()
 
@@ -284,9 +290,8 @@ class UpstreamPool:
             conn.transport.write(body)
         try:
             await response.head()
-        except BaseException:
-            conn.response = None
-            conn.close()
+        except BaseException:  # no head (or the caller left): the connection is not reused
+            response.release(reuse=False)
             raise
         return response
 

@@ -24,12 +24,14 @@ pytestmark = pytest.mark.emulator
 
 async def test_a_short_soak_adds_up_and_keeps_its_descriptors(tmp_path: Path) -> None:
     settings = Settings(
-        duration_s=24.0,
+        duration_s=64.0,  # three rounds of 8 s and their quiet points (of 7-10 s)
         workdir=tmp_path,
         round_s=8.0,
         workers=8,
         think_s=0.1,
         reload_every_s=2.0,
+        drain_s=2.0,
+        settle_s=10.0,
     )
     report = await soak(settings, say=lambda _line: None)
     assert report.problems == []
@@ -37,7 +39,7 @@ async def test_a_short_soak_adds_up_and_keeps_its_descriptors(tmp_path: Path) ->
     seen = {what for _kind, what in report.tally.seen}
     assert {"200", "429", "401", "left"} <= seen, "the mix did not reach every path"
     at_rest = [s.fds for s in report.quiet[1:]]
-    assert len(at_rest) == 3
+    assert len(at_rest) >= 3
     per_round = report.tally.scheduled // len(at_rest)
     grew = max(at_rest) - at_rest[0]
     assert per_round >= 60, "too few requests a round to tell a leak from idle connections"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ import pytest
 
 from gateway.backends.pool import BackendPool
 from gateway.config.schema import BackendConfig, HealthConfig
-from gateway.forward.connection_pool import UpstreamPool
+from gateway.forward.connection_pool import UpstreamPool, _Connection
 from tests.unit.gateway.conftest import wait_until
 
 OK_BODY = b'{"ok":true}'
@@ -278,3 +279,51 @@ async def test_completions_to_plain_http_backends_use_the_lean_pool() -> None:
     finally:
         await pool.aclose()
         await injected.aclose()
+
+
+def _alive_connections(pool: UpstreamPool) -> int:
+    """The pool's connections still reachable from anywhere (the loop's timers included)."""
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, _Connection) and o.pool is pool)
+
+
+async def test_a_response_without_a_head_leaves_nothing_behind() -> None:
+    """A connection closed before the head, many times over: none of those responses and
+    connections is kept (an armed read timer would hold each for ``read_timeout_s``)."""
+
+    async def close_before_the_head(reader: asyncio.StreamReader, _w: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+
+    async with serve(close_before_the_head) as server:
+        pool = server.pool(read_timeout_s=600.0)
+        for _ in range(20):
+            with pytest.raises(httpx.RemoteProtocolError):
+                await pool.send("POST", "/x", b"{}", {})
+        assert _alive_connections(pool) == 0
+
+
+async def _leave_before_the_head(pool: UpstreamPool, heard: asyncio.Event) -> None:
+    """One request whose caller is cancelled once the backend has it (the exception, and
+    the frames its traceback holds, end with this call)."""
+    heard.clear()
+    waiting = asyncio.create_task(pool.send("POST", "/x", b"{}", {}))
+    await heard.wait()
+    waiting.cancel()
+    (left,) = await asyncio.gather(waiting, return_exceptions=True)
+    assert isinstance(left, asyncio.CancelledError)
+
+
+async def test_a_caller_leaving_before_the_head_leaves_nothing_behind() -> None:
+    heard = asyncio.Event()
+
+    async def never_answer(reader: asyncio.StreamReader, _w: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        heard.set()
+        await reader.read()
+
+    async with serve(never_answer) as server:
+        pool = server.pool(read_timeout_s=600.0)
+        for _ in range(20):
+            await _leave_before_the_head(pool, heard)
+        # the newest cancellation may still be referenced by the loop; none before it
+        assert _alive_connections(pool) <= 1

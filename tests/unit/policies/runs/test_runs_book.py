@@ -320,3 +320,19 @@ def test_calls_queued_for_capacity_count_against_the_branch_limit() -> None:
     dispatched = [t for t in s.poll(f) if isinstance(t, Ticket)]
     assert sorted(t.request_id for t in dispatched) == sorted(d.request_id for d in out[:2])
     assert s.poll(f) == [] and s.runs.stats().held_calls == 2
+
+
+def test_the_ended_runs_remembered_are_the_newest_ended_kept() -> None:
+    """Ended run ids are a bounded memory: a long-lived gateway that ends runs forever
+    keeps ``ended_kept`` of them (refusing their late calls), and forgets the older ones."""
+    clock = ManualClock()
+    s = runs_on(clock, ended_kept=3)
+    f = fleet(clock)
+    for i in range(10):
+        t = s.submit(call(clock, f"r{i}"), f)
+        assert isinstance(t, Ticket)
+        s.release(t, Outcome.COMPLETED, Usage(100, 100))
+        assert s.runs.end("t1", f"r{i}", cancel=False) == []
+    ended = [i for i in range(10) if isinstance(s.runs.state("t1", f"r{i}"), EndedRunState)]
+    assert ended == [7, 8, 9]
+    assert all(s.runs.state("t1", f"r{i}") is None for i in range(7))
