@@ -17,7 +17,7 @@ RATE = 25.0
 QUEUED = 26
 """Tokens left waiting in the queue by the setup."""
 CONFIG: dict[str, Any] = {
-    "retry_after": {"jitter": 0.0, "grace_s": 1.0},
+    "retry_after": {"jitter": 0.0, "grace_s": 1.0, "promise": True},
     "prefill_backlog": {"enabled": False},
     "queue": {"max_queued_tokens": 50, "max_wait_s": 4.5},
 }

@@ -26,7 +26,7 @@ def _empty_bucket(
 ) -> tuple[Scheduler, FleetSnapshot]:
     config = {
         "gates": [{"type": "tenant_quota", "parameters": {"default": {"tokens_per_minute": TPM}}}],
-        "retry_after": {"jitter": 0.0, "grace_s": 1.0, **(retry_after or {})},
+        "retry_after": {"jitter": 0.0, "grace_s": 1.0, "promise": True, **(retry_after or {})},
         "prefill_backlog": {"enabled": False},
     }
     s = scheduler(clock, config)

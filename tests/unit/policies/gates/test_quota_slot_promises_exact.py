@@ -23,7 +23,7 @@ def _full(clock: ManualClock) -> tuple[Scheduler, FleetSnapshot, list[Ticket]]:
     """Two requests left in 4 s of the tenant being busy (0.5 a second); two in flight."""
     config = {
         "gates": [{"type": "tenant_quota", "parameters": {"default": {"max_concurrent": CAP}}}],
-        "retry_after": {"jitter": 0.0, "grace_s": 1.0, "min_s": 0.01},
+        "retry_after": {"jitter": 0.0, "grace_s": 1.0, "min_s": 0.01, "promise": True},
         "prefill_backlog": {"enabled": False},
     }
     s = scheduler(clock, config)
@@ -75,7 +75,7 @@ def test_before_anything_left_the_wait_is_the_learned_run_time_or_the_floor() ->
     clock = ManualClock()
     config = {
         "gates": [{"type": "tenant_quota", "parameters": {"default": {"max_concurrent": 1}}}],
-        "retry_after": {"jitter": 0.0},
+        "retry_after": {"jitter": 0.0, "promise": True},
     }
     s = scheduler(clock, config)
     f = fleet(clock, backend(max_num_seqs=10))
