@@ -24,6 +24,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels \
  && python -c "import sys, policies.build as b; sys.exit(b.core() != 'compiled')" \
+ && (python -c "import importlib.util as u, sys; sys.exit(u.find_spec('xds') is not None and u.find_spec('opentelemetry.proto') is not None)" \
+     || pip install --no-cache-dir --force-reinstall --no-deps "opentelemetry-proto==$(python -c 'import importlib.metadata as m; print(m.version("opentelemetry-proto"))')") \
  && useradd --system --uid 10001 --no-create-home sluicegate
 COPY config.example.yaml /etc/sluicegate/config.yaml
 USER 10001

@@ -73,6 +73,15 @@ else
   echo "$WANTED" > "$INSTALLED"
 fi
 
+# xds-protos (the epp extra's Envoy stubs) ships an older copy of opentelemetry-proto's
+# generated modules; whichever package pip installed last owns the files, and the tracing
+# exporter cannot import the older copy (check-config says the same to a user).
+if ! "$PY" -c "from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope" 2>/dev/null; then
+  step "opentelemetry-proto reinstalled over xds-protos' older copy of its modules"
+  OTEL_PROTO="$("$PY" -c 'import importlib.metadata as m; print(m.version("opentelemetry-proto"))')"
+  "$PY" -m pip install -q --root-user-action=ignore --force-reinstall --no-deps "opentelemetry-proto==$OTEL_PROTO"
+fi
+
 prometheus --version 2>&1 | head -n 1
 redis-server --version
 step "kubectl (installed when missing)"

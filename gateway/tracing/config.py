@@ -12,6 +12,7 @@ backends do (``config/in_force.py``).
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -54,12 +55,41 @@ class TracingConfig(BaseModel):
                 "tracing is enabled but the OpenTelemetry SDK is not installed "
                 f"({', '.join(missing)} missing): pip install 'sluicegate[tracing]'"
             )
+        overwritten = overwritten_protos() if self.enabled else None
+        if overwritten:
+            raise ValueError(overwritten)
         return self
 
 
 def missing_modules() -> list[str]:
     """The modules of the ``tracing`` extra that cannot be imported here."""
     return [name for name in EXTRA_MODULES if not _importable(name)]
+
+
+def overwritten_protos() -> str | None:
+    """What is wrong when the OTLP exporter's generated protobuf modules are an older copy,
+    else None. ``xds-protos`` (the ``epp`` extra's Envoy stubs) ships its own
+    ``opentelemetry/proto`` files, and whichever package pip installs last owns them: with
+    the older copy the exporter cannot even be imported."""
+    try:
+        from opentelemetry.proto.common.v1 import common_pb2
+    except ImportError as exc:
+        return f"tracing is enabled but OpenTelemetry's protos do not import ({exc})"
+    if hasattr(common_pb2, "InstrumentationScope"):
+        return None
+    version = _version("opentelemetry-proto")
+    return (
+        "tracing is enabled but the opentelemetry-proto modules were overwritten by an older "
+        "copy (xds-protos, of the epp extra, ships one): reinstall them last: pip install "
+        f"--force-reinstall --no-deps opentelemetry-proto{'==' + version if version else ''}"
+    )
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _importable(name: str) -> bool:

@@ -3,13 +3,20 @@ plain word when tracing is on but the ``tracing`` extra is not installed."""
 
 from __future__ import annotations
 
+import importlib
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
 from commands.check_config import check_file, main
-from gateway.tracing.config import EXTRA_MODULES, TracingConfig, missing_modules
+from gateway.tracing.config import (
+    EXTRA_MODULES,
+    TracingConfig,
+    missing_modules,
+    overwritten_protos,
+)
 
 BASE = "backends:\n  - name: a\n    url: http://a.test\n    models: [tiny]\n"
 
@@ -55,3 +62,21 @@ def test_tracing_on_without_the_extra_says_how_to_install_it(
     assert "pip install 'sluicegate[tracing]'" in err
     _loaded, issues = check_file(_with(tmp_path, "tracing:\n  enabled: false\n"))
     assert issues == []  # off, the extra is not needed
+
+
+def test_tracing_on_with_an_older_copy_of_the_otlp_protos_says_how_to_repair_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """xds-protos (the epp extra) ships its own older ``opentelemetry/proto`` files; when
+    pip installs it last, the exporter cannot be imported: check-config says so."""
+    older = types.ModuleType("opentelemetry.proto.common.v1.common_pb2")  # no InstrumentationScope
+    monkeypatch.setitem(sys.modules, "opentelemetry.proto.common.v1.common_pb2", older)
+    package = importlib.import_module("opentelemetry.proto.common.v1")
+    monkeypatch.setattr(package, "common_pb2", older, raising=False)
+    path = _with(tmp_path, "tracing:\n  enabled: true\n")
+    assert main([str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "pip install --force-reinstall --no-deps opentelemetry-proto==" in err
+    assert overwritten_protos() is not None
+    monkeypatch.undo()
+    assert overwritten_protos() is None  # the copy this venv has is whole
