@@ -126,7 +126,33 @@ def test_a_newcomer_admitted_beside_a_due_promise_leaves_the_promise_in_the_book
     for t in held:
         s.release(t, Outcome.COMPLETED, Usage(100, 100), latency_s=2.0)
     # none in the system, one slot promised: a newcomer fits beside it
-    assert isinstance(s.submit(request(clock), f), Ticket)
+    newcomer = s.submit(request(clock), f)
+    assert isinstance(newcomer, Ticket)
     # the promise is still there (it was the retry's, not the newcomer's): the cap is reached
     assert _slot_refusal(s.submit(request(clock), f)) > 0.0
     assert isinstance(s.submit(request(clock, is_retry=True), f), Ticket)
+    s.release(newcomer, Outcome.COMPLETED, Usage(100, 100), latency_s=0.0)
+    # the retry took its slot out of the book: one in the system (the retry) and one
+    # promised (to the newcomer refused above) leave 1 departure to wait for, at 5 in 6
+    # busy seconds
+    assert _slot_refusal(s.submit(request(clock), f)) == 1 / (5 / 6.0)
+
+
+def test_a_retry_refused_again_waits_behind_the_other_slots_promised() -> None:
+    clock = ManualClock()
+    s, f, _ = _full(clock)
+    start = clock.now
+    assert [_slot_refusal(s.submit(request(clock), f)) for _ in range(2)] == [2.0, 4.0]
+    clock.now = start + 2.0  # the first due, nothing has left: its own departure and the
+    # one promised to the second, at 0.5 a second
+    assert _slot_refusal(s.submit(request(clock, is_retry=True), f)) == 4.0
+
+
+def test_the_time_the_tenant_had_none_in_the_system_is_not_counted() -> None:
+    clock = ManualClock()
+    s, f, held = _full(clock)
+    for t in held:  # 4 left in 4 busy seconds
+        s.release(t, Outcome.COMPLETED, Usage(100, 100), latency_s=0.0)
+    clock.advance(4.0)  # 4 s with none in the system
+    assert all(isinstance(s.submit(request(clock), f), Ticket) for _ in range(CAP))
+    assert _slot_refusal(s.submit(request(clock), f)) == 1.0  # 4 a 4 s: 1 a second
