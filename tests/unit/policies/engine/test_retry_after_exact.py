@@ -61,3 +61,11 @@ def test_the_jitter_sequence_steps_by_the_golden_ratio_from_its_random_start() -
     golden = (math.sqrt(5.0) - 1.0) / 2.0
     assert sequence.next() == pytest.approx((0.5 + golden) % 1.0)
     assert sequence.next() == pytest.approx((0.5 + 2 * golden) % 1.0)
+
+
+def test_a_window_narrower_than_min_s_below_the_maximum_keeps_its_width() -> None:
+    # 29 s is under max_s, its window 1.45 s wide does not fit under it: [28.55, 30],
+    # not widened to min_s (that is for waits past max_s only)
+    narrow = RetryAfterParams(min_s=2.0, max_s=30.0, jitter=0.05)
+    assert retry_after(29.0, narrow, HALFWAY) == pytest.approx(29.275)
+    assert retry_after(29.0, narrow, 0.0) == pytest.approx(28.55)

@@ -173,3 +173,28 @@ def test_rates_are_read_only_when_some_tenant_has_a_concurrency_cap() -> None:
     assert TenantQuota(only_default).reads_rates() is True
     tokens_only = QuotaParams.model_validate({"default": {"tokens_per_minute": 60}})
     assert TenantQuota(tokens_only).reads_rates() is False
+
+
+def test_a_bucket_shrunk_by_a_new_burst_at_the_same_instant_is_cut_to_it() -> None:
+    state = QuotaState()
+    accepted(TenantQuota(PARAMS), state, req("b", 200), 100.0)  # 1,200 - 200 = 1,000
+    smaller = QuotaParams.model_validate(
+        {"default": {"tokens_per_minute": 1200, "burst_tokens": 150}}
+    )
+    gate = TenantQuota(smaller)  # the policy swapped at that instant, the state kept
+    accepted(gate, state, req("b", 150), 100.0)
+    assert level(state, "b") == 0.0  # the 1,000 cut to the new 150 before the 150 was taken
+    assert refused_for(gate.check(state, req("b", 20), ctx(100.0))) == 1.0  # 20 at 20/s
+
+
+def test_an_acceptance_the_check_did_not_refill_for_fills_only_up_to_the_burst() -> None:
+    # in shadow mode a concurrency refusal is let through: check returned before the bucket,
+    # so on_accept refills it, up to the 300-token burst (not the 600 a minute)
+    gate, state = TenantQuota(PARAMS), QuotaState()
+    gate.on_accept(state, req("a", 250), 100.0)
+    gate.on_accept(state, req("a", 50), 100.0)  # empty, and the cap of 2 reached
+    late = req("a", 100)
+    verdict = gate.check(state, late, ctx(200.0))
+    assert verdict is not None and verdict.reason is Reason.TENANT_CONCURRENCY
+    gate.on_accept(state, late, 200.0)
+    assert level(state, "a") == 200.0  # 300 - 100

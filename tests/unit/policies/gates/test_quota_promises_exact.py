@@ -92,3 +92,24 @@ def test_a_promise_never_admits_past_the_bucket() -> None:
     clock.now = start + 1.5  # 50 tokens in the bucket: one promise due, not honoured
     again = s.submit(request(clock, prompt=100, output=0, is_retry=True), f)
     assert _refused(again) == (100 + 100 - 50) / 100  # after the other one still due
+
+
+def test_a_request_past_the_burst_is_promised_the_burst_not_its_cost() -> None:
+    clock = ManualClock()
+    config = {
+        "gates": [
+            {
+                "type": "tenant_quota",
+                "parameters": {"default": {"tokens_per_minute": TPM, "burst_tokens": 50}},
+            }
+        ],
+        "retry_after": {"jitter": 0.0, "min_s": 0.01, "promise": True},
+        "prefill_backlog": {"enabled": False},
+    }
+    s = scheduler(clock, config)
+    f = fleet(clock, backend(max_num_seqs=100))
+    assert isinstance(s.submit(request(clock, prompt=50, output=0), f), Ticket)  # empty now
+    # 100 tokens need the full bucket, 50: half a second at 100 a second
+    assert _refused(s.submit(request(clock, prompt=100, output=0), f)) == 0.5
+    # a newcomer waits for the 50 promised and its own 50
+    assert _refused(s.submit(request(clock, prompt=100, output=0), f)) == 1.0

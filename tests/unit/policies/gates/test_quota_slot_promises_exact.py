@@ -82,3 +82,77 @@ def test_before_anything_left_the_wait_is_the_learned_run_time_or_the_floor() ->
     assert isinstance(s.submit(request(clock), f), Ticket)
     out = s.submit(request(clock), f)
     assert _slot_refusal(out) == s.policy.retry_after.min_s  # no p95 learned yet
+
+
+def test_the_departure_rate_counts_the_time_the_tenant_still_had_one_in_the_system() -> None:
+    clock = ManualClock()
+    config = {
+        "gates": [{"type": "tenant_quota", "parameters": {"default": {"max_concurrent": CAP}}}],
+        "retry_after": {"jitter": 0.0, "min_s": 0.01, "promise": True},
+        "prefill_backlog": {"enabled": False},
+    }
+    s = scheduler(clock, config)
+    f = fleet(clock, backend(max_num_seqs=10))
+    first, second = (s.submit(request(clock), f) for _ in range(CAP))
+    assert isinstance(first, Ticket) and isinstance(second, Ticket)
+    clock.advance(2.0)
+    s.release(first, Outcome.COMPLETED, Usage(100, 100), latency_s=2.0)
+    clock.advance(2.0)  # one still in the system: these 2 s are busy time too
+    s.release(second, Outcome.COMPLETED, Usage(100, 100), latency_s=4.0)
+    assert all(isinstance(s.submit(request(clock), f), Ticket) for _ in range(CAP))
+    # 2 left in 4 busy seconds: 0.5 a second (not 2 in the 2 s before the first left)
+    assert _slot_refusal(s.submit(request(clock), f)) == 2.0
+
+
+def test_a_retry_refused_again_gives_up_its_old_promise_for_the_new_one() -> None:
+    clock = ManualClock()
+    s, f, _ = _full(clock)
+    start = clock.now
+    assert _slot_refusal(s.submit(request(clock), f)) == 2.0
+    clock.now = start + 2.0  # due, but nothing has left: refused again, a promise of 1 slot
+    # its own departure at 0.5 a second (the meter has seen 4 busy seconds, 2 departures)
+    assert _slot_refusal(s.submit(request(clock, is_retry=True), f)) == 2.0
+    # a newcomer waits behind the one slot promised (the retry's second promise), not two:
+    # 2 + 1 + 1 - 2 departures at 0.5 a second
+    assert _slot_refusal(s.submit(request(clock), f)) == 4.0
+
+
+def test_a_newcomer_admitted_beside_a_due_promise_leaves_the_promise_in_the_book() -> None:
+    clock = ManualClock()
+    s, f, held = _full(clock)
+    start = clock.now
+    assert _slot_refusal(s.submit(request(clock), f)) == 2.0
+    clock.now = start + 2.0
+    for t in held:
+        s.release(t, Outcome.COMPLETED, Usage(100, 100), latency_s=2.0)
+    # none in the system, one slot promised: a newcomer fits beside it
+    newcomer = s.submit(request(clock), f)
+    assert isinstance(newcomer, Ticket)
+    # the promise is still there (it was the retry's, not the newcomer's): the cap is reached
+    assert _slot_refusal(s.submit(request(clock), f)) > 0.0
+    assert isinstance(s.submit(request(clock, is_retry=True), f), Ticket)
+    s.release(newcomer, Outcome.COMPLETED, Usage(100, 100), latency_s=0.0)
+    # the retry took its slot out of the book: one in the system (the retry) and one
+    # promised (to the newcomer refused above) leave 1 departure to wait for, at 5 in 6
+    # busy seconds
+    assert _slot_refusal(s.submit(request(clock), f)) == 1 / (5 / 6.0)
+
+
+def test_a_retry_refused_again_waits_behind_the_other_slots_promised() -> None:
+    clock = ManualClock()
+    s, f, _ = _full(clock)
+    start = clock.now
+    assert [_slot_refusal(s.submit(request(clock), f)) for _ in range(2)] == [2.0, 4.0]
+    clock.now = start + 2.0  # the first due, nothing has left: its own departure and the
+    # one promised to the second, at 0.5 a second
+    assert _slot_refusal(s.submit(request(clock, is_retry=True), f)) == 4.0
+
+
+def test_the_time_the_tenant_had_none_in_the_system_is_not_counted() -> None:
+    clock = ManualClock()
+    s, f, held = _full(clock)
+    for t in held:  # 4 left in 4 busy seconds
+        s.release(t, Outcome.COMPLETED, Usage(100, 100), latency_s=0.0)
+    clock.advance(4.0)  # 4 s with none in the system
+    assert all(isinstance(s.submit(request(clock), f), Ticket) for _ in range(CAP))
+    assert _slot_refusal(s.submit(request(clock), f)) == 1.0  # 4 a 4 s: 1 a second
