@@ -21,12 +21,12 @@ import httpx
 import yaml
 
 from emulator.profile import load_profile
+from scripts.service_argv import sluicegate as sluicegate_argv
 from tests.prometheus.api import PrometheusAPI, poll
 from tests.prometheus.processes import (
     child,
     free_port,
     run_prometheus,
-    sluicegate_argv,
     wait_http,
 )
 
