@@ -183,5 +183,17 @@ def watched_fleet(workdir: Path, config_for: GatewayConfigFor) -> Iterator[Fleet
             # Before the first scrape `absent()` is true: with `for:` cut to seconds,
             # SluicegateAbsent fires at start-up (with the shipped 2m it would not).
             poll(lambda: not run.prometheus.alerts(), PHASE_TIMEOUT_S, "start-up alerts resolved")
+            # The ALERTS series keeps a resolved alert's last sample until the next evaluation
+            # writes its end: the quiet run starts once one has, with nothing pending.
+            resolved = time.time()
+            poll(
+                lambda: (
+                    run.prometheus.rules_evaluated_after(resolved)
+                    and not run.prometheus.alerts()
+                    and not run.prometheus.instant("ALERTS")
+                ),
+                PHASE_TIMEOUT_S,
+                "start-up alerts ended in the ALERTS series",
+            )
             run.started = time.time()
             yield Fleet(base, run, emus, gateway, config_path, config)
