@@ -69,7 +69,11 @@ class FlowKey:
     deadline_bucket: str
 
     def __str__(self) -> str:
-        return f"{self.tenant}/{self.workload_class}/{self.model}/{self.deadline_bucket}"
+        return self.named(self.tenant)
+
+    def named(self, tenant: str) -> str:
+        """The key as text with ``tenant`` in its tenant's place (e.g. its metric label)."""
+        return f"{tenant}/{self.workload_class}/{self.model}/{self.deadline_bucket}"
 
 
 def deadline_bucket(deadline_s: float | None) -> str:

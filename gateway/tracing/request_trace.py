@@ -298,7 +298,7 @@ def _decision_attributes(decision: Decision, tenant_label: str) -> dict[str, str
         a.REASON: decision.reason.value,
         a.POLICY: decision.policy,
         a.POLICY_VERSION: decision.policy_version,
-        a.FLOW: f"{tenant_label}/{flow.workload_class}/{flow.model}/{flow.deadline_bucket}",
+        a.FLOW: flow.named(tenant_label),
         a.ESTIMATE_INPUT: estimate.prompt_tokens,
         a.ESTIMATE_OUTPUT: estimate.output_tokens,
     }
