@@ -115,6 +115,7 @@ async def test_a_streamed_request_joins_the_callers_trace_down_to_the_backend(fl
     decide = (_one(spans, "decide").attributes) or {}
     assert decide["sluicegate.decision"] == "admit"
     assert decide["sluicegate.reason"] == "capacity_available"
+    assert decide["sluicegate.flow"] == "acme/interactive/tiny/none"  # the tenant's label
     assert decide["sluicegate.policy.version"] == h.ctx.runtime.version
     assert decide["sluicegate.estimate.input_tokens"] > 0
     attempt = _one(spans, "attempt a")
