@@ -24,6 +24,11 @@ import httpx
 
 from tests.integration.harness import Gateway, engine_gauge, wait_for
 
+LONG = 4000
+"""Output tokens of a request held open through a fault: far longer than any test waits."""
+NO_LADDER: dict[str, Any] = {"ladder": {"steps": []}}
+"""The policy's ladder switched off: a fault's requests are not degraded on the way."""
+
 
 @dataclass(frozen=True)
 class Answer:

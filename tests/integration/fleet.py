@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import yaml
 
+from scripts.child_process import stop
 from scripts.service_argv import serve
 from tests.redis_server import free_port
 
@@ -88,16 +89,6 @@ def _start_replica(config: Path, port: int) -> Replica:
     return Replica(port, proc)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
 @contextlib.contextmanager
 def fleet(raw_config: dict[str, Any], replicas: int = 3) -> Iterator[Fleet]:
     """``replicas`` gateways serving ``raw_config`` (its ``state:`` says whether they share
@@ -130,7 +121,7 @@ def fleet(raw_config: dict[str, Any], replicas: int = 3) -> Iterator[Fleet]:
         yield Fleet(f"http://127.0.0.1:{port}", started)
     finally:
         if lb is not None:
-            _stop(lb)
+            stop(lb)
         for replica in started:
-            _stop(replica.proc)
+            stop(replica.proc)
         shutil.rmtree(work, ignore_errors=True)

@@ -32,6 +32,7 @@ from gateway.config.schema import GatewayConfig
 from gateway.context import GatewayContext
 from gateway.front.http_guard import guarded_http
 from gateway.request.auth import key_digest
+from scripts.child_process import stop
 from scripts.service_argv import sluicegate
 from scripts.vllm.serve import free_port
 
@@ -94,6 +95,31 @@ def chat_body(
         "ignore_eos": True,
         **extra,
     }
+
+
+CHARS_PER_TOKEN = 4
+"""The emulator's prompt count (its profiles' ``chars_per_token``)."""
+
+
+def prompt_body(tokens: int, max_tokens: int, stream: bool) -> dict[str, Any]:
+    """A chat request whose prompt the emulator counts as ``tokens`` and whose output is
+    exactly ``max_tokens`` (``ignore_eos``)."""
+    text = ("lorem ipsum " * tokens)[: tokens * CHARS_PER_TOKEN]
+    return chat_body(max_tokens, content=text, stream=stream)
+
+
+def chat_head(port: int, length: int, **headers: str) -> bytes:
+    """The raw HTTP/1.1 head of a chat completion POST as ``alice`` to 127.0.0.1:``port``,
+    declaring ``length`` body bytes, with ``headers`` after the standard ones."""
+    lines = [
+        "POST /v1/chat/completions HTTP/1.1",
+        f"host: 127.0.0.1:{port}",
+        f"authorization: Bearer {api_key('alice')}",
+        "content-type: application/json",
+        f"content-length: {length}",
+        *(f"{k}: {v}" for k, v in headers.items()),
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
 def metric_sums(text: str) -> dict[str, float]:
@@ -203,13 +229,7 @@ def cli_process(*argv: str, stderr: int = subprocess.DEVNULL) -> Iterator[subpro
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop(proc)
         if proc.stderr is not None:
             proc.stderr.close()
 

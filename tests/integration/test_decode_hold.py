@@ -14,31 +14,18 @@ import asyncio
 import json
 import statistics
 import time
-from typing import Any
 
 import httpx
 import pytest
 
 from emulator.embedded import EmbeddedEmulator
 from tests.integration.conftest import StartEmulator
-from tests.integration.harness import MODEL, Gateway, gateway_config, serve_gateway
+from tests.integration.harness import MODEL, Gateway, gateway_config, prompt_body, serve_gateway
 
 pytestmark = pytest.mark.emulator
 
-CHARS_PER_TOKEN = 4  # the emulator's prompt count (its profile's chars_turns)
 VICTIMS, NOISY = 2, 12
 ALONE_S, SETTLE_S, FLOOD_S = 3.0, 1.5, 8.0
-
-
-def _body(tokens: int, max_tokens: int, stream: bool) -> dict[str, Any]:
-    text = ("lorem ipsum " * tokens)[: tokens * CHARS_PER_TOKEN]
-    return {
-        "model": MODEL,
-        "messages": [{"role": "user", "content": text}],
-        "max_tokens": max_tokens,
-        "ignore_eos": True,
-        "stream": stream,
-    }
 
 
 def _has_choices(line: str) -> bool:
@@ -50,7 +37,9 @@ def _has_choices(line: str) -> bool:
 async def _victim(client: httpx.AsyncClient, stop: asyncio.Event, turns: list[float]) -> None:
     while not stop.is_set():
         started, tokens = time.monotonic(), 0
-        async with client.stream("POST", "/v1/chat/completions", json=_body(50, 32, True)) as r:
+        async with client.stream(
+            "POST", "/v1/chat/completions", json=prompt_body(50, 32, True)
+        ) as r:
             assert r.status_code == 200
             async for line in r.aiter_lines():
                 tokens += _has_choices(line)
@@ -60,7 +49,7 @@ async def _victim(client: httpx.AsyncClient, stop: asyncio.Event, turns: list[fl
 
 async def _noisy(client: httpx.AsyncClient, stop: asyncio.Event) -> None:
     while not stop.is_set():
-        resp = await client.post("/v1/chat/completions", json=_body(1500, 256, False))
+        resp = await client.post("/v1/chat/completions", json=prompt_body(1500, 256, False))
         assert resp.status_code == 200
 
 

@@ -41,6 +41,8 @@ from starlette.routing import Route
 from emulator.embedded import EmbeddedEmulator
 from tests.integration.conftest import StartEmulator
 from tests.integration.faults import (
+    LONG,
+    NO_LADDER,
     Answer,
     after_fault,
     error_log,
@@ -52,6 +54,7 @@ from tests.integration.faults import (
 from tests.integration.harness import (
     api_key,
     chat_body,
+    chat_head,
     emulator_process,
     gateway_config,
     healthy,
@@ -62,8 +65,6 @@ from tests.integration.harness import (
 
 pytestmark = pytest.mark.emulator
 
-LONG = 4000  # output tokens: far longer than any test waits for
-NO_LADDER: dict[str, Any] = {"ladder": {"steps": []}}
 HEALTH_NEVER_AGAIN = {"interval_s": 3600.0, "timeout_s": 2.0}
 """One probe at start, none during the test: only the silence bound can end a stall."""
 
@@ -248,31 +249,19 @@ async def test_client_disconnect_storm(start_emulator: StartEmulator) -> None:
             await after_fault(gw, [after], [emu.url], errors)
 
 
-def _head(port: int, length: int, **headers: str) -> bytes:
-    lines = [
-        "POST /v1/chat/completions HTTP/1.1",
-        f"host: 127.0.0.1:{port}",
-        f"authorization: Bearer {api_key('alice')}",
-        "content-type: application/json",
-        f"content-length: {length}",
-        *(f"{k}: {v}" for k, v in headers.items()),
-    ]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode()
-
-
 Scenario = Callable[[httpx.AsyncClient, int], Any]
 
 
 async def _slowloris_headers(_client: httpx.AsyncClient, port: int) -> Answer:
-    return await raw_answer(port, [_head(port, 10)[:60]])  # the head never ends
+    return await raw_answer(port, [chat_head(port, 10)[:60]])  # the head never ends
 
 
 async def _slowloris_body(_client: httpx.AsyncClient, port: int) -> Answer:
-    return await raw_answer(port, [_head(port, 1000), b'{"model": "emu'])  # nor the body
+    return await raw_answer(port, [chat_head(port, 1000), b'{"model": "emu'])  # nor the body
 
 
 async def _header_block_1mib(_client: httpx.AsyncClient, port: int) -> Answer:
-    return await raw_answer(port, [_head(port, 2, x_big="a" * (1 << 20)) + b"{}"])
+    return await raw_answer(port, [chat_head(port, 2, x_big="a" * (1 << 20)) + b"{}"])
 
 
 async def _oversized_body(client: httpx.AsyncClient, _port: int) -> Answer:
@@ -293,7 +282,7 @@ def _refused_client(gw: Any) -> httpx.AsyncClient:
 async def _body_cut_short(_client: httpx.AsyncClient, port: int) -> None:
     """The client sends part of its body and goes: nobody to answer; a 400 is counted."""
     _, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(_head(port, 1000) + b'{"model": ')
+    writer.write(chat_head(port, 1000) + b'{"model": ')
     await writer.drain()
     writer.close()
     await writer.wait_closed()

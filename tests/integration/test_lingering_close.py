@@ -24,7 +24,7 @@ import yaml
 
 from emulator.embedded import EmulatorSpec, start_emulator
 from scripts.vllm.serve import free_port
-from tests.integration.harness import api_key, chat_body, cli_process, gateway_config
+from tests.integration.harness import api_key, chat_body, chat_head, cli_process, gateway_config
 
 pytestmark = pytest.mark.emulator
 
@@ -77,18 +77,6 @@ def _big_body(size: int) -> bytes:
     return json.dumps(chat_body(8, content="x" * size)).encode()
 
 
-def _head(port: int, length: int, *, close: bool) -> bytes:
-    lines = [
-        "POST /v1/chat/completions HTTP/1.1",
-        f"host: 127.0.0.1:{port}",
-        f"authorization: Bearer {api_key('alice')}",
-        "content-type: application/json",
-        f"content-length: {length}",
-        *(["connection: close"] if close else []),
-    ]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode()
-
-
 def test_urllib_sending_2mb_reads_the_413(port: int) -> None:
     body = _big_body(2_000_000)
     for _ in range(ATTEMPTS):
@@ -110,7 +98,7 @@ def test_urllib_sending_2mb_reads_the_413(port: int) -> None:
 def test_a_raw_socket_that_keeps_writing_reads_the_413(port: int, close: bool) -> None:
     body = b"x" * 2_000_000
     with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-        sock.sendall(_head(port, len(body), close=close))
+        sock.sendall(chat_head(port, len(body), **({"connection": "close"} if close else {})))
         for i in range(0, len(body), 65_536):
             sock.sendall(body[i : i + 65_536])  # the whole body, whatever came back meanwhile
         answer = _read_to_end(sock)
@@ -122,7 +110,7 @@ def test_a_raw_socket_that_keeps_writing_reads_the_413(port: int, close: bool) -
 def test_a_slowloris_body_is_drained_until_the_time_bound_then_closed(port: int) -> None:
     """One byte every 50 ms (the idle bound is 60 s): only the 5 s bound can end it."""
     with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-        sock.sendall(_head(port, 10 * LIMIT, close=False) + b"x" * 1024)
+        sock.sendall(chat_head(port, 10 * LIMIT) + b"x" * 1024)
         assert _read_answer(sock).startswith(b"HTTP/1.1 413 ")
         cap = int(20 * LINGER_TIME_S / TRICKLE_GAP_S)
         sent = _write_until_closed(sock, b"x", cap, TRICKLE_GAP_S)
@@ -132,7 +120,7 @@ def test_a_slowloris_body_is_drained_until_the_time_bound_then_closed(port: int)
 def test_a_fast_body_is_drained_until_the_byte_bound_then_closed(port: int) -> None:
     declared = 64 * 2**20
     with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-        sock.sendall(_head(port, declared, close=False) + b"x" * 1024)
+        sock.sendall(chat_head(port, declared) + b"x" * 1024)
         assert _read_answer(sock).startswith(b"HTTP/1.1 413 ")
         chunk = b"x" * 65_536
         sent = _write_until_closed(sock, chunk, declared // len(chunk), 0.0)

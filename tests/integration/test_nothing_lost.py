@@ -7,14 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from typing import Any
 
 import httpx
 import pytest
 
 from emulator.embedded import EmbeddedEmulator
 from tests.integration.conftest import StartEmulator
-from tests.integration.faults import Answer, after_fault, error_log, events_answer
+from tests.integration.faults import LONG, NO_LADDER, Answer, after_fault, error_log, events_answer
 from tests.integration.harness import (
     chat_body,
     emulator_process,
@@ -26,9 +25,6 @@ from tests.integration.harness import (
 )
 
 pytestmark = pytest.mark.emulator
-
-LONG = 4000  # output tokens: far longer than any test waits for
-NO_LADDER: dict[str, Any] = {"ladder": {"steps": []}}
 
 
 def outcome_key(outcome: str, tenant: str = "alice") -> str:

@@ -11,18 +11,16 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any
 
 import httpx
 import pytest
 
 from emulator.embedded import EmbeddedEmulator
 from tests.integration.conftest import StartEmulator
-from tests.integration.harness import MODEL, Gateway, gateway_config, serve_gateway
+from tests.integration.harness import MODEL, Gateway, gateway_config, prompt_body, serve_gateway
 
 pytestmark = pytest.mark.emulator
 
-CHARS_PER_TOKEN = 4  # the emulator's prompt count (its profile's chars_per_token)
 VICTIMS, NOISY = 2, 16
 NOISY_PROMPT = 500
 """Tokens: on cpu-medium each costs 0.5 s of prefill, above the 0.25 s target, so the bound
@@ -32,22 +30,11 @@ SPEED = 1.0
 """cpu-medium paced in real time: a 1,500-token prefill takes 1.4 s."""
 
 
-def _body(tokens: int, max_tokens: int, stream: bool) -> dict[str, Any]:
-    text = ("lorem ipsum " * tokens)[: tokens * CHARS_PER_TOKEN]
-    return {
-        "model": MODEL,
-        "messages": [{"role": "user", "content": text}],
-        "max_tokens": max_tokens,
-        "ignore_eos": True,
-        "stream": stream,
-    }
-
-
 async def _victim(client: httpx.AsyncClient, stop: asyncio.Event, ttfts: list[float]) -> None:
     while not stop.is_set():
         started = time.monotonic()
         first: float | None = None
-        body = _body(50, 8, True)
+        body = prompt_body(50, 8, True)
         async with client.stream("POST", "/v1/chat/completions", json=body) as resp:
             assert resp.status_code == 200
             async for line in resp.aiter_lines():
@@ -59,7 +46,7 @@ async def _victim(client: httpx.AsyncClient, stop: asyncio.Event, ttfts: list[fl
 
 async def _noisy(client: httpx.AsyncClient, stop: asyncio.Event) -> None:
     while not stop.is_set():
-        resp = await client.post("/v1/chat/completions", json=_body(NOISY_PROMPT, 4, False))
+        resp = await client.post("/v1/chat/completions", json=prompt_body(NOISY_PROMPT, 4, False))
         assert resp.status_code == 200
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -19,6 +18,8 @@ from typing import Any
 
 import httpx
 import yaml
+
+from scripts.child_process import passing, stop
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY_PROMETHEUS = REPO / "deploy" / "prometheus"
@@ -54,16 +55,6 @@ def child(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
             yield proc
         finally:
             stop(proc)
-
-
-def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 def prometheus_binary() -> str:
@@ -108,13 +99,7 @@ def run_prometheus(
     (workdir / "alerts.yaml").write_text(yaml.safe_dump(shipped_rules(for_override)))
     config = shipped_scrape_config(targets, interval, "alerts.yaml")
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-    check = subprocess.run(
-        ["promtool", "check", "config", str(workdir / "prometheus.yml")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert check.returncode == 0, check.stdout + check.stderr
+    passing(["promtool", "check", "config", str(workdir / "prometheus.yml")])
     port = free_port()
     argv = [
         prometheus_binary(),

@@ -29,6 +29,7 @@ import httpx
 import yaml
 
 from gateway.request.auth import key_digest
+from scripts.child_process import stop
 from tests.prometheus.api import poll
 from tests.prometheus.fleet import (
     CHAT,
@@ -44,7 +45,6 @@ from tests.prometheus.fleet import (
     slots,
     watched_fleet,
 )
-from tests.prometheus.processes import stop
 
 WAVES = 4
 TENANTS = ("alice", "bursty", "batchy")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import subprocess
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 import yaml
 
 from emulator.profile import load_profile
+from scripts.child_process import passing
 from scripts.service_argv import sluicegate
 from tests.unit.deploy.compose import (
     compose_schema,
@@ -103,14 +103,7 @@ def test_the_gateway_config_renders_and_passes_check_config(
     stack: str, env: dict[str, str], tmp_path: Path
 ) -> None:
     path = _gateway_config(_load(stack, env), env, tmp_path / "config.yaml")
-    done = subprocess.run(
-        sluicegate("check-config", str(path)),
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    passing(sluicegate("check-config", str(path)), cwd=REPO)
 
 
 def test_vllm_and_the_gateway_share_the_env_files_values(
@@ -188,11 +181,5 @@ def test_promtool_accepts_the_compose_prometheus_config(tmp_path: Path) -> None:
     """As mounted in the container: prometheus.yml with alerts.yaml beside it."""
     shutil.copy(COMPOSE / "prometheus.yml", tmp_path / "prometheus.yml")
     shutil.copy(DEPLOY / "prometheus" / "alerts.yaml", tmp_path / "alerts.yaml")
-    done = subprocess.run(
-        ["promtool", "check", "config", str(tmp_path / "prometheus.yml")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = passing(["promtool", "check", "config", str(tmp_path / "prometheus.yml")])
     assert "1 rules found" not in done.stdout and "SUCCESS" in done.stdout

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from emulator.profile import load_profile
+from scripts.child_process import passing
 from scripts.service_argv import sluicegate
 from tests.unit.deploy.compose import flag_values
 from tests.unit.deploy.conftest import DEPLOY, REPO
@@ -113,14 +114,7 @@ def test_the_gateway_config_passes_check_config(
 ) -> None:
     _, objects = overlay
     path = _rendered_gateway_config(objects, tmp_path)
-    done = subprocess.run(
-        sluicegate("check-config", str(path)),
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    passing(sluicegate("check-config", str(path)), cwd=REPO)
 
 
 def test_the_backends_are_the_statefulsets_pods_behind_the_headless_service(
@@ -226,10 +220,4 @@ def test_promtool_accepts_the_plain_scrape_config(tmp_path: Path) -> None:
     config["rule_files"] = ["alerts.yaml"]
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     shutil.copy(DEPLOY / "prometheus" / "alerts.yaml", tmp_path / "alerts.yaml")
-    done = subprocess.run(
-        ["promtool", "check", "config", str(tmp_path / "prometheus.yml")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    passing(["promtool", "check", "config", str(tmp_path / "prometheus.yml")])
