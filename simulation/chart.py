@@ -6,9 +6,15 @@ matplotlib is an optional extra (``pip install -e '.[sim]'``); without it ``draw
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from simulation.results import Row
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 BACKGROUND = "#2a1631"  # the seed's dark plum
 PALETTE = ["#4dd0e1", "#ffc857", "#ff7f6e", "#b39ddb", "#81c784", "#f48fb1", "#e0e0e0"]
@@ -20,36 +26,52 @@ class ChartUnavailable(RuntimeError):
 
 def draw(rows: list[Row], path: Path, *, knee_n: float | None, title: str) -> None:
     """Write a PNG: wait curves on the left axis, goodput (dotted) on the right one."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ChartUnavailable("pip install -e '.[sim]' to draw charts") from exc
-
-    fig, ax = plt.subplots(figsize=(10, 6), facecolor=BACKGROUND)
-    ax.set_facecolor(BACKGROUND)
-    good = ax.twinx()
-    for i, policy in enumerate(dict.fromkeys(r.policy for r in rows)):
-        mine = sorted((r for r in rows if r.policy == policy), key=lambda r: r.n_agents)
-        colour = PALETTE[i % len(PALETTE)]
-        ns = [r.n_agents for r in mine]
-        ax.plot(ns, [r.p99_queue_wait_s for r in mine], "o-", color=colour, lw=2, label=policy)
-        good.plot(ns, [r.goodput_tps for r in mine], ":", color=colour, lw=1, alpha=0.7)
-    if knee_n is not None:
-        ax.axvline(knee_n, ls="--", color="#cccccc", lw=1)
-        label = f"knee N*={knee_n:.1f}: goodput saturates"
-        ax.text(knee_n + 0.2, ax.get_ylim()[1] * 0.03, label, color="#cccccc")
-    _style(ax, good, title)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, facecolor=BACKGROUND, bbox_inches="tight")
-    plt.close(fig)
+    with _figure(path) as ax:
+        good = ax.twinx()
+        for i, policy in enumerate(dict.fromkeys(r.policy for r in rows)):
+            mine = sorted((r for r in rows if r.policy == policy), key=lambda r: r.n_agents)
+            colour = PALETTE[i % len(PALETTE)]
+            ns = [r.n_agents for r in mine]
+            ax.plot(ns, [r.p99_queue_wait_s for r in mine], "o-", color=colour, lw=2, label=policy)
+            good.plot(ns, [r.goodput_tps for r in mine], ":", color=colour, lw=1, alpha=0.7)
+        if knee_n is not None:
+            ax.axvline(knee_n, ls="--", color="#cccccc", lw=1)
+            label = f"knee N*={knee_n:.1f}: goodput saturates"
+            ax.text(knee_n + 0.2, ax.get_ylim()[1] * 0.03, label, color="#cccccc")
+        _style(ax, good, title)
 
 
 def draw_frontier(rows: list[Row], path: Path, *, title: str) -> None:
     """Scatter: p99 queue wait (x) against agent-felt p99 (y), one point per candidate,
     with the goal box (queue wait <= 13 s, felt <= 30 s) shaded."""
+    with _figure(path) as ax:
+        ax.fill_between([0, 13], 1, 30, color="#81c784", alpha=0.15, lw=0)
+        ax.text(0.5, 12, "goal: wait <= 13 s and felt <= 30 s", color="#81c784")
+        markers = "osD^vP*Xh"
+        for i, r in enumerate(rows):
+            note = f"{r.policy}: {r.goodput_tps:.3f}/s, {r.deferral_share:.0%} deferred"
+            ax.scatter(
+                [r.p99_queue_wait_s],
+                [r.p99_felt_wait_s],
+                s=70,
+                label=note,
+                color=PALETTE[i % len(PALETTE)],
+                marker=markers[i % len(markers)],
+            )
+        ax.set_yscale("log")
+        ax.set_ylim(10, 400)
+        ax.set_xlim(0, None)
+        _style(ax, None, title)
+        legend = ax.legend(loc="upper right", facecolor=BACKGROUND, edgecolor="#777777", fontsize=8)
+        for text in legend.get_texts():
+            text.set_color("white")
+        ax.set_xlabel("p99 queue wait (s)", color="white")
+        ax.set_ylabel("p99 agent-felt wait, first submission to decoding (s, log)", color="white")
+
+
+@contextlib.contextmanager
+def _figure(path: Path) -> Iterator[Axes]:
+    """A dark 10x6 figure whose axes the block draws on, written to ``path`` as PNG after it."""
     try:
         import matplotlib
 
@@ -60,28 +82,7 @@ def draw_frontier(rows: list[Row], path: Path, *, title: str) -> None:
 
     fig, ax = plt.subplots(figsize=(10, 6), facecolor=BACKGROUND)
     ax.set_facecolor(BACKGROUND)
-    ax.fill_between([0, 13], 1, 30, color="#81c784", alpha=0.15, lw=0)
-    ax.text(0.5, 12, "goal: wait <= 13 s and felt <= 30 s", color="#81c784")
-    markers = "osD^vP*Xh"
-    for i, r in enumerate(rows):
-        note = f"{r.policy}: {r.goodput_tps:.3f}/s, {r.deferral_share:.0%} deferred"
-        ax.scatter(
-            [r.p99_queue_wait_s],
-            [r.p99_felt_wait_s],
-            s=70,
-            label=note,
-            color=PALETTE[i % len(PALETTE)],
-            marker=markers[i % len(markers)],
-        )
-    ax.set_yscale("log")
-    ax.set_ylim(10, 400)
-    ax.set_xlim(0, None)
-    _style(ax, None, title)
-    legend = ax.legend(loc="upper right", facecolor=BACKGROUND, edgecolor="#777777", fontsize=8)
-    for text in legend.get_texts():
-        text.set_color("white")
-    ax.set_xlabel("p99 queue wait (s)", color="white")
-    ax.set_ylabel("p99 agent-felt wait, first submission to decoding (s, log)", color="white")
+    yield ax
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, facecolor=BACKGROUND, bbox_inches="tight")
     plt.close(fig)

@@ -22,17 +22,10 @@ from policies.shared_mode import SharedMode
 from policies.types import Reason, RequestInfo, Usage
 from tests.unit.gateway.conftest import Harness, auth, in_process, over_loopback, wait_until
 from tests.unit.gateway.fakes import API_KEY, OTHER_KEY, FakeBackend, FakeFleet, make_config
+from tests.unit.policies.helpers import ManualClock
 
 CHAT = "/v1/chat/completions"
 ASYNC = {**auth(), "prefer": "respond-async"}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _config(**handoff: Any) -> GatewayConfig:
@@ -52,7 +45,7 @@ def _body(**extra: Any) -> dict[str, Any]:
     }
 
 
-async def _hand_off(h: Harness, clock: Clock, body: dict[str, Any]) -> str:
+async def _hand_off(h: Harness, clock: ManualClock, body: dict[str, Any]) -> str:
     """Spend the tenant's bucket, hand the next call off, then refill the bucket."""
     assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
     r = await h.client.post(CHAT, headers=ASYNC, json=body)
@@ -72,7 +65,7 @@ def _outcomes(h: Harness, outcome: str) -> float:
 @pytest.mark.parametrize("end", ["delete", "shutdown"])
 async def test_a_running_job_is_cancelled_and_its_ticket_released(end: str) -> None:
     backend = FakeBackend("a")
-    clock = Clock()
+    clock = ManualClock(100.0)
     async with in_process(_config(), FakeFleet(backend), clock=clock) as h:
         backend.mode = "ok"
         assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
@@ -93,7 +86,7 @@ async def test_a_running_job_is_cancelled_and_its_ticket_released(end: str) -> N
 
 
 async def test_a_result_over_the_byte_bound_ends_the_job_as_an_error() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     config = _config(max_result_bytes=64, max_total_result_bytes=64)
     async with in_process(config, FakeFleet(FakeBackend("a")), clock=clock) as h:
         location = await _hand_off(h, clock, _body())
@@ -105,7 +98,7 @@ async def test_a_result_over_the_byte_bound_ends_the_job_as_an_error() -> None:
 
 
 async def test_a_stream_is_run_whole_and_answered_as_one_body() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     backend = FakeBackend("a")
     async with in_process(_config(), FakeFleet(backend), clock=clock) as h:
         body = _body(stream=True, stream_options={"include_usage": True})
@@ -120,7 +113,7 @@ async def test_a_stream_is_run_whole_and_answered_as_one_body() -> None:
 
 
 async def test_without_the_handoff_enabled_the_header_changes_nothing() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     config = _config(enabled=False)
     async with in_process(config, FakeFleet(FakeBackend("a")), clock=clock) as h:
         assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
@@ -131,7 +124,7 @@ async def test_without_the_handoff_enabled_the_header_changes_nothing() -> None:
 async def test_a_job_never_overtakes_a_call_already_waiting() -> None:
     """Even from a tenant in a higher priority band (the job's band is still above the
     waiting call's), a job waits until nobody is queued."""
-    clock = Clock()
+    clock = ManualClock(100.0)
     backend = FakeBackend("a")
     tenants = [
         {"name": "acme", "api_key_sha256": [key_digest(API_KEY)], "priority": 5},

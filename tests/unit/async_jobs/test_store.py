@@ -17,15 +17,7 @@ from gateway.async_jobs.store import (
     TenantFull,
 )
 from gateway.config.schema import ConfigError, load_config_bytes
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
+from tests.unit.policies.helpers import ManualClock
 
 LIMITS = StoreLimits(
     max_pending_per_tenant=2,
@@ -37,12 +29,12 @@ LIMITS = StoreLimits(
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
-def store(clock: Clock) -> JobStore:
+def store(clock: ManualClock) -> JobStore:
     return JobStore(LIMITS, clock=clock)
 
 
@@ -56,7 +48,7 @@ def error_code(result: Result | None) -> str:
     return code
 
 
-def test_a_result_is_kept_for_its_ttl_then_dropped(store: JobStore, clock: Clock) -> None:
+def test_a_result_is_kept_for_its_ttl_then_dropped(store: JobStore, clock: ManualClock) -> None:
     job = store.add("alice", work="w")
     clock.now += 50.0  # long pending does not count against the result's TTL
     assert store.finish(job, JobState.DONE, ok(10)) is JobState.DONE
@@ -71,7 +63,7 @@ def test_a_result_is_kept_for_its_ttl_then_dropped(store: JobStore, clock: Clock
 
 
 def test_a_job_pending_too_long_expires_and_its_error_is_kept(
-    store: JobStore, clock: Clock
+    store: JobStore, clock: ManualClock
 ) -> None:
     job = store.add("alice", work="w")
     clock.now += LIMITS.max_pending_s - 0.001
@@ -85,7 +77,7 @@ def test_a_job_pending_too_long_expires_and_its_error_is_kept(
     assert store.finish(job, JobState.DONE, ok(1)) is None, "one ending only"
 
 
-def test_a_running_job_does_not_expire(store: JobStore, clock: Clock) -> None:
+def test_a_running_job_does_not_expire(store: JobStore, clock: ManualClock) -> None:
     job = store.add("alice", work="w")
     assert store.start(job)
     clock.now += LIMITS.max_pending_s * 10
@@ -143,7 +135,7 @@ def test_ids_are_not_guessable_from_each_other(store: JobStore) -> None:
     assert all(len(i) == len("job_") + 32 for i in ids)
 
 
-def test_next_due_is_the_earliest_expiry_or_ttl(store: JobStore, clock: Clock) -> None:
+def test_next_due_is_the_earliest_expiry_or_ttl(store: JobStore, clock: ManualClock) -> None:
     assert store.next_due() is None
     pending = store.add("alice", work=1)
     ended = store.add("alice", work=2)

@@ -7,21 +7,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.unit.gateway.conftest import auth, in_process, wait_until
 from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config
+from tests.unit.policies.helpers import ManualClock
 
 CHAT = "/v1/chat/completions"
 TRACE_ID = "5bf92f3577b34da6a3ce929d0e0e4736"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 async def test_the_jobs_spans_sit_under_the_call_that_handed_it_off() -> None:
-    clock, backend, exporter = Clock(), FakeBackend("a"), InMemorySpanExporter()
+    clock, backend, exporter = ManualClock(100.0), FakeBackend("a"), InMemorySpanExporter()
     quota = {"type": "tenant_quota", "parameters": {"default": {"tokens_per_minute": 60}}}
     config = make_config(
         policy={"gates": [quota], "ladder": {"steps": []}},

@@ -39,14 +39,7 @@ from policies.types import (
 )
 from tests.unit.gateway.conftest import auth
 from tests.unit.gateway.fakes import FakeFleet
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.unit.policies.helpers import ManualClock
 
 
 class Signals:
@@ -65,7 +58,7 @@ class Signals:
         return self.scraped_at + self.max_age_s + 1e-9
 
 
-def _pool(clock: Clock, signals: Signals) -> BackendPool:
+def _pool(clock: ManualClock, signals: Signals) -> BackendPool:
     backend = BackendConfig(name="a", url="http://127.0.0.1:9", models=["m"], max_num_seqs=4)
     return BackendPool(
         [backend],
@@ -78,7 +71,7 @@ def _pool(clock: Clock, signals: Signals) -> BackendPool:
 
 
 def test_cached_snapshot_follows_scrapes_health_and_staleness() -> None:
-    clock, signals = Clock(), Signals()
+    clock, signals = ManualClock(100.0), Signals()
     pool = _pool(clock, signals)
     first = pool.snapshot().get("a")
     assert first is not None and first.waiting == 0.0 and not first.stale
@@ -99,7 +92,7 @@ def test_cached_snapshot_follows_scrapes_health_and_staleness() -> None:
 
 
 def test_cached_snapshot_is_rebuilt_within_its_age_bound_and_reports_the_time_now() -> None:
-    clock, signals = Clock(), Signals()
+    clock, signals = ManualClock(100.0), Signals()
     signals.max_age_s = 1000.0
     pool = _pool(clock, signals)
     pool.snapshot()
@@ -266,7 +259,7 @@ def _delay() -> Decision:
 async def test_an_immediate_ticket_does_not_wake_the_dispatcher_a_delay_does() -> None:
     scheduler = Scheduler(Ticket())
     empty = FleetSnapshot(0.0, ())
-    admission = Admission(scheduler, lambda: empty, clock=Clock())  # type: ignore[arg-type]
+    admission = Admission(scheduler, lambda: empty, clock=ManualClock(100.0))  # type: ignore[arg-type]
     request = Ticket.request
     admission.submit(request)
     assert not admission._wake.is_set()

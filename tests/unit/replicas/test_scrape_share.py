@@ -20,7 +20,8 @@ from gateway.replicas.redis_store import connect
 from gateway.replicas.sample_codec import decode, encode
 from gateway.replicas.scrape_share import SharedScrapes
 from tests.redis_server import RedisServer
-from tests.unit.scrape.conftest import FIXTURES, FakeClock
+from tests.unit.policies.helpers import ManualClock
+from tests.unit.scrape.conftest import FIXTURES
 
 BACKENDS = ("a", "b")
 BODY = (FIXTURES / "vllm-0.32-metrics-under-load.txt").read_text()  # running 8, waiting 12
@@ -45,8 +46,8 @@ Make = Callable[[str], Replica]
 
 
 @pytest.fixture
-async def replicas(redis_server: RedisServer) -> AsyncIterator[tuple[Make, FakeClock]]:
-    clock = FakeClock()
+async def replicas(redis_server: RedisServer) -> AsyncIterator[tuple[Make, ManualClock]]:
+    clock = ManualClock()
     made: list[Replica] = []
 
     def make(name: str, timeout_ms: int = 2000) -> Replica:
@@ -75,7 +76,7 @@ async def replicas(redis_server: RedisServer) -> AsyncIterator[tuple[Make, FakeC
 
 
 async def test_one_replica_scrapes_and_the_others_take_its_signals_with_their_age(
-    replicas: tuple[Make, FakeClock],
+    replicas: tuple[Make, ManualClock],
 ) -> None:
     make, clock = replicas
     fleet = [make(f"replica-{i}") for i in range(3)]
@@ -93,7 +94,7 @@ async def test_one_replica_scrapes_and_the_others_take_its_signals_with_their_ag
     assert fleet[2].scraper.signals("a", clock())["stale"] is True
 
 
-async def test_a_lead_that_lapses_is_taken_over(replicas: tuple[Make, FakeClock]) -> None:
+async def test_a_lead_that_lapses_is_taken_over(replicas: tuple[Make, ManualClock]) -> None:
     make, _ = replicas
     first, second = make("first"), make("second")
     await first.share.exchange()
@@ -110,7 +111,7 @@ async def test_a_lead_that_lapses_is_taken_over(replicas: tuple[Make, FakeClock]
 
 
 async def test_while_redis_fails_every_replica_scrapes_for_itself(
-    replicas: tuple[Make, FakeClock], redis_server: RedisServer
+    replicas: tuple[Make, ManualClock], redis_server: RedisServer
 ) -> None:
     make, _ = replicas
     fleet = [make("one", timeout_ms=100), make("two", timeout_ms=100)]
@@ -134,7 +135,7 @@ def test_a_scrape_survives_the_trip_through_json() -> None:
 
 
 async def test_an_unreadable_published_scrape_is_scraped_here(
-    replicas: tuple[Make, FakeClock], redis_server: RedisServer
+    replicas: tuple[Make, ManualClock], redis_server: RedisServer
 ) -> None:
     make, _ = replicas
     leader, follower = make("leader"), make("follower")

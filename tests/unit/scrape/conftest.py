@@ -17,16 +17,3 @@ def under_load() -> str:
 def preemption() -> str:
     """16 KV blocks of 128 tokens, 8 long requests: 11 preemptions (read from the file)."""
     return (FIXTURES / "vllm-0.32-metrics-preemption.txt").read_text()
-
-
-class FakeClock:
-    """Monotonic seconds that move only when a test says so."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds

@@ -8,10 +8,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from gateway.backends.scrape.exposition import backends_admin, register_backend_metrics
 from gateway.backends.scrape.scraper import MetricsScraper, ScrapeTarget
 from policies.fleet import Health
-from tests.unit.scrape.conftest import FakeClock
+from tests.unit.policies.helpers import ManualClock
 
 
-def scraper_with(body: str, clock: FakeClock) -> MetricsScraper:
+def scraper_with(body: str, clock: ManualClock) -> MetricsScraper:
     client = httpx.AsyncClient(
         transport=httpx.MockTransport(lambda _: httpx.Response(200, text=body))
     )
@@ -23,7 +23,7 @@ def scraper_with(body: str, clock: FakeClock) -> MetricsScraper:
 
 
 async def test_backend_gauges_in_the_gateway_registry(under_load: str) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     scraper = scraper_with(under_load, clock)
     await scraper.scrape_once("a")  # b never scraped
     registry = CollectorRegistry()
@@ -44,7 +44,7 @@ async def test_backend_gauges_in_the_gateway_registry(under_load: str) -> None:
 
 
 async def test_admin_json_explains_the_numbers(under_load: str) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     scraper = scraper_with(under_load, clock)
     await scraper.scrape_once("a")
     body = backends_admin(scraper, clock())

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from gateway.backends.scrape.exposition import backends_admin, register_backend_metrics
 from gateway.backends.scrape.scraper import MetricsScraper, ScrapeTarget
 from policies.fleet import Health
-from tests.unit.scrape.conftest import FakeClock
+from tests.unit.policies.helpers import ManualClock
 
 
 def _hist(name: str, bound: float, total: float) -> str:
@@ -39,7 +39,7 @@ ZERO = re.sub(r"(_bucket\{[^}]*\}|_sum|_count) \S+", r"\1 0", BODY)
 """The same server before any request finished."""
 
 
-def _scraper(clock: FakeClock) -> MetricsScraper:
+def _scraper(clock: ManualClock) -> MetricsScraper:
     bodies = [ZERO, BODY]
 
     def answer(request: httpx.Request) -> httpx.Response:
@@ -56,7 +56,7 @@ def _scraper(clock: FakeClock) -> MetricsScraper:
 
 
 async def test_admin_json_holds_every_number_behind_the_signals() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     scraper = _scraper(clock)
     await scraper.scrape_once("a")
     clock.advance(4.0)
@@ -104,7 +104,7 @@ async def test_admin_json_holds_every_number_behind_the_signals() -> None:
 
 
 async def test_gauges_and_failures_per_backend_without_a_health_lookup() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     scraper = _scraper(clock)
     await scraper.scrape_once("a")
     clock.advance(4.0)

@@ -10,12 +10,12 @@ from gateway.backends.scrape.scraper import MetricsScraper, ScrapeTarget
 from policies.contracts import BackendLoad
 from policies.fleet import BackendView
 from policies.registry import build_policy
-from tests.unit.scrape.conftest import FakeClock
+from tests.unit.policies.helpers import ManualClock
 
 _WAITING = re.compile(r"^(vllm:num_requests_waiting(?:_by_reason)?\{.*\}) \S+$", re.M)
 
 
-async def view_after_scrape(body: str, clock: FakeClock) -> BackendView:
+async def view_after_scrape(body: str, clock: ManualClock) -> BackendView:
     client = httpx.AsyncClient(
         transport=httpx.MockTransport(lambda _: httpx.Response(200, text=body))
     )
@@ -31,8 +31,8 @@ async def test_server_reported_queue_closes_the_backend_at_the_same_client_count
     limit = build_policy(None).limit  # the default: server_signals
     state = limit.new_state()
     ours = BackendLoad(in_flight=2)  # the same client-side count in both cases
-    calm = await view_after_scrape(_WAITING.sub(r"\1 0.0", under_load), FakeClock())
-    busy = await view_after_scrape(under_load, FakeClock())  # vLLM reports 12 waiting
+    calm = await view_after_scrape(_WAITING.sub(r"\1 0.0", under_load), ManualClock())
+    busy = await view_after_scrape(under_load, ManualClock())  # vLLM reports 12 waiting
     assert (calm.waiting, busy.waiting) == (0.0, 12.0)
     assert limit.has_room(state, calm, ours)
     assert not limit.has_room(state, busy, ours)
@@ -44,7 +44,7 @@ async def test_a_backend_whose_signal_ages_out_is_closed(under_load: str) -> Non
     client = httpx.AsyncClient(
         transport=httpx.MockTransport(lambda _: httpx.Response(200, text=calm))
     )
-    clock = FakeClock()
+    clock = ManualClock()
     scraper = MetricsScraper(client, [ScrapeTarget("a", "http://a.test/metrics")], clock=clock)
     assert await scraper.scrape_once("a")
 

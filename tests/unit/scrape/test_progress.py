@@ -10,6 +10,7 @@ from gateway.backends.scrape.progress import EngineProgress
 from gateway.backends.scrape.sample import MetricsSample
 from gateway.config.schema import StallConfig
 from gateway.forward.stall import StallBounds
+from tests.unit.policies.helpers import ManualClock
 
 INTERVAL = 0.5
 PERIOD = 1.0  # the longer of the interval and a scrape's deadline
@@ -21,15 +22,7 @@ def sample(steps: float, tokens: float, *, running: float = 1.0, kv: float = 0.1
     return MetricsSample(running=running, waiting=0.0, kv_cache_usage=kv, counters=counters)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def bounds_for(progress: EngineProgress, clock: Clock) -> StallBounds:
+def bounds_for(progress: EngineProgress, clock: ManualClock) -> StallBounds:
     return StallBounds(
         StallConfig(),
         read_timeout_s=600.0,
@@ -40,7 +33,7 @@ def bounds_for(progress: EngineProgress, clock: Clock) -> StallBounds:
 
 
 def test_a_backend_whose_counters_advance_is_never_stalled_however_long_the_request() -> None:
-    clock, progress = Clock(), EngineProgress(window_s=30.0)
+    clock, progress = ManualClock(), EngineProgress(window_s=30.0)
     left = bounds_for(progress, clock).progress_left("a")
     assert left is not None
     started = clock.now
@@ -51,7 +44,7 @@ def test_a_backend_whose_counters_advance_is_never_stalled_however_long_the_requ
 
 
 def test_frozen_counters_with_a_request_on_the_backend_stall_it_after_the_floor() -> None:
-    clock, progress = Clock(), EngineProgress(window_s=30.0)
+    clock, progress = ManualClock(), EngineProgress(window_s=30.0)
     bounds = bounds_for(progress, clock)
     left = bounds.progress_left("a")
     assert left is not None
@@ -67,7 +60,7 @@ def test_frozen_counters_with_a_request_on_the_backend_stall_it_after_the_floor(
 
 
 def test_failing_scrapes_show_no_progress_even_of_an_idle_engine() -> None:
-    clock, progress = Clock(), EngineProgress(window_s=30.0)
+    clock, progress = ManualClock(), EngineProgress(window_s=30.0)
     left = bounds_for(progress, clock).progress_left("a")
     assert left is not None
     progress.add(clock.now, sample(steps=5.0, tokens=5.0, running=0.0))
@@ -84,7 +77,7 @@ def test_failing_scrapes_show_no_progress_even_of_an_idle_engine() -> None:
 def test_an_answering_engine_reporting_no_work_gets_no_verdict() -> None:
     """A fresh vLLM's first step with a new request (a cold kernel path) publishes nothing
     until it ends: its gauges still say idle, and its counters cannot tell it from a hang."""
-    clock, progress = Clock(), EngineProgress(window_s=30.0)
+    clock, progress = ManualClock(), EngineProgress(window_s=30.0)
     progress.add(clock.now, sample(steps=5.0, tokens=5.0, running=0.0))
     started = clock.now
     for _ in range(200):
@@ -103,7 +96,7 @@ def test_an_answering_engine_reporting_no_work_gets_no_verdict() -> None:
 
 
 def test_slow_steps_are_measured_and_the_bound_is_a_multiple_of_the_slowest() -> None:
-    clock, progress = Clock(), EngineProgress(window_s=30.0)
+    clock, progress = ManualClock(), EngineProgress(window_s=30.0)
     bounds = bounds_for(progress, clock)
     progress.add(clock.now, sample(steps=0.0, tokens=0.0))
     for chunk in range(1, 6):  # a long prefill: one 2.6 s step per chunk, scraped at 0.5 s
@@ -117,7 +110,7 @@ def test_slow_steps_are_measured_and_the_bound_is_a_multiple_of_the_slowest() ->
 
 
 def test_an_idle_spell_is_not_measured_as_a_slow_step() -> None:
-    clock, progress = Clock(), EngineProgress(window_s=30.0)
+    clock, progress = ManualClock(), EngineProgress(window_s=30.0)
     progress.add(clock.now, sample(steps=10.0, tokens=10.0, running=0.0))  # idle after work
     clock.now += 60.0
     progress.add(clock.now, sample(steps=11.0, tokens=11.0))  # one step of a new request
@@ -128,7 +121,7 @@ def test_an_idle_spell_is_not_measured_as_a_slow_step() -> None:
 
 
 def test_a_restarted_server_counts_as_progress_but_not_as_a_step() -> None:
-    clock, progress = Clock(), EngineProgress(window_s=30.0)
+    clock, progress = ManualClock(), EngineProgress(window_s=30.0)
     progress.add(clock.now, sample(steps=500.0, tokens=500.0))
     clock.now += INTERVAL
     progress.add(clock.now, sample(steps=2.0, tokens=2.0))
@@ -138,7 +131,7 @@ def test_a_restarted_server_counts_as_progress_but_not_as_a_step() -> None:
 
 def test_kv_usage_moving_alone_is_progress() -> None:
     """vLLM counts a prefill chunk that produced no token in no counter; its KV use grows."""
-    clock, progress = Clock(), EngineProgress(window_s=30.0)
+    clock, progress = ManualClock(), EngineProgress(window_s=30.0)
     progress.add(clock.now, sample(steps=1.0, tokens=1.0, kv=0.1))
     clock.now += INTERVAL
     progress.add(clock.now, sample(steps=1.0, tokens=1.0, kv=0.2))
@@ -146,7 +139,7 @@ def test_kv_usage_moving_alone_is_progress() -> None:
 
 
 def test_nothing_is_known_before_the_first_scrape_or_without_progress_families() -> None:
-    clock, progress = Clock(), EngineProgress(window_s=30.0)
+    clock, progress = ManualClock(), EngineProgress(window_s=30.0)
     assert progress.unmoved_s(clock.now, 10.0) is None
     progress.add(clock.now, MetricsSample(running=1.0))  # an engine exporting no counter
     assert progress.unmoved_s(clock.now + 60.0, 60.0) is None

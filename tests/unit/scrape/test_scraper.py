@@ -13,7 +13,7 @@ from gateway.backends.scrape.scraper import (
     ScrapeTarget,
     first_delays,
 )
-from tests.unit.scrape.conftest import FakeClock
+from tests.unit.policies.helpers import ManualClock
 
 URL = "http://backend-a.test/metrics"
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -21,7 +21,7 @@ Handler = Callable[[httpx.Request], httpx.Response]
 
 def scraper_for(
     handler: Handler,
-    clock: FakeClock,
+    clock: ManualClock,
     on_scrape: Callable[[str], None] | None = None,
     **settings: Any,
 ) -> MetricsScraper:
@@ -33,7 +33,7 @@ def scraper_for(
 
 
 async def test_scrape_feeds_signals_and_they_go_stale(under_load: str) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     scraper = scraper_for(lambda _: httpx.Response(200, text=under_load), clock, interval_s=0.5)
     assert scraper.signals("a", clock())["stale"] is True  # not scraped yet
     assert await scraper.scrape_once("a")
@@ -57,7 +57,7 @@ async def test_scrape_feeds_signals_and_they_go_stale(under_load: str) -> None:
 async def test_bad_responses_count_as_failures_and_never_raise(
     response: httpx.Response, under_load: str
 ) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     bodies = iter([httpx.Response(200, text=under_load), response])
     scraper = scraper_for(lambda _: next(bodies), clock)
     assert await scraper.scrape_once("a")
@@ -73,7 +73,7 @@ async def test_connection_error_is_a_failure() -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("refused", request=request)
 
-    scraper = scraper_for(refuse, FakeClock())
+    scraper = scraper_for(refuse, ManualClock())
     assert not await scraper.scrape_once("a")
     state = scraper.state("a")
     assert state is not None and state.last_error is not None
@@ -90,7 +90,7 @@ async def test_huge_body_is_cut_off_at_the_cap() -> None:
             yield line
 
     scraper = scraper_for(
-        lambda _: httpx.Response(200, content=endless()), FakeClock(), max_body_bytes=100_000
+        lambda _: httpx.Response(200, content=endless()), ManualClock(), max_body_bytes=100_000
     )
     assert not await scraper.scrape_once("a")
     state = scraper.state("a")
@@ -100,7 +100,7 @@ async def test_huge_body_is_cut_off_at_the_cap() -> None:
 
 async def test_declared_huge_body_is_refused_before_reading() -> None:
     response = httpx.Response(200, headers={"content-length": str(10**9)}, content=b"x")
-    scraper = scraper_for(lambda _: response, FakeClock(), max_body_bytes=1000)
+    scraper = scraper_for(lambda _: response, ManualClock(), max_body_bytes=1000)
     assert not await scraper.scrape_once("a")
 
 
@@ -123,7 +123,7 @@ async def test_slow_metrics_never_blocks_a_request(under_load: str) -> None:
     scraper = MetricsScraper(
         client,
         [ScrapeTarget("a", URL)],
-        clock=FakeClock(),
+        clock=ManualClock(),
         settings=ScrapeSettings(interval_s=0.05, timeout_s=0.2),
     )
     running = asyncio.create_task(scraper.run())
@@ -151,7 +151,7 @@ async def test_run_loop_scrapes_until_stopped(under_load: str) -> None:
     scraped = asyncio.Event()
     scraper = scraper_for(
         lambda _: httpx.Response(200, text=under_load),
-        FakeClock(),
+        ManualClock(),
         on_scrape=lambda name: scraped.set(),
         interval_s=0.05,
     )
@@ -165,7 +165,7 @@ async def test_run_loop_scrapes_until_stopped(under_load: str) -> None:
 def test_unknown_engine_is_refused_at_construction() -> None:
     client = httpx.AsyncClient(transport=httpx.MockTransport(lambda _: httpx.Response(200)))
     with pytest.raises(ValueError, match="unknown engine"):
-        MetricsScraper(client, [ScrapeTarget("a", URL, engine="tgi-9")], clock=FakeClock())
+        MetricsScraper(client, [ScrapeTarget("a", URL, engine="tgi-9")], clock=ManualClock())
 
 
 async def test_scrapes_ask_for_an_uncompressed_body(under_load: str) -> None:
@@ -175,13 +175,13 @@ async def test_scrapes_ask_for_an_uncompressed_body(under_load: str) -> None:
         seen.append(request.headers.get("accept-encoding"))
         return httpx.Response(200, text=under_load)
 
-    assert await scraper_for(handler, FakeClock()).scrape_once("a")
+    assert await scraper_for(handler, ManualClock()).scrape_once("a")
     assert seen == ["identity"]
 
 
 async def test_a_body_flooded_with_known_series_is_refused() -> None:
     flood = "".join(f'vllm:num_requests_running{{engine="{i}"}} 1\n' for i in range(6_000))
-    scraper = scraper_for(lambda _: httpx.Response(200, text=flood), FakeClock())
+    scraper = scraper_for(lambda _: httpx.Response(200, text=flood), ManualClock())
     assert not await scraper.scrape_once("a")
     state = scraper.state("a")
     assert state is not None and "samples of known families" in (state.last_error or "")

@@ -17,13 +17,13 @@ from gateway.backends.scrape.scraper import (
     ScrapeTarget,
     first_delays,
 )
-from tests.unit.scrape.conftest import FakeClock
+from tests.unit.policies.helpers import ManualClock
 
 BODY = b"vllm:num_requests_running 3\n"
 
 
 def _scraper(
-    responses: list[httpx.Response], clock: FakeClock, scraped: list[str], **settings: float
+    responses: list[httpx.Response], clock: ManualClock, scraped: list[str], **settings: float
 ) -> MetricsScraper:
     def answer(_: httpx.Request) -> httpx.Response:
         clock.advance(0.125)  # the scrape takes this long
@@ -37,7 +37,7 @@ def _scraper(
 
 
 async def test_failures_count_until_a_scrape_succeeds_and_the_total_stays() -> None:
-    clock, scraped = FakeClock(), list[str]()
+    clock, scraped = ManualClock(), list[str]()
     bad = [httpx.Response(503, content=b"busy") for _ in range(3)]
     scraper = _scraper([*bad, httpx.Response(200, content=BODY)], clock, scraped, interval_s=1.0)
     for _ in range(3):
@@ -65,7 +65,7 @@ async def _chunks(*parts: bytes) -> AsyncIterator[bytes]:
 
 
 async def test_a_body_at_the_cap_is_read_and_one_byte_more_is_refused() -> None:
-    clock, scraped = FakeClock(), list[str]()
+    clock, scraped = ManualClock(), list[str]()
     size = len(BODY)
     responses = [
         httpx.Response(200, content=_chunks(BODY[:10], BODY[10:])),  # no length declared
@@ -102,7 +102,7 @@ async def test_a_long_error_is_kept_to_200_characters() -> None:
         raise httpx.ConnectError("x" * 500, request=request)
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(refuse))
-    scraper = MetricsScraper(client, [ScrapeTarget("a", "http://a.test/m")], clock=FakeClock())
+    scraper = MetricsScraper(client, [ScrapeTarget("a", "http://a.test/m")], clock=ManualClock())
     assert not await scraper.scrape_once("a")
     state = scraper.state("a")
     assert state is not None and state.last_error == "ConnectError: " + "x" * 186
@@ -112,7 +112,7 @@ async def test_failures_are_logged_at_the_1st_10th_and_100th_in_a_row(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     responses = [httpx.Response(503) for _ in range(100)]
-    scraper = _scraper(responses, FakeClock(), [])
+    scraper = _scraper(responses, ManualClock(), [])
     with caplog.at_level(logging.WARNING, logger="sluicegate.scrape"):
         for _ in range(100):
             await scraper.scrape_once("a")
