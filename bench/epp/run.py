@@ -24,12 +24,12 @@ from pathlib import Path
 
 from bench.epp.setups import EnvoyAlone, EnvoyEpp, EnvoyEppBaseline, EnvoyNullEpp
 from bench.hotpath import machine
-from bench.hotpath.cpu import group_cpu_s, settle
-from bench.hotpath.loadgen import CellResult, run_wrk
+from bench.hotpath.cpu import group_cpu_s
+from bench.hotpath.loadgen import CellResult
 from bench.hotpath.payloads import STREAM_TOKENS
 from bench.hotpath.procs import Proc, free_port, wait_http
-from bench.hotpath.run import cell_args, warm_up
-from bench.hotpath.setups import MODEL, Direct, Setup, Sluicegate
+from bench.hotpath.run import cell_args, load, measured, publish, rotated_cells
+from bench.hotpath.setups import Direct, Setup, Sluicegate
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SETUPS = {
@@ -90,29 +90,17 @@ def measure(
     args: argparse.Namespace, setups: Sequence[Setup]
 ) -> dict[tuple[str, str, int], list[Sample]]:
     samples: dict[tuple[str, str, int], list[Sample]] = defaultdict(list)
-    cells = [(m, c) for m in args.modes for c in args.conns]
-    for rnd in range(args.rounds):
-        for index, (mode, conns) in enumerate(cells):
-            shift = (rnd + index) % len(setups)
-            for setup in [*setups[shift:], *setups[:shift]]:
-                settle([pid for s in setups for pid in s.pids()])
-                before = {p.name: group_cpu_s([p.pid]) for p in setup.procs}
-                result = run_wrk(
-                    setup.url,
-                    conns=conns,
-                    duration_s=args.duration,
-                    stream=mode == "stream",
-                    keys=setup.keys,
-                    model=MODEL,
-                )
-                cpu = {p.name: group_cpu_s([p.pid]) - before[p.name] for p in setup.procs}
-                samples[(setup.name, mode, conns)].append(Sample(result, cpu))
-                print(
-                    f"round {rnd + 1} {setup.name:<17} {mode:<10} C={conns:<3} "
-                    f"{result.rate:>9,.0f}/s p50 {result.p50_ms:7.2f} ms "
-                    f"failed {result.failed}",
-                    flush=True,
-                )
+    for rnd, mode, conns, setup in rotated_cells(args, setups):
+        before = {p.name: group_cpu_s([p.pid]) for p in setup.procs}
+        result = load(args, setup, mode, conns)
+        cpu = {p.name: group_cpu_s([p.pid]) - before[p.name] for p in setup.procs}
+        samples[(setup.name, mode, conns)].append(Sample(result, cpu))
+        print(
+            f"round {rnd + 1} {setup.name:<17} {mode:<10} C={conns:<3} "
+            f"{result.rate:>9,.0f}/s p50 {result.p50_ms:7.2f} ms "
+            f"failed {result.failed}",
+            flush=True,
+        )
     return samples
 
 
@@ -209,14 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="sluicegate-epp-bench-") as tmp:
         backend, setups = start_all(args, Path(tmp))
-        try:
-            versions = {s.name: s.version() for s in setups}
-            warm_up(setups, args.modes)
-            samples = measure(args, setups)
-        finally:
-            for setup in setups:
-                setup.stop()
-            backend.stop()
+        versions, samples = measured(backend, setups, args.modes, lambda: measure(args, setups))
     names = [s.name for s in setups]
     failed = sum(s.result.failed for got in samples.values() for s in got)
     text = "\n".join(
@@ -242,10 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "",
         ]
     )
-    print(text)
-    if args.output is not None:
-        args.output.write_text(text)
-        print(f"wrote {args.output}")
+    publish(text, args.output)
     return 1 if failed else 0
 
 

@@ -20,12 +20,13 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from bench.hotpath import machine
 from bench.hotpath.cpu import group_cpu_s, settle
-from bench.hotpath.loadgen import run_wrk
+from bench.hotpath.loadgen import CellResult, run_wrk
 from bench.hotpath.procs import Proc, free_port, wait_http
 from bench.hotpath.report import MODES, Cell, Sample, Table, markdown_tables, target_lines
 from bench.hotpath.setups import MODEL, SETUP_CLASSES, Direct, Setup
@@ -34,6 +35,9 @@ RESULTS = Path(__file__).resolve().parents[1] / "RESULTS.md"
 ALL_SETUPS = ("direct", "nginx", "litellm", "sluicegate", "naive")
 """``naive`` (FastAPI + httpx) is the issue's calibration row; ``naive-pool`` is the
 same pass-through on the gateway's upstream pool (how much of the gain is the client)."""
+
+
+T = TypeVar("T")
 
 
 def cell_args(
@@ -112,38 +116,73 @@ def warm_up(setups: Sequence[Setup], modes: Sequence[str]) -> None:
             )
 
 
-def measure(args: argparse.Namespace, setups: Sequence[Setup]) -> Table:
-    samples: dict[tuple[str, str, int], list[Sample]] = defaultdict(list)
+def rotated_cells(
+    args: argparse.Namespace, setups: Sequence[Setup]
+) -> Iterator[tuple[int, str, int, Setup]]:
+    """(round, mode, connections, setup) for every cell of every round, the setups' order
+    rotated from cell to cell, so none always runs first or last. Before each, every setup
+    idle: one still chewing on the requests a previous cell abandoned (LiteLLM at C=256)
+    would steal this cell's core."""
     cells = [(m, c) for m in args.modes for c in args.conns]
-    total = args.rounds * len(cells) * len(setups)
-    done = 0
     for rnd in range(args.rounds):
         for index, (mode, conns) in enumerate(cells):
             shift = (rnd + index) % len(setups)
             for setup in [*setups[shift:], *setups[:shift]]:
-                # every proxy idle first: one still chewing on the requests a previous cell
-                # abandoned (LiteLLM at C=256) would steal this cell's core
                 settle([pid for s in setups for pid in s.pids()])
-                groups = setup.pids()
-                before = group_cpu_s(groups)
-                result = run_wrk(
-                    setup.url,
-                    conns=conns,
-                    duration_s=args.duration,
-                    stream=mode == "stream",
-                    keys=setup.keys,
-                    model=MODEL,
-                )
-                cpu_s = group_cpu_s(groups) - before
-                samples[(setup.name, mode, conns)].append(Sample(result, cpu_s))
-                done += 1
-                print(
-                    f"[{done}/{total}] round {rnd + 1} {setup.name:<10} {mode:<10} C={conns:<3}"
-                    f" {result.rate:>9,.0f}/s p50 {result.p50_ms:8.2f} ms"
-                    f" failed {result.failed}",
-                    flush=True,
-                )
+                yield rnd, mode, conns, setup
+
+
+def load(args: argparse.Namespace, setup: Setup, mode: str, conns: int) -> CellResult:
+    """One cell's ``wrk`` run against ``setup``."""
+    return run_wrk(
+        setup.url,
+        conns=conns,
+        duration_s=args.duration,
+        stream=mode == "stream",
+        keys=setup.keys,
+        model=MODEL,
+    )
+
+
+def measure(args: argparse.Namespace, setups: Sequence[Setup]) -> Table:
+    samples: dict[tuple[str, str, int], list[Sample]] = defaultdict(list)
+    total = args.rounds * len(args.modes) * len(args.conns) * len(setups)
+    for done, (rnd, mode, conns, setup) in enumerate(rotated_cells(args, setups), 1):
+        groups = setup.pids()
+        before = group_cpu_s(groups)
+        result = load(args, setup, mode, conns)
+        cpu_s = group_cpu_s(groups) - before
+        samples[(setup.name, mode, conns)].append(Sample(result, cpu_s))
+        print(
+            f"[{done}/{total}] round {rnd + 1} {setup.name:<10} {mode:<10} C={conns:<3}"
+            f" {result.rate:>9,.0f}/s p50 {result.p50_ms:8.2f} ms"
+            f" failed {result.failed}",
+            flush=True,
+        )
     return {key: Cell.of(*key, s) for key, s in samples.items()}
+
+
+def measured(
+    backend: Proc, setups: Sequence[Setup], modes: Sequence[str], measure: Callable[[], T]
+) -> tuple[dict[str, str], T]:
+    """The setups' versions and what ``measure()`` returns after a warm-up; every setup and
+    the backend stopped after, whatever happened."""
+    try:
+        versions = {s.name: s.version() for s in setups}
+        warm_up(setups, modes)
+        return versions, measure()
+    finally:
+        for setup in setups:
+            setup.stop()
+        backend.stop()
+
+
+def publish(text: str, output: Path | None) -> None:
+    """The report on stdout, and into ``output`` when one is named."""
+    print(text)
+    if output is not None:
+        output.write_text(text)
+        print(f"wrote {output}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -153,20 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="sluicegate-hotpath-") as tmp:
         workdir = Path(tmp)
         backend, setups, skipped = start_all(args, workdir)
-        try:
-            versions = {s.name: s.version() for s in setups}
-            warm_up(setups, args.modes)
-            table = measure(args, setups)
-        finally:
-            for setup in setups:
-                setup.stop()
-            backend.stop()
+        versions, table = measured(backend, setups, args.modes, lambda: measure(args, setups))
     names = [s.name for s in setups]
     text = render(args, table, names, versions, skipped, command, time.time() - started)
-    print(text)
-    if args.output is not None:
-        args.output.write_text(text)
-        print(f"wrote {args.output}")
+    publish(text, args.output)
     failed = sum(c.failed for c in table.values())
     return 1 if failed or skipped else 0
 
