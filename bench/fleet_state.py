@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import subprocess
@@ -28,7 +27,7 @@ from pathlib import Path
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.overhead import free_port, measure, pct, wait_healthy
+from bench.overhead import free_port, gateway_config, measure, pct, wait_healthy
 from scripts.service_argv import redis_server, serve
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,18 +36,7 @@ QUOTA = {"tokens_per_minute": 10**9, "max_concurrent": 10**6}
 
 def config(backend_url: str, port: int, state: dict[str, object]) -> str:
     gate = {"type": "tenant_quota", "parameters": {"default": QUOTA}}
-    return json.dumps(
-        {
-            "server": {"host": "127.0.0.1", "port": port, "log_records": False},
-            "tenants": [{"name": "bench"}],
-            "auth": {"anonymous_tenant": "bench"},
-            "backends": [{"name": "fake", "url": backend_url, "models": ["fake"]}],
-            "scrape": {"enabled": False},
-            "reload": {"watch": False},
-            "state": state,
-            "policy": {"gates": [gate]},
-        }
-    )
+    return gateway_config(backend_url, port, state=state, policy={"gates": [gate]})
 
 
 def cpu_s(pid: int) -> float:

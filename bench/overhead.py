@@ -136,9 +136,10 @@ def wait_healthy(url: str, timeout_s: float = 20.0) -> None:
     raise RuntimeError(f"{url} not healthy within {timeout_s}s")
 
 
-def gateway_config(backend_url: str, port: int) -> str:
-    # No scraping (the fake has no /metrics) and no max_num_seqs: nothing is held back, so
-    # the numbers are the gateway's own cost, not queueing.
+def gateway_config(backend_url: str, port: int, **sections: object) -> str:
+    """The gateway's config as JSON: one anonymous tenant in front of the fake backend, with
+    ``sections`` added. No scraping (the fake has no /metrics) and no max_num_seqs: nothing
+    is held back, so the numbers are the gateway's own cost, not queueing."""
     return json.dumps(
         {
             "server": {"host": "127.0.0.1", "port": port, "log_records": False},
@@ -147,6 +148,7 @@ def gateway_config(backend_url: str, port: int) -> str:
             "backends": [{"name": "fake", "url": backend_url, "models": ["fake"]}],
             "scrape": {"enabled": False},
             "reload": {"watch": False},
+            **sections,
         }
     )
 

@@ -193,12 +193,18 @@ async def test_a_reset_mid_response_releases_the_ticket(after_pieces: int) -> No
         assert outcomes(p.ctx.metrics) == {"cancelled": 1.0}
 
 
-async def test_subset_hint_is_honoured_and_an_empty_match_is_503() -> None:
+def _two_backends() -> tuple[FakeFleet, list[dict[str, Any]]]:
+    """Backends ``a`` and ``b`` (4 slots each) as a fake fleet and as the config's entries."""
     fleet = FakeFleet(FakeBackend("a"), FakeBackend("b"))
     backends = [
         {"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
         for n in ("a", "b")
     ]
+    return fleet, backends
+
+
+async def test_subset_hint_is_honoured_and_an_empty_match_is_503() -> None:
+    fleet, backends = _two_backends()
     async with picker(make_config(backends=backends), fleet) as p:
         for _ in range(3):
             call = p.call()
@@ -308,11 +314,7 @@ async def test_readiness_follows_the_backends_liveness_does_not() -> None:
 
 
 async def test_fallbacks_follow_the_chosen_endpoint_in_header_and_metadata() -> None:
-    fleet = FakeFleet(FakeBackend("a"), FakeBackend("b"))
-    backends = [
-        {"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
-        for n in ("a", "b")
-    ]
+    fleet, backends = _two_backends()
     async with picker(make_config(backends=backends, epp={"fallbacks": 1}), fleet) as p:
         call = p.call()
         routed = await call.route(chat())
@@ -354,11 +356,7 @@ async def test_a_completion_without_a_body_gets_the_parsers_400() -> None:
 
 
 async def test_the_served_endpoint_corrects_the_record(caplog: pytest.LogCaptureFixture) -> None:
-    fleet = FakeFleet(FakeBackend("a"), FakeBackend("b"))
-    backends = [
-        {"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
-        for n in ("a", "b")
-    ]
+    fleet, backends = _two_backends()
     async with picker(make_config(backends=backends), fleet) as p:
         call = p.call()
         routed = await call.route(chat())
@@ -380,11 +378,7 @@ async def test_skipped_response_headers_status_and_upstream_come_from_attributes
     """Envoy configured with ``response_header_mode: SKIP`` sends the body first, with the
     ``response.code`` and ``upstream.address`` attributes: the usage is still learned and
     the record names the backend that served."""
-    fleet = FakeFleet(FakeBackend("a"), FakeBackend("b"))
-    backends = [
-        {"name": n, "url": f"http://{n}.test", "models": ["tiny"], "max_num_seqs": 4}
-        for n in ("a", "b")
-    ]
+    fleet, backends = _two_backends()
     async with picker(make_config(backends=backends), fleet) as p:
         call = p.call()
         routed = await call.route(chat(max_tokens=3))

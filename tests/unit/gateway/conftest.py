@@ -85,6 +85,17 @@ async def hold_the_only_slot(h: Harness) -> tuple[Any, asyncio.Event]:
     return ctx, gate
 
 
+async def queued_behind(h: Harness) -> asyncio.Future[httpx.Response]:
+    """A non-stream chat request sent while ``hold_the_only_slot`` holds the slot, returned
+    once the scheduler has queued it."""
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": False}
+    waiting = asyncio.ensure_future(
+        h.client.post("/v1/chat/completions", headers=auth(), json=body)
+    )
+    await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
+    return waiting
+
+
 @contextlib.asynccontextmanager
 async def in_process(config: GatewayConfig, fleet: FakeFleet, **kw: Any) -> AsyncIterator[Harness]:
     app = create_app(config, transport=fleet.transport, background=False, **kw)

@@ -12,6 +12,7 @@ from tests.unit.gateway.conftest import (
     hold_the_only_slot,
     in_process,
     over_loopback,
+    queued_behind,
     wait_until,
 )
 from tests.unit.gateway.fakes import make_config
@@ -26,8 +27,7 @@ def _body(stream: bool = False) -> dict[str, Any]:
 async def test_delayed_request_is_dispatched_when_the_slot_frees(config, fleet) -> None:
     async with over_loopback(config, fleet) as h:
         holder, gate = await hold_the_only_slot(h)
-        waiting = asyncio.ensure_future(h.client.post(CHAT, headers=auth(), json=_body()))
-        await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
+        waiting = await queued_behind(h)
         gate.set()
         await holder.__aexit__(None, None, None)
         r = await asyncio.wait_for(waiting, 3.0)
@@ -44,8 +44,7 @@ async def test_delayed_request_is_dispatched_when_the_slot_frees(config, fleet) 
 async def test_queued_client_that_leaves_is_removed_at_once(config, fleet) -> None:
     async with over_loopback(config, fleet) as h:
         holder, gate = await hold_the_only_slot(h)
-        waiting = asyncio.ensure_future(h.client.post(CHAT, headers=auth(), json=_body()))
-        await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
+        waiting = await queued_behind(h)
         waiting.cancel()
         await wait_until(lambda: h.ctx.scheduler.stats().queued == 0)
         gate.set()

@@ -4,9 +4,11 @@ queued and in-flight requests survive."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ import yaml
 
 from gateway.config.schema import load_config
 from gateway.request.auth import key_digest
-from tests.unit.gateway.conftest import auth, in_process, over_loopback, wait_until
+from tests.unit.gateway.conftest import Harness, auth, in_process, over_loopback, wait_until
 from tests.unit.gateway.fakes import API_KEY, FakeFleet
 
 CHAT = "/v1/chat/completions"
@@ -35,14 +37,21 @@ def _write(path: Path, raw: dict[str, Any]) -> None:
     path.write_text(yaml.safe_dump(raw))
 
 
+@contextlib.asynccontextmanager
+async def _watching(path: Path, fleet: FakeFleet) -> AsyncIterator[Harness]:
+    """The gateway in process, started from ``_raw()`` written to ``path``, which it reloads."""
+    _write(path, _raw())
+    async with in_process(load_config(path), fleet, config_path=path) as h:
+        yield h
+
+
 def _body(stream: bool = False) -> dict[str, Any]:
     return {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
 
 
 async def test_bad_file_keeps_old_config_and_is_counted(tmp_path: Path, fleet) -> None:
     path = tmp_path / "gw.yaml"
-    _write(path, _raw())
-    async with in_process(load_config(path), fleet, config_path=path) as h:
+    async with _watching(path, fleet) as h:
         before = h.ctx.runtime.version
         path.write_text("backends: [\n")
         assert h.ctx.reloader.reload() is False
@@ -59,8 +68,7 @@ async def test_bad_file_keeps_old_config_and_is_counted(tmp_path: Path, fleet) -
 
 async def test_good_file_swaps_keys_and_policy_version(tmp_path: Path, fleet) -> None:
     path = tmp_path / "gw.yaml"
-    _write(path, _raw())
-    async with in_process(load_config(path), fleet, config_path=path) as h:
+    async with _watching(path, fleet) as h:
         assert (await h.client.post(CHAT, headers=auth(NEW_KEY), json=_body())).status_code == 401
         raw = _raw()
         raw["tenants"][0]["api_key_sha256"].append(key_digest(NEW_KEY))
@@ -93,8 +101,7 @@ async def test_queued_and_in_flight_survive_a_reload(tmp_path: Path, fleet: Fake
 
 async def test_file_change_and_sighup_trigger_reload(tmp_path: Path, fleet) -> None:
     path = tmp_path / "gw.yaml"
-    _write(path, _raw())
-    async with in_process(load_config(path), fleet, config_path=path) as h:
+    async with _watching(path, fleet) as h:
         reloader = h.ctx.reloader
         watcher = asyncio.ensure_future(reloader.watch(0.01))
         try:
@@ -123,8 +130,7 @@ async def test_a_restart_only_change_is_reported_and_not_advertised(
     tmp_path: Path, fleet: FakeFleet, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "gw.yaml"
-    _write(path, _raw())
-    async with in_process(load_config(path), fleet, config_path=path) as h:
+    async with _watching(path, fleet) as h:
         started = h.ctx.runtime.version
         raw = _raw()
         raw["server"] = {"port": 9191}
@@ -143,8 +149,7 @@ async def test_putting_restart_only_settings_back_is_not_a_change(
     tmp_path: Path, fleet: FakeFleet, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "gw.yaml"
-    _write(path, _raw())
-    async with in_process(load_config(path), fleet, config_path=path) as h:
+    async with _watching(path, fleet) as h:
         started = h.ctx.runtime.version
         moved = _raw()
         moved["backends"][0]["url"] = "http://elsewhere.test"
@@ -166,8 +171,7 @@ async def test_the_version_is_that_of_the_settings_in_force(
     tmp_path: Path, fleet: FakeFleet
 ) -> None:
     path = tmp_path / "gw.yaml"
-    _write(path, _raw())
-    async with in_process(load_config(path), fleet, config_path=path) as h:
+    async with _watching(path, fleet) as h:
         raw = _raw(queue={"max_wait_s": 11.0})
         raw["health"] = {"interval_s": 0.25}
         _write(path, raw)

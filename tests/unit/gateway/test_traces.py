@@ -26,7 +26,7 @@ from tests.unit.gateway.conftest import (
     hold_the_only_slot,
     in_process,
     over_loopback,
-    wait_until,
+    queued_behind,
 )
 from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config
 
@@ -134,8 +134,7 @@ async def test_a_streamed_request_joins_the_callers_trace_down_to_the_backend(fl
 async def test_a_queued_request_shows_its_wait(fleet) -> None:
     async with traced(fleet, loopback=True) as (h, exporter):
         holder, gate = await hold_the_only_slot(h)
-        waiting = asyncio.ensure_future(h.client.post(CHAT, headers=auth(), json=_body()))
-        await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
+        waiting = await queued_behind(h)
         gate.set()
         await holder.__aexit__(None, None, None)
         assert (await asyncio.wait_for(waiting, 3.0)).status_code == 200

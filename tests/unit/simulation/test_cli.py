@@ -5,6 +5,7 @@ from pathlib import Path
 
 from simulation.cli import main
 from simulation.results import read_csv
+from tests.unit.simulation.timed_argv import timed
 
 
 def test_simulate_writes_one_row_per_policy_and_n(tmp_path: Path) -> None:
@@ -15,13 +16,7 @@ def test_simulate_writes_one_row_per_policy_and_n(tmp_path: Path) -> None:
             "4,10",
             "--policies",
             "unbounded",
-            "--duration",
-            "90",
-            "--warmup",
-            "10",
-            "--out",
-            str(out),
-            "--no-chart",
+            *timed(out, 90, 10, "--no-chart"),
         ]
     )
     assert code == 0
@@ -44,13 +39,7 @@ def test_a_preset_file_runs_unchanged(tmp_path: Path) -> None:
             "16",
             "--policies",
             str(preset),
-            "--duration",
-            "90",
-            "--warmup",
-            "10",
-            "--out",
-            str(out),
-            "--no-chart",
+            *timed(out, 90, 10, "--no-chart"),
         ]
     )
     assert code == 0
@@ -68,12 +57,7 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
             "4,8",
             "--policies",
             "unbounded",
-            "--duration",
-            "60",
-            "--warmup",
-            "10",
-            "--out",
-            str(out),
+            *timed(out, 60, 10),
         ]
     )
     assert code == 0
@@ -92,13 +76,7 @@ def test_frontier_runs_named_candidates_with_their_agents(tmp_path: Path) -> Non
             names,
             "--agents",
             "16",
-            "--duration",
-            "120",
-            "--warmup",
-            "20",
-            "--out",
-            str(out),
-            "--no-chart",
+            *timed(out, 120, 20, "--no-chart"),
         ]
     )
     assert code == 0

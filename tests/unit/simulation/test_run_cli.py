@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from simulation.run_cli import COLUMNS, main, resolve_policy
+from tests.unit.simulation.timed_argv import timed
 
 
 def test_a_short_case_writes_one_row_per_policy_and_load(tmp_path: Path) -> None:
@@ -17,12 +18,7 @@ def test_a_short_case_writes_one_row_per_policy_and_load(tmp_path: Path) -> None
         "0.5,2",
         "--policies",
         "default,agent-runs",
-        "--duration",
-        "120",
-        "--warmup",
-        "20",
-        "--out",
-        str(out),
+        *timed(out, 120, 20),
     ]
     assert main(argv) == 0
     with out.with_suffix(".csv").open() as f:

@@ -5,24 +5,15 @@ from __future__ import annotations
 
 from policies.engine.dead_entries import SLACK
 from policies.fairness.fifo import Fifo, FifoState
+from tests.unit.policies.fairness.live_count import (
+    assert_live_count_follows_push_pop_push_back_and_discard,
+)
 from tests.unit.policies.helpers import queued_entry
 
 
 def test_the_live_count_follows_push_pop_push_back_and_discard() -> None:
     fifo, state = Fifo(None), FifoState()  # type: ignore[arg-type]
-    e1, e2, e3 = (queued_entry(i, 0.0, 30.0) for i in range(3))
-    assert state.live == 0
-    for e in (e1, e2, e3):
-        fifo.push(state, e, 0.0)
-    assert state.live == 3
-    assert fifo.pop(state, 0.0) is e1 and state.live == 2
-    fifo.push_back(state, e1)
-    assert state.live == 3
-    fifo.discard(state, e2)
-    e2.alive = False
-    assert state.live == 2
-    assert fifo.pop(state, 0.0) is e1 and fifo.pop(state, 0.0) is e3 and state.live == 0
-    assert fifo.pop(state, 0.0) is None
+    assert_live_count_follows_push_pop_push_back_and_discard(fifo, state)
 
 
 def test_the_deque_is_rebuilt_once_the_dead_outnumber_the_live_past_the_slack() -> None:
