@@ -139,14 +139,21 @@ def timed(call: Callable[[], object], into: Samples) -> object:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def population_args(description: str, ops: int) -> argparse.ArgumentParser:
+    """The options of a decision benchmark: the queue it fills, the tenants, the steady-state
+    iterations, the backends and their slots, the scrape period."""
+    p = argparse.ArgumentParser(description=description.splitlines()[0])
     p.add_argument("--queued", type=int, default=10_000)
     p.add_argument("--tenants", type=int, default=1_000)
-    p.add_argument("--ops", type=int, default=20_000, help="steady-state iterations")
+    p.add_argument("--ops", type=int, default=ops, help="steady-state iterations")
     p.add_argument("--backends", type=int, default=4)
     p.add_argument("--slots", type=int, default=64, help="max_num_seqs per backend")
     p.add_argument("--scrape-s", type=float, default=0.5, help="seconds between scrapes")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = population_args(__doc__, 20_000)
     p.add_argument(
         "--gc",
         choices=("serve", "python-default"),

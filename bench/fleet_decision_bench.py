@@ -35,7 +35,7 @@ import redis
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
-from bench.decision_bench import POLICY, Fleet, VirtualClock, request
+from bench.decision_bench import POLICY, Fleet, VirtualClock, population_args, request
 from bench.overhead import free_port
 from commands.gc_tuning import tune_gc
 from gateway.config.schema import StateConfig
@@ -171,13 +171,7 @@ async def run(args: argparse.Namespace, url: str) -> list[Side]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--queued", type=int, default=10_000)
-    p.add_argument("--tenants", type=int, default=1_000)
-    p.add_argument("--ops", type=int, default=5_000, help="steady-state iterations")
-    p.add_argument("--backends", type=int, default=4)
-    p.add_argument("--slots", type=int, default=64)
-    p.add_argument("--scrape-s", type=float, default=0.5)
+    p = population_args(__doc__, 5_000)
     p.add_argument("--retries", type=float, default=0.05, help="share of retries")
     args = p.parse_args(argv)
     tune_gc()

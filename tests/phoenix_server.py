@@ -23,6 +23,7 @@ from pathlib import Path
 
 import httpx
 
+from scripts.cache_dirs import cache_dir
 from tests.redis_server import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,8 +33,7 @@ STOP_GRACE_S = 10.0
 
 
 def phoenix_venv() -> Path:
-    env = os.environ.get("SLUICEGATE_PHOENIX_VENV")
-    return Path(env) if env else Path.home() / ".cache" / "sluicegate" / "phoenix-venv"
+    return cache_dir("SLUICEGATE_PHOENIX_VENV", "phoenix-venv")
 
 
 def install_phoenix() -> None:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from bench.epp.run import SETUPS
 from bench.hotpath.procs import Proc, free_port, wait_http
-from bench.hotpath.profile import python_pid, record_under_load, summarize
+from bench.hotpath.profile import profile_args, python_pid, record_under_load, summarize
 
 LAYERS = {
     "grpc": ("grpc/", "cygrpc", "_cygrpc"),
@@ -30,15 +29,8 @@ LAYERS = {
 
 
 def _args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--setup", default="envoy-epp", choices=sorted(SETUPS))
-    p.add_argument("--mode", default="non-stream", choices=("non-stream", "stream"))
-    p.add_argument("--conns", type=int, default=64)
-    p.add_argument("--duration", type=float, default=8.0)
-    p.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
+    p = profile_args(__doc__, SETUPS, "envoy-epp", 200, "epp-profile")
     p.add_argument("--native", action="store_true", help="py-spy --native (C/Cython frames)")
-    p.add_argument("--top", type=int, default=30)
-    p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "epp-profile")
     return p.parse_args(argv)
 
 

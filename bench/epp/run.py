@@ -28,7 +28,7 @@ from bench.hotpath.cpu import group_cpu_s
 from bench.hotpath.loadgen import CellResult
 from bench.hotpath.payloads import STREAM_TOKENS
 from bench.hotpath.procs import Proc, free_port, wait_http
-from bench.hotpath.run import cell_args, load, measured, publish, rotated_cells
+from bench.hotpath.run import cell_args, cell_line, load, measured, publish, rotated_cells
 from bench.hotpath.setups import Direct, Setup, Sluicegate
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -95,12 +95,7 @@ def measure(
         result = load(args, setup, mode, conns)
         cpu = {p.name: group_cpu_s([p.pid]) - before[p.name] for p in setup.procs}
         samples[(setup.name, mode, conns)].append(Sample(result, cpu))
-        print(
-            f"round {rnd + 1} {setup.name:<17} {mode:<10} C={conns:<3} "
-            f"{result.rate:>9,.0f}/s p50 {result.p50_ms:7.2f} ms "
-            f"failed {result.failed}",
-            flush=True,
-        )
+        print(cell_line(rnd, setup, mode, conns, result), flush=True)
     return samples
 
 

@@ -23,15 +23,24 @@ from bench.hotpath.procs import Proc, free_port, wait_http
 from bench.hotpath.setups import MODEL, SETUP_CLASSES
 
 
-def _args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--setup", default="sluicegate", choices=sorted(SETUP_CLASSES))
+def profile_args(
+    description: str, setups: Sequence[str], default: str, rate: int, out: str
+) -> argparse.ArgumentParser:
+    """The options of a py-spy profile under wrk: which setup, the load, the sampling, where
+    the profile goes (``out`` under the temporary folder)."""
+    p = argparse.ArgumentParser(description=description.splitlines()[0])
+    p.add_argument("--setup", default=default, choices=sorted(setups))
     p.add_argument("--mode", default="non-stream", choices=("non-stream", "stream"))
     p.add_argument("--conns", type=int, default=64)
     p.add_argument("--duration", type=float, default=8.0)
-    p.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
+    p.add_argument("--rate", type=int, default=rate, help="py-spy samples per second")
     p.add_argument("--top", type=int, default=30)
-    p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "hotpath-profile")
+    p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / out)
+    return p
+
+
+def _args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = profile_args(__doc__, SETUP_CLASSES, "sluicegate", 250, "hotpath-profile")
     return p.parse_args(argv)
 
 

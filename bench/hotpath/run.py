@@ -144,6 +144,14 @@ def load(args: argparse.Namespace, setup: Setup, mode: str, conns: int) -> CellR
     )
 
 
+def cell_line(rnd: int, setup: Setup, mode: str, conns: int, result: CellResult) -> str:
+    """One measured cell, as the run prints it when it ends."""
+    return (
+        f"round {rnd + 1} {setup.name:<17} {mode:<10} C={conns:<3} "
+        f"{result.rate:>9,.0f}/s p50 {result.p50_ms:7.2f} ms failed {result.failed}"
+    )
+
+
 def measure(args: argparse.Namespace, setups: Sequence[Setup]) -> Table:
     samples: dict[tuple[str, str, int], list[Sample]] = defaultdict(list)
     total = args.rounds * len(args.modes) * len(args.conns) * len(setups)
@@ -153,12 +161,7 @@ def measure(args: argparse.Namespace, setups: Sequence[Setup]) -> Table:
         result = load(args, setup, mode, conns)
         cpu_s = group_cpu_s(groups) - before
         samples[(setup.name, mode, conns)].append(Sample(result, cpu_s))
-        print(
-            f"[{done}/{total}] round {rnd + 1} {setup.name:<10} {mode:<10} C={conns:<3}"
-            f" {result.rate:>9,.0f}/s p50 {result.p50_ms:8.2f} ms"
-            f" failed {result.failed}",
-            flush=True,
-        )
+        print(f"[{done}/{total}] {cell_line(rnd, setup, mode, conns, result)}", flush=True)
     return {key: Cell.of(*key, s) for key, s in samples.items()}
 
 

@@ -80,23 +80,23 @@ async def _phases(
     stop_victim, stop_noisy = asyncio.Event(), asyncio.Event()
     limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
     clients = [httpx.AsyncClient(base_url=t, timeout=600.0, limits=limits) for t in targets]
+
+    def workers(tenant: Tenant, stop: asyncio.Event) -> list[asyncio.Task[None]]:
+        """``tenant``'s closed-loop clients, spread over the targets, until ``stop``."""
+        return [
+            asyncio.create_task(
+                closed_loop(clients[i % len(clients)], tenant, MODEL, texts, stop, samples)
+            )
+            for i in range(tenant.workers)
+        ]
+
     try:
         t0 = time.monotonic()
-        vt = [
-            asyncio.create_task(
-                closed_loop(clients[i % len(clients)], victim, MODEL, texts, stop_victim, samples)
-            )
-            for i in range(victim.workers)
-        ]
+        vt = workers(victim, stop_victim)
         await asyncio.sleep(args.alone_s)
         t1 = time.monotonic()
         snaps: list[Any] = [await asyncio.to_thread(_metrics, args.engine_urls)]
-        nt = [
-            asyncio.create_task(
-                closed_loop(clients[i % len(clients)], noisy, MODEL, texts, stop_noisy, samples)
-            )
-            for i in range(noisy.workers)
-        ]
+        nt = workers(noisy, stop_noisy)
         await asyncio.sleep(args.flood_s)
         t2 = time.monotonic()
         snaps.append(await asyncio.to_thread(_metrics, args.engine_urls))

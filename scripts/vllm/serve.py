@@ -33,6 +33,7 @@ from pathlib import Path
 
 import httpx
 
+from scripts.cache_dirs import cache_dir
 from scripts.vllm.engine_affinity import pin_engine_core_beside_worker
 
 DEFAULT_START_TIMEOUT_S = float(os.environ.get("SLUICEGATE_VLLM_START_TIMEOUT_S", "240"))
@@ -45,13 +46,11 @@ MAX_NUM_SEQS = 8
 
 
 def vllm_venv() -> Path:
-    env = os.environ.get("SLUICEGATE_VLLM_VENV")
-    return Path(env) if env else Path.home() / ".cache" / "sluicegate" / "vllm-venv"
+    return cache_dir("SLUICEGATE_VLLM_VENV", "vllm-venv")
 
 
 def model_cache() -> Path:
-    env = os.environ.get("SLUICEGATE_MODEL_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "sluicegate" / "models"
+    return cache_dir("SLUICEGATE_MODEL_CACHE", "models")
 
 
 def free_port() -> int:

@@ -242,20 +242,21 @@ class FakeApiServer:
 
     # -- changes, each one resourceVersion, sent to open watches --------------------------
     def put_pool(self, obj: dict[str, Any]) -> None:
-        name = obj["metadata"]["name"]
-        self._record("inferencepools", "MODIFIED" if name in self.pools else "ADDED", obj)
-        self.pools[name] = obj
+        self._put("inferencepools", self.pools, obj)
 
     def delete_pool(self, name: str) -> None:
         self._record("inferencepools", "DELETED", self.pools.pop(name))
 
     def put_pod(self, obj: dict[str, Any]) -> None:
-        name = obj["metadata"]["name"]
-        self._record("pods", "MODIFIED" if name in self.pods else "ADDED", obj)
-        self.pods[name] = obj
+        self._put("pods", self.pods, obj)
 
     def delete_pod(self, name: str) -> None:
         self._record("pods", "DELETED", self.pods.pop(name))
+
+    def _put(self, kind: str, objects: dict[str, dict[str, Any]], obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        self._record(kind, "MODIFIED" if name in objects else "ADDED", obj)
+        objects[name] = obj
 
     def expire_history(self) -> None:
         """Compaction: every version seen so far is too old to watch from; open watches end
