@@ -232,18 +232,21 @@ class RedisState:
     async def run(self) -> None:
         """Heartbeats, the in-flight exchange, the first-attempt counts and the fairness sync
         until cancelled."""
-        jobs = [self._beats(), self._retry_syncs()]
+        peer_s = self._cfg.peer_sync_interval_ms / 1000
+        jobs = [self._beats(), self._syncs(self.sync_retries, peer_s)]
         if self._in_flight is not None:
-            jobs.append(self._peer_syncs())
+            jobs.append(self._syncs(self.sync_peers, peer_s))
         if self._fair is not None:
-            jobs.append(self._fair_syncs())
+            jobs.append(self._syncs(self.sync_fair_share, self._cfg.fair_share_interval_ms / 1000))
         await asyncio.gather(*jobs)
 
-    async def _fair_syncs(self) -> None:
+    async def _syncs(self, sync: Callable[[], Awaitable[None]], interval_s: float) -> None:
+        """``sync`` every ``interval_s`` until cancelled, while the store decides (not while
+        Redis does not answer)."""
         while True:
             if rules(self._mode).store_decides:
-                await self.sync_fair_share()
-            await asyncio.sleep(self._cfg.fair_share_interval_ms / 1000)
+                await sync()
+            await asyncio.sleep(interval_s)
 
     async def sync_fair_share(self) -> None:
         """One fairness sync (``FAIR_SYNC``): sends what this replica served and has queued,
@@ -290,24 +293,12 @@ class RedisState:
                 type(exc).__name__,
             )
 
-    async def _retry_syncs(self) -> None:
-        while True:
-            if rules(self._mode).store_decides:
-                await self.sync_retries()
-            await asyncio.sleep(self._cfg.peer_sync_interval_ms / 1000)
-
     async def sync_retries(self) -> None:
         """Publishes this replica's first attempts per retry-budget key."""
         try:
             await self.retries.publish(self._call)
         except Exception as exc:
             self._failed("retry budget exchange", exc)
-
-    async def _peer_syncs(self) -> None:
-        while True:
-            if rules(self._mode).store_decides:
-                await self.sync_peers()
-            await asyncio.sleep(self._cfg.peer_sync_interval_ms / 1000)
 
     async def sync_peers(self) -> None:
         """Shares this replica's in flight per backend; hands on the other replicas' sums
