@@ -77,69 +77,24 @@ def test_the_phase_table_and_the_largest_gains() -> None:
     )
 
 
+def _queue_time(p50: Quantile, p90: Quantile) -> list[str]:
+    """The report of a backend whose window holds only these queue-time quantiles."""
+    return render("b", _signals(latency={"queue_time": {0.5: p50, 0.9: p90}}))
+
+
 def test_waves_are_named_from_ten_times_the_median() -> None:
-    waves = render(
-        "b",
-        _signals(
-            latency={
-                "queue_time": {
-                    0.5: _q(0.2, 0.0, 0.3, first=True),
-                    0.9: _q(2.0, 1.0, 10.0),
-                }
-            }
-        ),
-    )
+    waves = _queue_time(_q(0.2, 0.0, 0.3, first=True), _q(2.0, 1.0, 10.0))
     at = waves.index("Queue time: p50 <= 0.3 s (first bucket), p90 2 s (bucket 1..10 s)")
     assert waves[at + 1] == "  p90 is 10x p50 (at least 3x given the bucket bounds)."
     assert waves[at + 2].startswith("  That is the 'waves' fingerprint")
-    calm = render(
-        "b",
-        _signals(
-            latency={
-                "queue_time": {
-                    0.5: _q(0.2, 0.0, 0.3, first=True),
-                    0.9: _q(1.99, 1.0, 10.0),
-                }
-            }
-        ),
-    )
+    calm = _queue_time(_q(0.2, 0.0, 0.3, first=True), _q(1.99, 1.0, 10.0))
     assert "  p90/p50 below 10x: no wave fingerprint." in calm
-    near = render(
-        "b",
-        _signals(
-            latency={
-                "queue_time": {
-                    0.5: _q(0.5, 0.3, 1.0),
-                    0.9: _q(20.0, 10.0, INF),
-                }
-            }
-        ),
-    )
+    near = _queue_time(_q(0.5, 0.3, 1.0), _q(20.0, 10.0, INF))
     assert "Queue time: p50 0.5 s (bucket 0.3..1 s), p90 > 10 s (above the last bucket)" in near
     assert "  p90 is 40x p50 (at least 10x given the bucket bounds)." in near
-    floor_one = render(
-        "b",
-        _signals(
-            latency={
-                "queue_time": {
-                    0.5: _q(0.5, 0.3, 1.0),
-                    0.9: _q(5.0, 1.0, 10.0),
-                }
-            }
-        ),
-    )
+    floor_one = _queue_time(_q(0.5, 0.3, 1.0), _q(5.0, 1.0, 10.0))
     assert "  p90 is 10x p50." in floor_one
-    both_first = render(
-        "b",
-        _signals(
-            latency={
-                "queue_time": {
-                    0.5: _q(0.1, 0.0, 0.3, first=True),
-                    0.9: _q(0.28, 0.0, 0.3, first=True),
-                }
-            }
-        ),
-    )
+    both_first = _queue_time(_q(0.1, 0.0, 0.3, first=True), _q(0.28, 0.0, 0.3, first=True))
     assert (
         "  Both under 0.3 s, the first bucket: the histogram cannot tell them apart." in both_first
     )

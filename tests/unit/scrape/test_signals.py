@@ -5,13 +5,21 @@ import math
 import pytest
 
 from gateway.backends.scrape.sample import Histogram, MetricsSample
-from gateway.backends.scrape.signals import Observation, SignalWindow
+from gateway.backends.scrape.signals import DerivedSignals, Observation, SignalWindow
 from gateway.backends.scrape.view import VIEW_FIELDS, view_fields
 from policies.fleet import BackendView
 
 INF = math.inf
 BOUNDS = (0.3, 1.0, 10.0, INF)
 PROMPT_BOUNDS = (10.0, 100.0, 1000.0, INF)
+
+
+def _derived(max_num_seqs: int | None, *observations: Observation) -> DerivedSignals | None:
+    """What a 10 s window derives from ``observations``, in order."""
+    window = SignalWindow(window_s=10.0)
+    for observation in observations:
+        window.add(observation)
+    return window.derive(max_num_seqs=max_num_seqs)
 
 
 def sample(
@@ -36,10 +44,11 @@ def sample(
 
 
 def test_rates_are_deltas_over_the_window_span() -> None:
-    window = SignalWindow(window_s=10.0)
-    window.add(Observation(100.0, sample(preemptions=5.0, tokens=1000.0)))
-    window.add(Observation(104.0, sample(preemptions=7.0, tokens=1800.0)))
-    derived = window.derive(max_num_seqs=None)
+    derived = _derived(
+        None,
+        Observation(100.0, sample(preemptions=5.0, tokens=1000.0)),
+        Observation(104.0, sample(preemptions=7.0, tokens=1800.0)),
+    )
     assert derived is not None
     assert derived.window_s == 4.0
     assert derived.rates["preemptions_per_s"] == pytest.approx(0.5)
@@ -69,9 +78,7 @@ def test_queue_quantiles_describe_the_window_not_the_lifetime() -> None:
 
 
 def test_single_scrape_has_gauges_but_no_rates_or_window_quantiles() -> None:
-    window = SignalWindow(window_s=10.0)
-    window.add(Observation(0.0, sample(queue=(5.0, 5.0, 5.0, 5.0), waiting=3.0)))
-    derived = window.derive(max_num_seqs=None)
+    derived = _derived(None, Observation(0.0, sample(queue=(5.0, 5.0, 5.0, 5.0), waiting=3.0)))
     assert derived is not None
     assert derived.waiting == 3.0
     assert derived.rates == {}
@@ -122,19 +129,21 @@ def cache_sample(queries: float, hits: float) -> MetricsSample:
 
 
 def test_prefix_cache_hit_rate_is_the_windows_hits_over_its_queries() -> None:
-    window = SignalWindow(window_s=10.0)
-    window.add(Observation(0.0, cache_sample(1000.0, 100.0)))
-    window.add(Observation(5.0, cache_sample(3000.0, 1700.0)))
-    derived = window.derive(max_num_seqs=None)
+    derived = _derived(
+        None,
+        Observation(0.0, cache_sample(1000.0, 100.0)),
+        Observation(5.0, cache_sample(3000.0, 1700.0)),
+    )
     assert derived is not None
     assert derived.prefix_cache_hit_rate == pytest.approx(0.8)
 
 
 def test_prefix_cache_hit_rate_falls_back_to_the_lifetime_when_the_window_is_idle() -> None:
-    window = SignalWindow(window_s=10.0)
-    window.add(Observation(0.0, cache_sample(1000.0, 250.0)))
-    window.add(Observation(5.0, cache_sample(1000.0, 250.0)))
-    derived = window.derive(max_num_seqs=None)
+    derived = _derived(
+        None,
+        Observation(0.0, cache_sample(1000.0, 250.0)),
+        Observation(5.0, cache_sample(1000.0, 250.0)),
+    )
     assert derived is not None
     assert derived.prefix_cache_hit_rate == pytest.approx(0.25)
     nothing = SignalWindow(window_s=10.0)
