@@ -10,6 +10,7 @@ SDK waited *at least* the Retry-After it was given, which is the behaviour under
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -152,20 +153,22 @@ def _disconnect_attempt(gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk
     return True
 
 
+def _long_stream_begun(client: openai.OpenAI, model: str) -> Iterator[Any]:
+    """A streamed chat completion far longer than the test, once its first chunk came."""
+    stream = client.chat.completions.create(
+        model=model, messages=PROMPT, max_tokens=LONG_OUTPUT, stream=True, extra_body=EXACT
+    )
+    chunks = iter(stream)
+    next(chunks)
+    return chunks
+
+
 def test_backend_killed_mid_stream_ends_in_an_sse_error_and_leaks_nothing(
     doomed_gateway: GatewayProcess, doomed_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
     url = doomed_gateway.url
     failed_before = metric_value(url, "sluicegate_outcomes_total", outcome="failed")
-    stream = open_sdk(doomed_gateway).chat.completions.create(
-        model=doomed_vllm.served_name,
-        messages=PROMPT,
-        max_tokens=LONG_OUTPUT,
-        stream=True,
-        extra_body=EXACT,
-    )
-    chunks = iter(stream)
-    next(chunks)
+    chunks = _long_stream_begun(open_sdk(doomed_gateway), doomed_vllm.served_name)
 
     doomed_vllm.kill()
 
@@ -204,15 +207,7 @@ def test_backend_frozen_mid_stream_ends_in_an_sse_error_while_still_frozen(
     )
     assert sum(1 for _ in warm) > 1  # the backend's gaps, measured
     failed_before = metric_value(url, "sluicegate_outcomes_total", outcome="failed")
-    stream = client.chat.completions.create(
-        model=name,
-        messages=PROMPT,
-        max_tokens=LONG_OUTPUT,
-        stream=True,
-        extra_body=EXACT,
-    )
-    chunks = iter(stream)
-    next(chunks)
+    chunks = _long_stream_begun(client, name)
     doomed_vllm.pause()
     try:
         with pytest.raises(openai.APIError) as caught:

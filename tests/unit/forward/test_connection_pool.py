@@ -67,6 +67,18 @@ async def serve(handler: Handler) -> AsyncIterator[Server]:
         yield server
 
 
+def answering(raw: bytes) -> Handler:
+    """A backend that reads one request and writes ``raw`` (a head and what it has of a body)
+    back, then leaves the connection to the client."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(raw)
+        await writer.drain()
+
+    return handler
+
+
 def keep_alive_ok(server_requests: list[bytes]) -> Handler:
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
@@ -144,12 +156,7 @@ async def test_silent_backend_is_a_read_timeout_and_the_connection_is_dropped() 
 
 
 async def test_backend_dying_mid_body_raises_and_is_not_reused() -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial")
-        await writer.drain()
-
-    async with serve(handler) as server:
+    async with serve(answering(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial")) as server:
         pool = server.pool()
         response = await pool.send("POST", "/x", b"{}", {})
         with pytest.raises((httpx.ReadError, httpx.RemoteProtocolError)):
@@ -202,12 +209,7 @@ async def test_a_response_closed_before_its_body_ended_is_not_reused() -> None:
 
 
 async def test_a_body_delimited_by_the_connection_closing_is_complete() -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nhello")
-        await writer.drain()
-
-    async with serve(handler) as server:
+    async with serve(answering(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nhello")) as server:
         pool = server.pool()
         response = await pool.send("POST", "/x", b"{}", {})
         assert await asyncio.wait_for(response.aread(), 5.0) == b"hello"

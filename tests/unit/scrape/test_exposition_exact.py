@@ -55,13 +55,19 @@ def _scraper(clock: ManualClock) -> MetricsScraper:
     return MetricsScraper(client, targets, clock=clock)
 
 
-async def test_admin_json_holds_every_number_behind_the_signals() -> None:
-    clock = ManualClock()
+async def _scraped(clock: ManualClock) -> MetricsScraper:
+    """``_scraper`` after a's two scrapes 4 s apart (a window) and b's first, failed one."""
     scraper = _scraper(clock)
     await scraper.scrape_once("a")
     clock.advance(4.0)
     await scraper.scrape_once("a")
     await scraper.scrape_once("b")
+    return scraper
+
+
+async def test_admin_json_holds_every_number_behind_the_signals() -> None:
+    clock = ManualClock()
+    scraper = await _scraped(clock)
     clock.advance(0.5)
     body = backends_admin(scraper, clock(), {"a": Health.DEGRADED}.get)
     assert (body["at"], body["stale_after_s"]) == (clock(), 1.5)
@@ -105,11 +111,7 @@ async def test_admin_json_holds_every_number_behind_the_signals() -> None:
 
 async def test_gauges_and_failures_per_backend_without_a_health_lookup() -> None:
     clock = ManualClock()
-    scraper = _scraper(clock)
-    await scraper.scrape_once("a")
-    clock.advance(4.0)
-    await scraper.scrape_once("a")
-    await scraper.scrape_once("b")
+    scraper = await _scraped(clock)
     await scraper.scrape_once("b")
     registry = CollectorRegistry()
     register_backend_metrics(registry, scraper, clock=clock)
