@@ -33,6 +33,15 @@ def admit(g: TenantQuota, state: QuotaState, r: RequestInfo, now: float = 0.0) -
     g.on_accept(state, r, now)
 
 
+def _level_after(r: RequestInfo, usage: Usage) -> float:
+    """Tenant t's bucket level after ``r`` was admitted by a ``computed_tokens`` quota and
+    finished having used ``usage``."""
+    g, state = gate("computed_tokens"), QuotaState()
+    admit(g, state, r)
+    g.on_finish(state, r, 0.0, usage, True)
+    return state.buckets["t"].level
+
+
 def test_the_default_counts_every_prompt_token_cached_or_not() -> None:
     g, state = gate(None), QuotaState()
     assert g.params.counts is QuotaCounts.PROMPT_TOKENS
@@ -52,35 +61,23 @@ def test_computed_tokens_charge_the_uncached_prompt_and_the_output() -> None:
 
 
 def test_release_corrects_with_the_cached_tokens_the_engine_reports() -> None:
-    g, state = gate("computed_tokens"), QuotaState()
-    r = req(400, cached=350)
-    admit(g, state, r)
-    g.on_finish(state, r, 0.0, Usage(400, 40, cached_tokens=256), True)
-    assert state.buckets["t"].level == 600 - (400 - 256 + 40)
+    level = _level_after(req(400, cached=350), Usage(400, 40, cached_tokens=256))
+    assert level == 600 - (400 - 256 + 40)
 
 
 def test_without_reported_cached_tokens_release_applies_the_admission_hit_rate() -> None:
-    g, state = gate("computed_tokens"), QuotaState()
-    r = req(400, cached=300)  # a hit rate of 0.75
-    admit(g, state, r)
-    g.on_finish(state, r, 0.0, Usage(480, 40), True)
-    assert state.buckets["t"].level == 600 - (480 - 360 + 40)
+    level = _level_after(req(400, cached=300), Usage(480, 40))  # a hit rate of 0.75
+    assert level == 600 - (480 - 360 + 40)
 
 
 def test_reported_cached_tokens_beyond_the_prompt_count_no_more_than_the_prompt() -> None:
-    g, state = gate("computed_tokens"), QuotaState()
-    r = req(400, cached=0)
-    admit(g, state, r)
-    g.on_finish(state, r, 0.0, Usage(100, 40, cached_tokens=500), True)
-    assert state.buckets["t"].level == 600 - 40
+    level = _level_after(req(400, cached=0), Usage(100, 40, cached_tokens=500))
+    assert level == 600 - 40
 
 
 def test_an_empty_prompt_without_reported_cache_costs_its_output() -> None:
-    g, state = gate("computed_tokens"), QuotaState()
-    r = req(0, cached=0)
-    admit(g, state, r)
-    g.on_finish(state, r, 0.0, Usage(0, 30), True)
-    assert state.buckets["t"].level == 600 - 30
+    level = _level_after(req(0, cached=0), Usage(0, 30))
+    assert level == 600 - 30
 
 
 def test_a_request_that_never_reached_a_backend_is_refunded_what_it_was_charged() -> None:
@@ -98,16 +95,10 @@ def test_an_unknown_count_is_a_config_error() -> None:
 
 
 def test_an_estimate_without_a_prompt_charges_the_whole_actual_prompt() -> None:
-    g, state = gate("computed_tokens"), QuotaState()
-    r = req(0, cached=0)
-    admit(g, state, r)
-    g.on_finish(state, r, 0.0, Usage(100, 30), True)
-    assert state.buckets["t"].level == 600 - 130
+    level = _level_after(req(0, cached=0), Usage(100, 30))
+    assert level == 600 - 130
 
 
 def test_a_one_token_estimate_carries_its_hit_rate_to_the_actual_prompt() -> None:
-    g, state = gate("computed_tokens"), QuotaState()
-    r = req(1, cached=1, output=0)
-    admit(g, state, r)
-    g.on_finish(state, r, 0.0, Usage(100, 30), True)
-    assert state.buckets["t"].level == 600 - 30
+    level = _level_after(req(1, cached=1, output=0), Usage(100, 30))
+    assert level == 600 - 30
