@@ -2,7 +2,7 @@
 another: a count the machine's load does not move, beside the hot-path table's CPU time,
 which it does.
 
-    python -m bench.hotpath.calls [--requests 2000] [--stream] [--baseline DIR]
+    python -m bench.hotpath.calls [--requests 2000] [--stream] [--picker] [--baseline DIR]
 
 Each tree serves the hot-path benchmark's config (``sluicegate.yaml.tmpl``) under cProfile,
 which counts every call, builtins included, in front of the same fake backend. The client
@@ -11,7 +11,8 @@ stops gracefully and writes its profile. Calls per request take in the start-up 
 background work (probes, scrapes) too, alike in both trees; use enough requests that they
 do not matter (at 2,000, start-up is under 3 % of the count). Fewer calls is not always
 less CPU (a C call can cost more than ten Python ones), so read it with the CPU column of
-``bench.hotpath.run`` on a quiet machine.
+``bench.hotpath.run`` on a quiet machine. ``--picker`` counts ``sluicegate epp``'s calls
+behind Envoy instead (the Endpoint Picker; read it with ``bench.epp.run``'s CPU column).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.epp.setups import EnvoyEpp
 from bench.hotpath.procs import REPO, Proc, free_port, wait_http
 from bench.hotpath.setups import MODEL, TENANT_KEYS, Sluicegate
 
@@ -43,6 +45,14 @@ _PROFILED = (
 )
 
 
+def _profiled(tree: Path, profile: Path, *args: str) -> tuple[list[str], dict[str, str]]:
+    """``sluicegate ARGS`` from the checkout at ``tree`` under cProfile, written to
+    ``profile`` when it ends."""
+    module = "commands.cli" if (tree / "commands" / "cli.py").exists() else "gateway.cli"
+    argv = [sys.executable, "-P", "-c", _PROFILED, str(profile), module, *args]
+    return argv, {"PYTHONPATH": str(tree)}
+
+
 class Profiled(Sluicegate):
     """``sluicegate serve`` from the checkout at ``tree`` under cProfile, with no records on
     stdout (the log would only measure the pipe)."""
@@ -54,10 +64,23 @@ class Profiled(Sluicegate):
         return self.workdir / f"{self.name}.prof"
 
     def command(self, config: Path) -> tuple[list[str], dict[str, str]]:
-        module = "commands.cli" if (self.tree / "commands" / "cli.py").exists() else "gateway.cli"
-        argv = [sys.executable, "-P", "-c", _PROFILED, str(self.profile_path), module]
-        argv += ["serve", "--config", str(config), "--no-records"]
-        return argv, {"PYTHONPATH": str(self.tree)}
+        return _profiled(
+            self.tree, self.profile_path, "serve", "--config", str(config), "--no-records"
+        )
+
+
+class ProfiledPicker(EnvoyEpp):
+    """Envoy asking ``sluicegate epp`` from the checkout at ``tree``, the picker under
+    cProfile (the same config as ``Profiled``, its records on as ``bench.epp`` runs it)."""
+
+    tree: Path = REPO
+
+    @property
+    def profile_path(self) -> Path:
+        return self.workdir / f"{self.name}.prof"
+
+    def picker_command(self, config: Path) -> tuple[list[str], dict[str, str]]:
+        return _profiled(self.tree, self.profile_path, "epp", "--config", str(config))
 
 
 def calls_per_request(tree: Path, name: str, args: argparse.Namespace) -> float:
@@ -70,7 +93,7 @@ def calls_per_request(tree: Path, name: str, args: argparse.Namespace) -> float:
         "0",
         args.out / "backend.log",
     )
-    setup = Profiled(name, backend_port, port, args.out)
+    setup = (ProfiledPicker if args.picker else Profiled)(name, backend_port, port, args.out)
     setup.tree = tree
     body = {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 16}
     body["stream"] = args.stream
@@ -98,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--requests", type=int, default=2000)
     p.add_argument("--stream", action="store_true")
+    p.add_argument("--picker", action="store_true", help="sluicegate epp behind Envoy instead")
     p.add_argument("--baseline", type=Path, default=os.environ.get("SLUICEGATE_BASELINE"))
     p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "hotpath-calls")
     args = p.parse_args(argv)
@@ -106,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.baseline:
         trees.append(("sluicegate-baseline", Path(args.baseline).resolve()))
     counts = {name: calls_per_request(tree, name, args) for name, tree in trees}
-    mode = "stream" if args.stream else "non-stream"
+    mode = ("stream" if args.stream else "non-stream") + (", picker" if args.picker else "")
     for name, count in counts.items():
         print(f"{name:<20} {mode:<10} {count:8.1f} Python calls per request")
     if len(counts) == 2:

@@ -19,10 +19,6 @@ from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
 if TYPE_CHECKING:
     from gateway.tracing.request_trace import RequestTrace
 
-CLIENT_CLOSED_REQUEST = 499
-"""The status recorded when the client went away first (nginx's convention); the client
-never sees it, the decision record and the metrics keep it."""
-
 
 class Flight:
     def __init__(

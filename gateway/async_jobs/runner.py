@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from gateway.admission.flight import CLIENT_CLOSED_REQUEST, Flight
+from gateway.admission.flight import Flight
 from gateway.async_jobs.config import AsyncJobsConfig
 from gateway.async_jobs.metrics import AsyncMetrics
 from gateway.async_jobs.store import (
@@ -36,6 +36,7 @@ from gateway.async_jobs.store import (
 )
 from gateway.context import GatewayContext
 from gateway.forward.upstream import BackendBusy, open_upstream, upstream_body, usage_from_body
+from gateway.metrics.records import CLIENT_CLOSED_REQUEST
 from gateway.request.admit import admit_shared
 from gateway.request.attempts import Failed, Gone, attempt
 from gateway.request.inbound import ParsedBody

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gateway.admission.flight import CLIENT_CLOSED_REQUEST, Flight
+from gateway.admission.flight import Flight
 from gateway.forward.stream_relay import stream_usage
 from gateway.forward.upstream import SseRelay, usage_from_body
+from gateway.metrics.records import CLIENT_CLOSED_REQUEST
 from policies.types import Outcome
 
 _KEEP_LIMIT = 64 * 1024 * 1024

@@ -16,10 +16,11 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 import httpx
 
-from gateway.admission.flight import CLIENT_CLOSED_REQUEST, Flight
+from gateway.admission.flight import Flight
 from gateway.forward.stall import StallWatch
 from gateway.forward.streaming_response import race
 from gateway.forward.upstream import SseRelay, Upstream, sse_error_event
+from gateway.metrics.records import CLIENT_CLOSED_REQUEST
 from policies.types import Outcome, Reason, Usage
 
 STALLED = 504  # the record's status for a stream the backend stopped feeding

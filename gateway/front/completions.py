@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive
 
-from gateway.admission.flight import CLIENT_CLOSED_REQUEST, Flight
+from gateway.admission.flight import Flight
 from gateway.async_jobs.runner import AsyncJobs
 from gateway.context import GatewayContext, Runtime
 from gateway.forward.stall import StallWatch
@@ -29,6 +29,7 @@ from gateway.forward.upstream import (
 from gateway.front.async_routes import hand_off
 from gateway.front.disconnect import DisconnectWatch
 from gateway.front.prefer import prefers_async
+from gateway.metrics.records import CLIENT_CLOSED_REQUEST
 from gateway.request import body
 from gateway.request.attempts import Failed
 from gateway.request.auth import Tenant

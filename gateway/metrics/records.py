@@ -19,6 +19,10 @@ import orjson
 from gateway.request.json_encode import json_encoder
 from policies.types import Decision, Outcome, Usage
 
+CLIENT_CLOSED_REQUEST = 499
+"""The status recorded when the client went away first (nginx's convention); the client
+never sees it, the decision record and the metrics keep it."""
+
 log = logging.getLogger("sluicegate.records")
 _canonical = json_encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 _compact = json.JSONEncoder(separators=(",", ":")).encode

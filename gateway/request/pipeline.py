@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from starlette.responses import Response
 
-from gateway.admission.flight import CLIENT_CLOSED_REQUEST, Flight
+from gateway.admission.flight import Flight
 from gateway.context import GatewayContext, Runtime
+from gateway.metrics.records import CLIENT_CLOSED_REQUEST
 from gateway.request.admit import admit_shared
 from gateway.request.attempts import Failed, Gone, attempt
 from gateway.request.auth import Tenant, authenticate

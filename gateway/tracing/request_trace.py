@@ -25,7 +25,7 @@ from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace import set_span_in_context as in_context
 
-from gateway.admission.flight import CLIENT_CLOSED_REQUEST
+from gateway.metrics.records import CLIENT_CLOSED_REQUEST
 from gateway.tracing import attributes as a
 from gateway.tracing.naming import operation_of, route_name
 from policies.types import Decision, DecisionKind, Outcome, Reason, RequestInfo, Usage
