@@ -7,7 +7,8 @@ Read from the source as text (``ast``), nothing imported, over the product's pac
 (``gateway/``, ``policies/``, ``commands/``, ``emulator/``, ``simulation/``):
 
 - a front: the modules of its folder (``gateway/front``, ``gateway/epp``,
-  ``gateway/async_jobs``), with their lines;
+  ``gateway/async_jobs``), with their lines, and those of the pipeline every front calls
+  (``gateway/request``);
 - a module's or a function's size: its lines, blank lines and docstrings included;
 - an upward import: one against the order of docs/ARCHITECTURE.md's packages (``policies/``
   imports nothing outside itself; ``emulator/`` only ``policies/``; ``gateway/`` only
@@ -32,6 +33,7 @@ FRONTS = {
     "HTTP": "gateway/front",
     "Endpoint Picker": "gateway/epp",
     "async jobs": "gateway/async_jobs",
+    "the pipeline they call": "gateway/request",
 }
 
 
