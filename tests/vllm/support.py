@@ -8,7 +8,8 @@ from typing import Any
 
 import httpx
 import openai
-from openai.types.chat import ChatCompletionMessageParam
+from openai.types import Completion
+from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.request.auth import key_digest
@@ -28,6 +29,38 @@ METERED_TOKENS_PER_MINUTE = 6000
 METERED_BURST_TOKENS = 64
 """A bucket smaller than one request of the 429 test: the first is admitted on a full bucket,
 its whole cost is charged, and the next must wait for (cost - what is left) / rate seconds."""
+
+
+def chat_stream_with_usage(
+    client: openai.OpenAI, model: str, max_tokens: int, headers: dict[str, str] | None = None
+) -> openai.Stream[ChatCompletionChunk]:
+    """A streamed chat completion of ``PROMPT``, exactly ``max_tokens`` long, whose last
+    chunk carries the usage (``headers`` added to the request)."""
+    return client.chat.completions.create(
+        model=model,
+        messages=PROMPT,
+        max_tokens=max_tokens,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body=EXACT,
+        extra_headers=headers,
+    )
+
+
+def text_stream_with_logprobs(
+    client: openai.OpenAI, model: str, prompt: str, max_tokens: int
+) -> openai.Stream[Completion]:
+    """A streamed text completion of ``prompt``, exactly ``max_tokens`` long, one logprob a
+    token, whose last chunk carries the usage."""
+    return client.completions.create(
+        model=model,
+        prompt=prompt,
+        max_tokens=max_tokens,
+        stream=True,
+        stream_options={"include_usage": True},
+        logprobs=1,
+        extra_body=EXACT,
+    )
 
 
 def gateway_config(backends: list[VllmServer]) -> dict[str, Any]:

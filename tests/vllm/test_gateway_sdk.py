@@ -7,7 +7,14 @@ import pytest
 
 from scripts.vllm.serve import VllmServer
 from tests.vllm.gateway_process import GatewayProcess
-from tests.vllm.support import EXACT, PROMPT, OpenSdk, tokens_per_text_chunk
+from tests.vllm.support import (
+    EXACT,
+    PROMPT,
+    OpenSdk,
+    chat_stream_with_usage,
+    text_stream_with_logprobs,
+    tokens_per_text_chunk,
+)
 
 pytestmark = pytest.mark.vllm
 
@@ -36,14 +43,7 @@ def test_chat_non_streaming_carries_decision_headers(
 def test_chat_streaming_relays_every_token_and_the_requested_usage(
     gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
-    stream = open_sdk(gateway).chat.completions.create(
-        model=tiny_vllm.served_name,
-        messages=PROMPT,
-        max_tokens=12,
-        stream=True,
-        stream_options={"include_usage": True},
-        extra_body=EXACT,
-    )
+    stream = chat_stream_with_usage(open_sdk(gateway), tiny_vllm.served_name, 12)
     chunks = list(stream)
     assert chunks[-1].choices == []
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 12
@@ -77,15 +77,7 @@ def test_completions_non_streaming(
 def test_completions_streaming(
     gateway: GatewayProcess, tiny_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
-    stream = open_sdk(gateway).completions.create(
-        model=tiny_vllm.served_name,
-        prompt="import sys\n",
-        max_tokens=7,
-        stream=True,
-        stream_options={"include_usage": True},
-        logprobs=1,
-        extra_body=EXACT,
-    )
+    stream = text_stream_with_logprobs(open_sdk(gateway), tiny_vllm.served_name, "import sys\n", 7)
     chunks = list(stream)
     tokens = tokens_per_text_chunk(chunks)  # every token once, in events the gateway kept
     assert all(tokens) and sum(tokens) == 7  # apart (a merged or dropped one loses tokens)

@@ -12,7 +12,7 @@ from gateway.backends.scrape.engines import VLLM_0_32
 from gateway.backends.scrape.parse import parse_narrow, parse_reference, wanted_names
 from scripts.vllm.engine_affinity import ENGINE_CORE, WORKER, group_processes
 from scripts.vllm.serve import VllmServer
-from tests.vllm.support import OpenSdk, tokens_per_text_chunk
+from tests.vllm.support import OpenSdk, text_stream_with_logprobs, tokens_per_text_chunk
 
 pytestmark = pytest.mark.vllm
 
@@ -32,15 +32,7 @@ def test_chat_length_is_exact_with_ignore_eos(tiny_vllm: VllmServer, open_sdk: O
 def test_stream_with_include_usage_ends_in_a_usage_chunk(
     tiny_vllm: VllmServer, open_sdk: OpenSdk
 ) -> None:
-    stream = open_sdk(tiny_vllm).completions.create(
-        model=tiny_vllm.served_name,
-        prompt="def main():",
-        max_tokens=6,
-        stream=True,
-        stream_options={"include_usage": True},
-        logprobs=1,
-        extra_body={"ignore_eos": True},
-    )
+    stream = text_stream_with_logprobs(open_sdk(tiny_vllm), tiny_vllm.served_name, "def main():", 6)
     chunks = list(stream)
     tokens = tokens_per_text_chunk(chunks)
     assert all(tokens) and sum(tokens) == 6

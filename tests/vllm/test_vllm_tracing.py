@@ -15,7 +15,7 @@ from scripts.vllm.serve import VllmServer
 from tests.phoenix_server import PhoenixServer
 from tests.phoenix_spans import PhoenixSpans
 from tests.vllm.gateway_process import GatewayProcess
-from tests.vllm.support import EXACT, PROMPT, OpenSdk, gateway_config
+from tests.vllm.support import OpenSdk, chat_stream_with_usage, gateway_config
 
 pytestmark = pytest.mark.vllm
 
@@ -58,14 +58,11 @@ def test_the_engine_span_sits_under_the_gateways_attempt(
     trace_id, client_span = secrets.token_hex(16), secrets.token_hex(8)
     gateway = GatewayProcess.start(config, tmp_path)
     try:
-        stream = open_sdk(gateway).chat.completions.create(
-            model=tiny_vllm.served_name,
-            messages=PROMPT,
-            max_tokens=8,
-            stream=True,
-            stream_options={"include_usage": True},
-            extra_body=EXACT,
-            extra_headers={"traceparent": f"00-{trace_id}-{client_span}-01"},
+        stream = chat_stream_with_usage(
+            open_sdk(gateway),
+            tiny_vllm.served_name,
+            8,
+            {"traceparent": f"00-{trace_id}-{client_span}-01"},
         )
         chunks = list(stream)
     finally:
