@@ -128,24 +128,21 @@ def cache_sample(queries: float, hits: float) -> MetricsSample:
     return MetricsSample(counters={"prefix_cache_queries": queries, "prefix_cache_hits": hits})
 
 
-def test_prefix_cache_hit_rate_is_the_windows_hits_over_its_queries() -> None:
+def _hit_rate(first: tuple[float, float], second: tuple[float, float]) -> float | None:
+    """The hit rate of a window of two scrapes 5 s apart, each (queries, hits) so far."""
     derived = _derived(
-        None,
-        Observation(0.0, cache_sample(1000.0, 100.0)),
-        Observation(5.0, cache_sample(3000.0, 1700.0)),
+        None, Observation(0.0, cache_sample(*first)), Observation(5.0, cache_sample(*second))
     )
     assert derived is not None
-    assert derived.prefix_cache_hit_rate == pytest.approx(0.8)
+    return derived.prefix_cache_hit_rate
+
+
+def test_prefix_cache_hit_rate_is_the_windows_hits_over_its_queries() -> None:
+    assert _hit_rate((1000.0, 100.0), (3000.0, 1700.0)) == pytest.approx(0.8)
 
 
 def test_prefix_cache_hit_rate_falls_back_to_the_lifetime_when_the_window_is_idle() -> None:
-    derived = _derived(
-        None,
-        Observation(0.0, cache_sample(1000.0, 250.0)),
-        Observation(5.0, cache_sample(1000.0, 250.0)),
-    )
-    assert derived is not None
-    assert derived.prefix_cache_hit_rate == pytest.approx(0.25)
+    assert _hit_rate((1000.0, 250.0), (1000.0, 250.0)) == pytest.approx(0.25)
     nothing = SignalWindow(window_s=10.0)
     nothing.add(Observation(0.0, cache_sample(0.0, 0.0)))
     assert nothing.derive(max_num_seqs=None).prefix_cache_hit_rate is None  # type: ignore[union-attr]
