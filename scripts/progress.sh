@@ -1,4 +1,4 @@
-# Sourced by scripts/test.sh and scripts/vllm/install.sh: long, quiet steps say they are alive.
+# Sourced by scripts/test.sh and scripts/venv_stamp.sh (the install scripts): long, quiet steps say they are alive.
 #
 #   run_with_progress LABEL LOG CMD [ARGS...]
 #

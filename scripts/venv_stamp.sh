@@ -5,8 +5,14 @@
 #
 #   venv_reusable NAME VENV WANTED CHECK   0 (and says so) when the venv can be reused;
 #                                          CHECK is a command (a shell function) run in the venv
-#   venv_new VENV PY                       the venv removed and made again from interpreter PY
+#   venv_new VENV [PY]                     the venv removed and made again from interpreter PY
+#                                          ($PYTHON, or python3, by default)
+#
+# It sources scripts/progress.sh too (run_with_progress), which the install scripts use.
 #   venv_stamp NAME VENV WANTED STARTED    the stamp written, the install time said
+# shellcheck source=progress.sh
+source "$(dirname "${BASH_SOURCE[0]}")/progress.sh"
+
 venv_reusable() {
   local name=$1 venv=$2 wanted=$3 check=$4
   [ -x "$venv/bin/python" ] || return 1
@@ -20,7 +26,7 @@ venv_reusable() {
 }
 
 venv_new() {
-  local venv=$1 py=$2
+  local venv=$1 py=${2:-${PYTHON:-python3}}
   rm -rf "$venv"
   mkdir -p "$(dirname "$venv")"
   "$py" -m venv "$venv"

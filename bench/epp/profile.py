@@ -17,7 +17,13 @@ from pathlib import Path
 
 from bench.epp.run import SETUPS
 from bench.hotpath.procs import Proc, free_port, wait_http
-from bench.hotpath.profile import profile_args, python_pid, record_under_load, summarize
+from bench.hotpath.profile import (
+    folded_stacks,
+    profile_args,
+    python_pid,
+    record_under_load,
+    summarize,
+)
 
 LAYERS = {
     "grpc": ("grpc/", "cygrpc", "_cygrpc"),
@@ -39,9 +45,7 @@ def layers(folded: Path) -> str:
     own code (``gateway/epp``)."""
     counts: Counter[str] = Counter()
     total = 0
-    for line in folded.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        n = int(count)
+    for stack, n in folded_stacks(folded):
         total += n
         for name, marks in {**LAYERS, "gateway/epp": ("gateway/epp/",)}.items():
             if any(m in stack for m in marks):

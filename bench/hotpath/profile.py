@@ -15,7 +15,7 @@ import sys
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from bench.hotpath.loadgen import run_wrk
@@ -85,13 +85,18 @@ def record_under_load(
         load.join()
 
 
+def folded_stacks(folded: Path) -> Iterator[tuple[str, int]]:
+    """(stack, samples) of each line of a folded-stacks file (py-spy ``--format raw``)."""
+    for line in folded.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        yield stack, int(count)
+
+
 def summarize(folded: Path, top: int) -> str:
     self_time: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     total = 0
-    for line in folded.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        n = int(count)
+    for stack, n in folded_stacks(folded):
         total += n
         frames = stack.split(";")
         self_time[frames[-1]] += n

