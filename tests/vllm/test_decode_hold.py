@@ -66,18 +66,24 @@ def _prompt(rng: random.Random, words: int) -> str:
     return " ".join(f"w{rng.randrange(100000)}" for _ in range(words))
 
 
+def _body(model: str, prompt: str, max_tokens: int, **extra: Any) -> dict[str, Any]:
+    """A chat request of exactly ``max_tokens`` output tokens (``ignore_eos``)."""
+    messages = [{"role": "user", "content": prompt}]
+    return {
+        "model": model,
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "messages": messages,
+        **extra,
+    }
+
+
 async def _victim(
     client: httpx.AsyncClient, model: str, stop: asyncio.Event, turns: list[float]
 ) -> None:
     rng = random.Random()
     while not stop.is_set():
-        body = {
-            "model": model,
-            "max_tokens": 32,
-            "ignore_eos": True,
-            "stream": True,
-            "messages": [{"role": "user", "content": _prompt(rng, VICTIM_WORDS)}],
-        }
+        body = _body(model, _prompt(rng, VICTIM_WORDS), 32, stream=True)
         started = time.monotonic()
         async with client.stream("POST", "/v1/chat/completions", json=body) as resp:
             assert resp.status_code == 200, await resp.aread()
@@ -89,12 +95,7 @@ async def _victim(
 async def _noisy(client: httpx.AsyncClient, model: str, stop: asyncio.Event) -> None:
     rng = random.Random()
     while not stop.is_set():
-        body = {
-            "model": model,
-            "max_tokens": 128,
-            "ignore_eos": True,
-            "messages": [{"role": "user", "content": _prompt(rng, NOISY_WORDS)}],
-        }
+        body = _body(model, _prompt(rng, NOISY_WORDS), 128)
         resp = await client.post("/v1/chat/completions", json=body)
         assert resp.status_code in (200, 429), resp.text
 
