@@ -1,0 +1,160 @@
+"""The processes of one live cell: an emulator per backend (``sluicegate emulate``) and the
+gateway (``sluicegate serve``) in front of them, on free loopback ports, each in its own
+process group and stopped when the block ends (``cell_services``)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from emulator.profile import load_profile
+from gateway.request.auth import key_digest
+from scripts.service_argv import emulate, serve
+from scripts.vllm.serve import free_port
+from simulation.matrix.live_cells import LiveCell
+from simulation.matrix.loop import MODEL
+
+SCRAPE_INTERVAL_S = 0.05
+"""Wall seconds between the gateway's /metrics scrapes (the simulator's view is exact)."""
+START_TIMEOUT_S = 60.0
+
+
+def api_key(tenant: str) -> str:
+    return f"sk-live-{tenant}"
+
+
+def scaled_policy(policy: Any, speed: float) -> Any:
+    """``policy`` with every time parameter (a key ending in ``_s``) divided by ``speed``:
+    the gateway reads them in wall seconds, the emulator runs ``speed`` times faster."""
+    if isinstance(policy, dict):
+        return {
+            k: v / speed
+            if k.endswith("_s") and isinstance(v, int | float) and not isinstance(v, bool)
+            else scaled_policy(v, speed)
+            for k, v in policy.items()
+        }
+    if isinstance(policy, list):
+        return [scaled_policy(v, speed) for v in policy]
+    return policy
+
+
+def gateway_config(
+    lc: LiveCell,
+    policy: dict[str, Any],
+    tenants: list[str],
+    backends: list[str],
+    *,
+    anonymous: str | None = None,
+    port: int,
+) -> dict[str, Any]:
+    """The gateway of one live cell: one key per tenant (``api_key``), or ``anonymous``
+    for clients that send none; every backend states the profile's slots, as the
+    simulator's view does."""
+    slots = load_profile(lc.cell.profile).engine.max_num_seqs
+    raw: dict[str, Any] = {
+        "server": {"host": "127.0.0.1", "port": port, "log_records": False},
+        "tenants": [
+            {"name": t, "api_key_sha256": [] if t == anonymous else [key_digest(api_key(t))]}
+            for t in tenants
+        ],
+        "backends": [
+            {"name": f"emu-{i}", "url": url, "models": [MODEL], "max_num_seqs": slots}
+            for i, url in enumerate(backends)
+        ],
+        "scrape": {"interval_s": SCRAPE_INTERVAL_S},
+        "policy": scaled_policy(policy, lc.speed),
+    }
+    if anonymous is not None:
+        raw["auth"] = {"anonymous_tenant": anonymous}
+    return raw
+
+
+@dataclass
+class Service:
+    popen: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    def stop(self) -> None:
+        """SIGTERM to its process group, SIGKILL after 15 s."""
+        if self.popen.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(timeout=15)
+
+
+def _start(argv: list[str], port: int, ready: str, services: list[Service]) -> Service:
+    """Starts ``argv`` (appended to ``services`` at once, so it is stopped whatever
+    happens next) and waits until ``ready`` answers 200."""
+    log = Path(tempfile.mkstemp(prefix="sluicegate-live-", suffix=".log")[1])
+    with log.open("wb") as out:
+        popen = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    service = Service(popen, f"http://127.0.0.1:{port}", log)
+    services.append(service)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if popen.poll() is not None:
+            raise RuntimeError(f"{argv[3]} exited early:\n{log.read_text()[-2000:]}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(service.url + ready, timeout=1.0).status_code == 200:
+                return service
+        time.sleep(0.2)  # a starting process: there is no event to wait on
+    raise TimeoutError(f"{argv[3]} not ready at {service.url}:\n{log.read_text()[-2000:]}")
+
+
+@contextlib.contextmanager
+def cell_services(
+    lc: LiveCell, policy: dict[str, Any], tenants: list[str], *, anonymous: str | None = None
+) -> Iterator[str]:
+    """The cell's emulators and gateway; yields the gateway's URL. Every process started
+    is stopped in ``finally``; their logs are removed when they stopped cleanly."""
+    services: list[Service] = []
+    config = Path(tempfile.mkstemp(prefix="sluicegate-live-", suffix=".yaml")[1])
+    try:
+        urls = []
+        for i in range(lc.cell.backends):
+            port = free_port()
+            argv = emulate(
+                port,
+                MODEL,
+                "--profile",
+                lc.cell.profile,
+                "--speed",
+                f"{lc.speed:g}",
+                "--seed",
+                str(i),
+            )
+            urls.append(_start(argv, port, "/health", services).url)
+        port = free_port()
+        raw = gateway_config(lc, policy, tenants, urls, anonymous=anonymous, port=port)
+        config.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+        yield _start(serve(config, records=False), port, "/readyz", services).url
+    finally:
+        for service in reversed(services):
+            service.stop()
+            if service.popen.returncode in (0, -signal.SIGTERM):
+                service.log.unlink(missing_ok=True)
+        config.unlink(missing_ok=True)
