@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 import time
 from dataclasses import replace
@@ -73,8 +74,13 @@ def one_cell(
     return compare(lc.key, label, live.measured, simulated), status
 
 
+def _exit(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit)  # a stopped run still stops its services
     try:
         cells = select(None if args.cells is None else args.cells.split(","))
         policies = [resolve_policy(n) for n in args.policies.split(",") if n]

@@ -141,7 +141,8 @@ async def _attempt(
     branch, tokens, retry = call
     deadline = plan.arrival + swarm.workload.deadline_s
     w = swarm.workload
-    prompt = "Plan the next tool call. " * max(1, w.prompt_tokens // 6)
+    tag = f"Run {plan.index}, branch {branch}, at {swarm.now():.6f}. "  # no shared prefix
+    prompt = tag + "Plan the next tool call. " * max(1, w.prompt_tokens // 6)
     body = {
         "model": swarm.model,
         "messages": [{"role": "user", "content": prompt}],

@@ -5,7 +5,8 @@ loop (``loop.request_lengths``, ``next_turn``, ``retry_wait``, ``MAX_ATTEMPTS``)
 closed-loop client sends, waits, thinks and sends again; an open-loop tenant's arrivals
 are drawn up front; a refused client comes back when Retry-After says. Each request asks
 for exactly its drawn length (``max_tokens`` + ``ignore_eos``). A conversation's later turn
-sends the turns before it as messages, so its prompt holds the earlier ones as a prefix.
+sends the turns before it as messages, so its prompt holds the earlier ones as a prefix;
+no other two prompts share one (``prompt_messages``).
 The records are ``loop.Request`` / ``loop.Return`` in emulated seconds (wall x ``speed``),
 measured by ``measure.measure_requests`` as the simulator's are. Prompts are filler text
 and never logged.
@@ -60,15 +61,21 @@ def _rendered(role: str, content: str) -> int:
 ASSISTANT_TAIL = len("<|assistant|>\n")
 
 
-def prompt_messages(history: list[dict[str, str]], prompt_tokens: int) -> list[dict[str, str]]:
-    """``history`` and one more user message, rendered to exactly ``prompt_tokens``; the
-    history is dropped when it alone is longer (the client drops the oldest context)."""
+def prompt_messages(
+    history: list[dict[str, str]], prompt_tokens: int, tag: str = ""
+) -> list[dict[str, str]]:
+    """``history`` and one more user message that opens with ``tag``, rendered to exactly
+    ``prompt_tokens``; the history is dropped when it alone is longer (the client drops the
+    oldest context). A distinct ``tag`` per conversation keeps the engine's prefix cache
+    from matching one request's prompt to another's: the simulated engine is given no
+    prompt hashes, so it never hits, and only a conversation's own turns share a prefix."""
     budget = prompt_tokens * CHARS_PER_TOKEN - ASSISTANT_TAIL
     used = sum(_rendered(m["role"], m["content"]) for m in history)
     if used + _rendered("user", "") > budget:
         history, used = [], 0
-    words = max(0, budget - used - _rendered("user", ""))
-    return [*history, {"role": "user", "content": ("word " * math.ceil(words / 5))[:words]}]
+    chars = max(0, budget - used - _rendered("user", ""))
+    text = tag + "word " * math.ceil(chars / 5)
+    return [*history, {"role": "user", "content": text[:chars]}]
 
 
 @dataclass
@@ -141,7 +148,8 @@ class LiveRequests:
         its prompt and answer."""
         req = Request(t.name, client, prompt, output, t.shape.stream, self.clock.now(), turn=turn)
         self.out.requests.append(req)
-        messages = prompt_messages(history, prompt)
+        tag = f"{t.name} client {client} request {len(self.out.requests)}: "
+        messages = prompt_messages(history, prompt, tag)
         try:
             await self._serve(t, req, messages)
         finally:

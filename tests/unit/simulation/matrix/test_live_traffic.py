@@ -33,3 +33,12 @@ def test_a_history_longer_than_the_prompt_is_dropped() -> None:
     history = [{"role": "user", "content": "x" * 4000}]
     messages = prompt_messages(history, 300)
     assert len(messages) == 1 and _tokens(messages) == 300
+
+
+def test_two_requests_tagged_apart_share_no_prefix_block() -> None:
+    a = prompt_messages([], 1500, "victim client 0 request 1: ")
+    b = prompt_messages([], 1500, "victim client 1 request 2: ")
+    ids_a = prompt_token_ids({"messages": a}, True, PROFILE)
+    ids_b = prompt_token_ids({"messages": b}, True, PROFILE)
+    assert len(ids_a) == len(ids_b) == 1500
+    assert ids_a[:128] != ids_b[:128]  # the first block (cpu-tiny's block size) differs
