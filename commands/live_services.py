@@ -5,7 +5,6 @@ process group and stopped when the block ends (``cell_services``)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import tempfile
@@ -20,7 +19,7 @@ import yaml
 
 from emulator.profile import load_profile
 from gateway.request.auth import key_digest
-from scripts.service_argv import emulate, serve
+from scripts.service_argv import emulate, serve, stop_group
 from scripts.vllm.serve import free_port
 from simulation.matrix.live_cells import LiveCell
 from simulation.matrix.loop import MODEL
@@ -87,17 +86,7 @@ class Service:
     log: Path
 
     def stop(self) -> None:
-        """SIGTERM to its process group, SIGKILL after 15 s."""
-        if self.popen.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.popen.pid, signal.SIGTERM)
-        try:
-            self.popen.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, signal.SIGKILL)
-            self.popen.wait(timeout=15)
+        stop_group(self.popen)
 
 
 def _start(argv: list[str], port: int, ready: str, services: list[Service]) -> Service:
