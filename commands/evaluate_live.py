@@ -30,6 +30,7 @@ from simulation.matrix.agreement import Agreement, compare, summary, write_csv
 from simulation.matrix.live_cells import LiveCell, select
 from simulation.matrix.live_run import LiveResult, drive, tenant_names
 from simulation.matrix.measure import capacity_of, run_cell
+from simulation.matrix.workloads import Capacity
 from simulation.run_cli import resolve_policy
 
 
@@ -52,8 +53,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def run_live(lc: LiveCell, policy: dict[str, object], seed: int) -> tuple[LiveResult, list[str]]:
-    cap = capacity_of(lc.cell)
+def run_live(
+    lc: LiveCell, policy: dict[str, object], cap: Capacity, seed: int
+) -> tuple[LiveResult, list[str]]:
     names, anonymous = tenant_names(lc, cap)
     keys = {n: api_key(n) for n in names}
     with cell_services(lc, policy, names, anonymous=anonymous) as url:
@@ -64,8 +66,9 @@ def one_cell(
     lc: LiveCell, label: str, policy: dict[str, object], seed: int
 ) -> tuple[list[Agreement], str]:
     """The cell live and simulated under ``policy``; the agreement rows and a status line."""
-    live, _ = run_live(lc, policy, seed)
-    simulated = run_cell(lc.cell, policy, capacity_of(lc.cell), seed=seed, duration_s=lc.duration_s)
+    cap = capacity_of(lc.cell)
+    live, _ = run_live(lc, policy, cap, seed)
+    simulated = run_cell(lc.cell, policy, cap, seed=seed, duration_s=lc.duration_s)
     status = (
         f"{lc.key} {label}: speed x{lc.speed:g}, {lc.duration_s:g} s of arrivals, "
         f"{live.wall_s:.0f} s wall; sent {live.sent}, gateway outcomes {live.outcomes}, "
