@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             rows += got
             statuses.append(status)
             print(f"[{time.monotonic() - started:5.0f}s] {status}", flush=True)
+            print("\n".join(summary(got)[1:-1]), flush=True)
     statuses.append(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_csv(rows, args.out.with_suffix(".csv"))

@@ -5,6 +5,7 @@ process group and stopped when the block ends (``cell_services``)."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import signal
 import subprocess
 import tempfile
@@ -19,6 +20,8 @@ import yaml
 
 from emulator.profile import load_profile
 from gateway.request.auth import key_digest
+from policies.params import Params
+from policies.registry import build_policy
 from scripts.service_argv import emulate, serve, stop_group
 from scripts.vllm.serve import free_port
 from simulation.matrix.live_cells import LiveCell
@@ -33,19 +36,70 @@ def api_key(tenant: str) -> str:
     return f"sk-live-{tenant}"
 
 
+def _is_rate(key: str) -> bool:
+    return key.endswith(("_per_s", "_per_minute"))
+
+
+def _is_time(key: str) -> bool:
+    return key.endswith("_s") and not _is_rate(key)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
 def scaled_policy(policy: Any, speed: float) -> Any:
-    """``policy`` with every time parameter (a key ending in ``_s``) divided by ``speed``:
-    the gateway reads them in wall seconds, the emulator runs ``speed`` times faster."""
+    """``policy`` in wall time for an emulator ``speed`` times faster: every time parameter
+    (a key ending in ``_s``) divided by ``speed``, every rate (``_per_s``,
+    ``_per_minute``) multiplied by it, an integer rate rounded."""
     if isinstance(policy, dict):
-        return {
-            k: v / speed
-            if k.endswith("_s") and isinstance(v, int | float) and not isinstance(v, bool)
-            else scaled_policy(v, speed)
-            for k, v in policy.items()
-        }
+        out: dict[str, Any] = {}
+        for k, v in policy.items():
+            if _is_time(k) and _number(v):
+                out[k] = v / speed
+            elif _is_rate(k) and _number(v):
+                out[k] = round(v * speed) if isinstance(v, int) else v * speed
+            else:
+                out[k] = scaled_policy(v, speed)
+        return out
     if isinstance(policy, list):
         return [scaled_policy(v, speed) for v in policy]
     return policy
+
+
+def _timed(params: Params) -> dict[str, float]:
+    """The time and rate parameters of ``params``, defaults included."""
+    return {
+        k: v for k, v in params.model_dump().items() if (_is_time(k) or _is_rate(k)) and _number(v)
+    }
+
+
+def _with_parameters(spec: Any, type_name: str, timed: dict[str, float]) -> dict[str, Any]:
+    out: dict[str, Any] = dict(spec) if isinstance(spec, dict) else {"type": type_name}
+    out["parameters"] = {**timed, **out.get("parameters", {})}
+    return out
+
+
+def with_time_defaults(policy: dict[str, Any]) -> dict[str, Any]:
+    """``policy`` with every time and rate parameter its sections and plugins take by
+    default written out, so that ``scaled_policy`` scales them too."""
+    built = build_policy(policy)
+    out = copy.deepcopy(policy)
+    for key in ("queue", "retry_after", "headroom", "prefill_backlog", "runs"):
+        if timed := _timed(getattr(built, key)):
+            out[key] = {**timed, **out.get(key, {})}
+    for role in ("limit", "fairness"):
+        plugin = getattr(built, role)
+        if timed := _timed(plugin.params):
+            out[role] = _with_parameters(out.get(role), plugin.type_name, timed)
+    if timed := _timed(built.discipline.params):
+        queue = out.setdefault("queue", {})
+        queue["discipline"] = _with_parameters(
+            queue.get("discipline"), built.discipline.type_name, timed
+        )
+    for spec, named in zip(out.get("gates", []), built.gates, strict=True):
+        spec["parameters"] = {**_timed(named.gate.params), **spec.get("parameters", {})}
+    return out
 
 
 def gateway_config(
@@ -72,7 +126,7 @@ def gateway_config(
             for i, url in enumerate(backends)
         ],
         "scrape": {"interval_s": SCRAPE_INTERVAL_S},
-        "policy": scaled_policy(policy, lc.speed),
+        "policy": scaled_policy(with_time_defaults(policy), lc.speed),
     }
     if anonymous is not None:
         raw["auth"] = {"anonymous_tenant": anonymous}

@@ -6,25 +6,48 @@ from typing import Any
 
 import pytest
 
-from commands.live_services import api_key, gateway_config, scaled_policy
+from commands.live_services import api_key, gateway_config, scaled_policy, with_time_defaults
 from gateway.config.schema import GatewayConfig
 from gateway.request.auth import key_digest
+from policies.disciplines.codel_params import CodelParams
+from policies.engine.prefill_backlog_params import PrefillBacklogParams
+from policies.engine.retry_after_params import RetryAfterParams
+from policies.gates.retry_budget_params import RetryBudgetParams
+from policies.registry import build_policy
 from simulation.matrix.live_cells import select
 from simulation.run_cli import resolve_policy, shipped_preset_names
 
 
-def test_every_time_parameter_is_divided_by_the_speed_and_nothing_else() -> None:
+def test_times_are_divided_by_the_speed_rates_multiplied_and_nothing_else() -> None:
     policy: dict[str, Any] = {
         "name": "p",
         "queue": {"max_wait_s": 60, "max_queued_tokens": 1000},
-        "gates": [{"type": "deadline", "parameters": {"grace_s": 2.0, "enabled": True}}],
+        "gates": [
+            {"type": "retry_budget", "parameters": {"window_s": 2.0, "min_retries_per_s": 0.5}},
+            {"type": "tenant_quota", "parameters": {"default": {"tokens_per_minute": 1001}}},
+        ],
         "flag_s": True,
     }
     scaled = scaled_policy(policy, 4.0)
     assert scaled["queue"] == {"max_wait_s": 15.0, "max_queued_tokens": 1000}
-    assert scaled["gates"][0]["parameters"] == {"grace_s": 0.5, "enabled": True}
+    assert scaled["gates"][0]["parameters"] == {"window_s": 0.5, "min_retries_per_s": 2.0}
+    assert scaled["gates"][1]["parameters"]["default"]["tokens_per_minute"] == 4004
     assert scaled["flag_s"] is True and scaled["name"] == "p"
     assert policy["queue"]["max_wait_s"] == 60  # the caller's policy is left as it was
+
+
+def test_the_default_times_are_written_out_so_that_they_scale_too() -> None:
+    written = with_time_defaults({"name": "default", "queue": {"max_wait_s": 12.0}})
+    assert written["queue"]["max_wait_s"] == 12.0  # what the policy says stays
+    assert written["prefill_backlog"]["ttft_target_s"] == PrefillBacklogParams().ttft_target_s
+    assert written["retry_after"]["max_s"] == RetryAfterParams().max_s
+    codel = with_time_defaults({"queue": {"discipline": {"type": "codel"}}})
+    assert codel["queue"]["discipline"]["parameters"]["interval_s"] == CodelParams().interval_s
+    gates = with_time_defaults({"gates": [{"type": "retry_budget"}]})["gates"]
+    assert gates[0]["parameters"]["window_s"] == RetryBudgetParams().window_s
+    assert build_policy(scaled_policy(written, 4.0)).prefill_backlog.ttft_target_s == (
+        PrefillBacklogParams().ttft_target_s / 4
+    )
 
 
 @pytest.mark.parametrize("preset", ["default", *shipped_preset_names()])
