@@ -43,7 +43,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--duration", type=float, default=None, help="emulated seconds of arrivals (both sides)"
     )
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="the live run's seed")
+    p.add_argument(
+        "--sim-seeds", type=int, default=5, help="simulated seeds 1..N beside each live run"
+    )
     p.add_argument(
         "--out",
         type=Path,
@@ -63,12 +66,16 @@ def run_live(
 
 
 def one_cell(
-    lc: LiveCell, label: str, policy: dict[str, object], seed: int
+    lc: LiveCell, label: str, policy: dict[str, object], seed: int, sim_seeds: int
 ) -> tuple[list[Agreement], str]:
-    """The cell live and simulated under ``policy``; the agreement rows and a status line."""
+    """The cell live (``seed``) and simulated (seeds 1..``sim_seeds``) under ``policy``;
+    the agreement rows and a status line."""
     cap = capacity_of(lc.cell)
     live, _ = run_live(lc, policy, cap, seed)
-    simulated = run_cell(lc.cell, policy, cap, seed=seed, duration_s=lc.duration_s)
+    simulated = [
+        run_cell(lc.cell, policy, cap, seed=s, duration_s=lc.duration_s)
+        for s in range(1, sim_seeds + 1)
+    ]
     status = (
         f"{lc.key} {label}: speed x{lc.speed:g}, {lc.duration_s:g} s of arrivals, "
         f"{live.wall_s:.0f} s wall; sent {live.sent}, gateway outcomes {live.outcomes}, "
@@ -97,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     statuses = [f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"]
     for lc in cells:
         for label, policy in policies:
-            got, status = one_cell(lc, label, policy, args.seed)
+            got, status = one_cell(lc, label, policy, args.seed, args.sim_seeds)
             rows += got
             statuses.append(status)
             print(f"[{time.monotonic() - started:5.0f}s] {status}", flush=True)

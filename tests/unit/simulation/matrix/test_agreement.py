@@ -41,7 +41,7 @@ def _measured(goodput: float, tenants: dict[str, tuple[float, float]], **kw: int
 def test_compare_reports_throughput_each_tenants_ttft_and_share() -> None:
     live = _measured(200.0, {"victim": (0.5, 10.0), "noisy": (2.0, 30.0)})
     sim = _measured(100.0, {"victim": (1.0, 20.0), "noisy": (2.0, 20.0)})
-    rows = {r.metric: r for r in compare("cell", "default", live, sim)}
+    rows = {r.metric: r for r in compare("cell", "default", live, [sim])}
     assert set(rows) == {
         "goodput_tps",
         "completed_per_s",
@@ -60,18 +60,18 @@ def test_compare_reports_throughput_each_tenants_ttft_and_share() -> None:
 def test_one_tenant_has_no_share_and_retry_after_only_with_returns() -> None:
     live = _measured(100.0, {"agents": (1.0, 5.0)})
     sim = _measured(100.0, {"agents": (1.0, 5.0)}, ra_returns=4, ra_admitted=3)
-    metrics = {r.metric: r for r in compare("cell", "default", live, sim)}
+    metrics = {r.metric: r for r in compare("cell", "default", live, [sim])}
     assert not any(m.startswith("share") for m in metrics)
     assert metrics["ra_accuracy"].simulated == pytest.approx(0.75)
     assert metrics["ra_accuracy"].live is None and metrics["ra_accuracy"].agrees is None
-    quiet = compare("cell", "default", live, _measured(100.0, {"agents": (1.0, 5.0)}))
+    quiet = compare("cell", "default", live, [_measured(100.0, {"agents": (1.0, 5.0)})])
     assert "ra_accuracy" not in {r.metric for r in quiet}
 
 
 def test_a_tenant_missing_on_one_side_has_no_ratio() -> None:
     live = _measured(100.0, {"victim": (1.0, 5.0)})
     sim = _measured(100.0, {"victim": (1.0, 5.0), "noisy": (3.0, 5.0)})
-    rows = {r.metric: r for r in compare("cell", "default", live, sim)}
+    rows = {r.metric: r for r in compare("cell", "default", live, [sim])}
     assert rows["ttft_p99_s[noisy]"].live is None
     assert rows["ttft_p99_s[noisy]"].agrees is None
 
@@ -86,3 +86,27 @@ def test_the_csv_and_summary_flag_what_is_outside(tmp_path: Path) -> None:
     lines = summary(rows)
     assert lines[2].endswith("OUTSIDE") and lines[3].endswith("n/a")
     assert lines[-1].startswith("1 of 2 metrics within 15%")
+
+
+def test_the_simulated_value_is_the_seeds_median_with_their_range() -> None:
+    live = _measured(130.0, {"victim": (1.0, 5.0)})
+    seeds = [
+        _measured(g, {"victim": (t, 5.0)}) for g, t in ((100.0, 0.5), (110.0, 2.0), (90.0, 1.1))
+    ]
+    rows = {r.metric: r for r in compare("cell", "default", live, seeds)}
+    goodput = rows["goodput_tps"]
+    assert (goodput.simulated, goodput.sim_low, goodput.sim_high) == (100.0, 90.0, 110.0)
+    assert goodput.agrees is False and goodput.in_seed_range is False
+    ttft = rows["ttft_p99_s[victim]"]
+    assert ttft.simulated == 1.1 and ttft.agrees is True and ttft.in_seed_range is True
+
+
+def test_outside_15_percent_but_inside_the_seeds_is_told_apart(tmp_path: Path) -> None:
+    inside_seeds = Agreement("c", "default", "m", 2.0, 1.0, 0.5, 2.5)
+    beyond = Agreement("c", "default", "m", 3.0, 1.0, 0.5, 2.5)
+    lines = summary([inside_seeds, beyond])
+    assert lines[1].endswith("OUTSIDE") and lines[2].endswith("OUTSIDE, beyond seeds")
+    assert "0 of 2 metrics within 15%" in lines[-1] and "1 within 15% or the seeds" in lines[-1]
+    write_csv([inside_seeds, beyond], tmp_path / "a.csv")
+    with (tmp_path / "a.csv").open() as f:
+        assert [r["in_seed_range"] for r in csv.DictReader(f)] == ["yes", "NO"]
