@@ -9,8 +9,8 @@ run's backoff) while its deadline allows, else the run is given up (``DELETE
 its streams (the gateway cuts them upstream). A completed run says so (``POST
 /v1/runs/{id}/complete``). ``--speed K`` matches an emulator K times faster than real
 time: arrivals, think time, deadlines and backoffs shrink by K and every reported time is
-scaled back, so the CSV compares directly with ``simulate-runs``. Prompts are fixed filler
-text and never logged.
+scaled back, so the CSV compares directly with ``simulate-runs``. Prompts are filler text,
+each opening with its call's own tag (no two share a prefix cache block), never logged.
 """
 
 from __future__ import annotations
