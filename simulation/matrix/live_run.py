@@ -101,11 +101,11 @@ async def drive(
                 client,
                 cell_tenants(lc.cell, cap),
                 keys,
-                MODEL,
-                load_profile(lc.cell.profile).engine.max_model_len,
-                lc.duration_s,
-                LiveClock(lc.speed),
-                seed,
+                model=MODEL,
+                max_len=load_profile(lc.cell.profile).engine.max_model_len,
+                duration_s=lc.duration_s,
+                clock=LiveClock(lc.speed),
+                seed=seed,
             )
             out = await clients.run(drain_s=lc.duration_s)
             measured = measure_requests(out, start, end)

@@ -18,6 +18,7 @@ import asyncio
 import math
 import random
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,7 +112,7 @@ class LiveRequests:
         await asyncio.gather(*tasks, return_exceptions=True)
         return self.out
 
-    def _jobs(self, t: Tenant, salt: float) -> list[Any]:
+    def _jobs(self, t: Tenant, salt: float) -> list[Coroutine[Any, Any, None]]:
         rng = random.Random(f"{t.name}-{salt}")
         if t.clients:
             return [self._closed(t, c, random.Random(rng.random())) for c in range(t.clients)]
