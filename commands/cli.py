@@ -14,6 +14,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "emulate": ("emulator.cli", "run a vLLM 0.32 emulator (one model on one card)"),
     "diagnose": ("commands.diagnose", "latency breakdown and capacity from vLLM /metrics"),
     "evaluate": ("simulation.matrix.cli", "every preset over the scenario matrix, simulated"),
+    "evaluate-live": ("commands.evaluate_live", "the matrix's live subset over HTTP vs simulated"),
     "simulate": ("simulation.cli", "discrete-event simulation of agents, policies and engine"),
     "swarm": ("simulation.swarm", "closed-loop agent load generator over real HTTP"),
     "simulate-runs": ("simulation.run_cli", "agent runs vs call- and run-level admission"),

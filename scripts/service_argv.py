@@ -1,8 +1,13 @@
 """The command lines of the services that tests and benchmarks start on loopback:
-``sluicegate``'s own commands from this checkout, and a throwaway ``redis-server``."""
+``sluicegate``'s own commands from this checkout, and a throwaway ``redis-server``; and
+how one started in its own session is stopped (``stop_group``)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -48,3 +53,18 @@ def redis_server(binary: str, port: int, directory: Path | str) -> list[str]:
         "--logfile",
         "",
     ]
+
+
+def stop_group(popen: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
+    """SIGTERM to the process group of ``popen`` (started with ``start_new_session``),
+    SIGKILL after ``grace_s``; nothing when it has already exited."""
+    if popen.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(popen.pid, signal.SIGTERM)
+    try:
+        popen.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait(timeout=grace_s)

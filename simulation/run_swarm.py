@@ -9,8 +9,8 @@ run's backoff) while its deadline allows, else the run is given up (``DELETE
 its streams (the gateway cuts them upstream). A completed run says so (``POST
 /v1/runs/{id}/complete``). ``--speed K`` matches an emulator K times faster than real
 time: arrivals, think time, deadlines and backoffs shrink by K and every reported time is
-scaled back, so the CSV compares directly with ``simulate-runs``. Prompts are fixed filler
-text and never logged.
+scaled back, so the CSV compares directly with ``simulate-runs``. Prompts are filler text,
+each opening with its call's own tag (no two share a prefix cache block), never logged.
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ class RunSwarm:
     records: list[RunRecord] = field(default_factory=list)
     failures: int = 0
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+    call_ttft: list[tuple[float, float]] = field(default_factory=list)
+    """Each served call's (first attempt, time to its first token from then)."""
 
     def now(self) -> float:
         return (time.monotonic() - self.start) * self.speed
@@ -73,7 +75,7 @@ async def agent_run(swarm: RunSwarm, plan: RunPlan) -> None:
     deadline = plan.arrival + swarm.workload.deadline_s
     try:
         async with asyncio.timeout((deadline - swarm.now()) / swarm.speed):
-            await _steps(swarm, plan, record, deadline)
+            await _steps(swarm, plan, record)
         record.completed = True
         await _say(swarm, "POST", f"/v1/runs/run-{plan.index}/complete")
     except RunOver:
@@ -84,11 +86,11 @@ async def agent_run(swarm: RunSwarm, plan: RunPlan) -> None:
     swarm.records.append(record)
 
 
-async def _steps(swarm: RunSwarm, plan: RunPlan, record: RunRecord, deadline: float) -> None:
+async def _steps(swarm: RunSwarm, plan: RunPlan, record: RunRecord) -> None:
     for i, step in enumerate(plan.steps):
         if i:
             await asyncio.sleep(plan.think_s[i - 1] / swarm.speed)
-        calls = [_call(swarm, plan, record, deadline, n, tokens) for n, tokens in enumerate(step)]
+        calls = [_call(swarm, plan, record, n, tokens) for n, tokens in enumerate(step)]
         await _join(calls)
 
 
@@ -107,13 +109,13 @@ async def _join(calls: list[Coroutine[None, None, None]]) -> None:
 
 
 async def _call(
-    swarm: RunSwarm, plan: RunPlan, record: RunRecord, deadline: float, branch: int, tokens: int
+    swarm: RunSwarm, plan: RunPlan, record: RunRecord, branch: int, tokens: int
 ) -> None:
     """One call, retried until served; RunOver when the run cannot go on."""
-    deferrals = 0
+    deferrals, first_try = 0, swarm.now()
     while True:
         status, retry_after = await _attempt(
-            swarm, plan, record, deadline, branch, tokens, deferrals
+            swarm, plan, record, (branch, tokens, deferrals), first_try
         )
         if status == 200:
             return
@@ -131,14 +133,16 @@ async def _attempt(
     swarm: RunSwarm,
     plan: RunPlan,
     record: RunRecord,
-    deadline: float,
-    branch: int,
-    tokens: int,
-    retry: int,
+    call: tuple[int, int, int],
+    first_try: float,
 ) -> tuple[int, float]:
-    """One streamed call: (status, emulated Retry-After); 200 when served to its end."""
+    """One streamed call (branch, tokens, retry) whose first attempt was at
+    ``first_try``: (status, emulated Retry-After); 200 when served to its end."""
+    branch, tokens, retry = call
+    deadline = plan.arrival + swarm.workload.deadline_s
     w = swarm.workload
-    prompt = "Plan the next tool call. " * max(1, w.prompt_tokens // 6)
+    tag = f"Run {plan.index}, branch {branch}, at {swarm.now():.6f}. "  # no shared prefix
+    prompt = tag + "Plan the next tool call. " * max(1, w.prompt_tokens // 6)
     body = {
         "model": swarm.model,
         "messages": [{"role": "user", "content": prompt}],
@@ -159,9 +163,12 @@ async def _attempt(
                     swarm.failures += 1
                 return r.status_code, retry_after_s(r.headers) * swarm.speed
             record.spent_tokens += w.prompt_tokens
+            spent_before = record.spent_tokens
             record.started = True
             async for line in r.aiter_lines():
                 if is_token(line):
+                    if record.spent_tokens == spent_before:  # the call's first token
+                        swarm.call_ttft.append((first_try, swarm.now() - first_try))
                     record.spent_tokens += 1
                     if record.first_token is None:
                         record.first_token = swarm.now()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import tempfile
 import time
@@ -19,7 +18,7 @@ import yaml
 from gateway.backends.scrape.engines import ENGINES
 from gateway.backends.scrape.parse import parse_narrow, wanted_names
 from gateway.backends.scrape.sample import MetricsSample, extract
-from scripts.service_argv import emulate, serve
+from scripts.service_argv import emulate, serve, stop_group
 from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer, free_port, model_cache
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,15 +72,7 @@ class Process:
         raise TimeoutError(f"{self.url} not healthy:\n{self.log.read_text()[-3000:]}")
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.popen.pid, signal.SIGKILL)
-                self.popen.wait(timeout=15)
+        stop_group(self.popen)
 
 
 class Engine:

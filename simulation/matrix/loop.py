@@ -70,6 +70,30 @@ class CellRun:
     probe_sent: int = 0
 
 
+def request_lengths(
+    t: Tenant, turn: int, context: int, rng: random.Random, max_len: int
+) -> tuple[int, int]:
+    """(prompt, output) tokens of a client's next request: a conversation's later turn
+    holds its ``context`` and one more question; the client drops the oldest context to
+    fit the model's length."""
+    first = t.shape.prompt_tokens
+    output = min(draw_length(t.shape.lengths, rng), max_len - first)
+    prompt = context + t.shape.question_tokens if turn else first
+    return min(prompt, max_len - output), output
+
+
+def next_turn(t: Tenant, req: Request) -> tuple[int, int]:
+    """(turn, context) of the client's request after ``req``: its conversation's next
+    turn, or a new conversation (turn 0) after the last turn or a request given up."""
+    turn = req.turn + 1 if req.turn + 1 < t.shape.turns and req.gave_up_at is None else 0
+    return turn, req.prompt_tokens + req.output_tokens if turn else 0
+
+
+def retry_wait(retry_after_s: float | None, attempts: int) -> float:
+    """When a refused client comes back: when Retry-After says, else its own backoff."""
+    return retry_after_s if retry_after_s else min(30.0, 2.0 ** (attempts - 1))
+
+
 @dataclass(order=True, slots=True)
 class _Event:
     at: float
@@ -167,10 +191,7 @@ class MatrixSimulation:
         if self.clock.now >= self._duration:
             return
         t = self._tenants[tenant]
-        first = t.shape.prompt_tokens
-        output = min(draw_length(t.shape.lengths, self._rng), self._max_len - first)
-        prompt = context + t.shape.question_tokens if turn else first
-        prompt = min(prompt, self._max_len - output)  # the client drops the oldest context
+        prompt, output = request_lengths(t, turn, context, self._rng, self._max_len)
         req = Request(tenant, client, prompt, output, t.shape.stream, self.clock.now, turn=turn)
         self.out.requests.append(req)
         rid = f"{tenant}-{next(self._ids)}"
@@ -221,7 +242,7 @@ class MatrixSimulation:
             del self._open[rid]
             self._next(req)
             return
-        wait = retry_after_s if retry_after_s else min(30.0, 2.0 ** (req.attempts - 1))
+        wait = retry_wait(retry_after_s, req.attempts)
         if retry_after_s:
             self._pending_return[rid] = Return(self.clock.now + wait, on_time=True)
             self.out.returns.append(self._pending_return[rid])
@@ -232,8 +253,7 @@ class MatrixSimulation:
         t = self._tenants[req.tenant]
         if req.client < 0:
             return  # open loop: arrivals are drawn up front
-        turn = req.turn + 1 if req.turn + 1 < t.shape.turns and req.gave_up_at is None else 0
-        context = req.prompt_tokens + req.output_tokens if turn else 0
+        turn, context = next_turn(t, req)
         at = self.clock.now + t.think_s(self._rng)
         self._push(at, "new", (req.tenant, req.client, turn, context))
 

@@ -19,12 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.profile import load_profile
+from simulation.agent_runs import RunWorkload
 from simulation.matrix.capacity import measure_capacity
 from simulation.matrix.cells import Cell
 from simulation.matrix.loop import CellRun, MatrixSimulation, Request, Return
 from simulation.matrix.runs_pool import PooledRunSimulation
+from simulation.matrix.traffic import Tenant
 from simulation.matrix.workloads import WORKLOADS, Capacity
 from simulation.metrics import percentile
+from simulation.run_metrics import RunRecord
 
 
 @dataclass(slots=True)
@@ -47,30 +50,60 @@ def capacity_of(cell: Cell) -> Capacity:
     )
 
 
+def cell_tenants(cell: Cell, cap: Capacity) -> list[Tenant]:
+    """The tenants of a request-level cell at its load."""
+    workload = WORKLOADS[cell.workload]
+    assert workload.tenants is not None, f"{cell.workload} is an agent-run workload"
+    return workload.tenants(load_profile(cell.profile), cell.load, cap)
+
+
+def run_workload(cell: Cell) -> RunWorkload | None:
+    """The runs of an agent-run cell; None for a request-level cell."""
+    workload = WORKLOADS[cell.workload]
+    return None if workload.runs is None else workload.runs(load_profile(cell.profile))
+
+
+def run_rate(cell: Cell, cap: Capacity, runs: RunWorkload) -> float:
+    """Runs per second at the cell's load."""
+    return cell.load * cap.rate_per_s / runs.mean_calls
+
+
+def window(duration_s: float) -> tuple[float, float]:
+    """The measured window of a run of ``duration_s`` of arrivals: the first quarter
+    unmeasured."""
+    return duration_s / 4, duration_s
+
+
 def run_cell(
-    cell: Cell, policy: dict[str, Any], cap: Capacity, *, only: str | None = None, seed: int = 1
+    cell: Cell,
+    policy: dict[str, Any],
+    cap: Capacity,
+    *,
+    only: str | None = None,
+    seed: int = 1,
+    duration_s: float | None = None,
 ) -> Measured:
-    """``only``: run that tenant alone (its value alone in this cell's shape)."""
-    workload, profile = WORKLOADS[cell.workload], load_profile(cell.profile)
-    if workload.runs is not None:
-        return _run_runs(cell, policy, cap, seed)
-    assert workload.tenants is not None
-    tenants = workload.tenants(profile, cell.load, cap)
+    """``only``: run that tenant alone (its value alone in this cell's shape).
+    ``duration_s``: arrivals for that long instead of the cell's profile's duration."""
+    duration = duration_s if duration_s is not None else cell.duration_s
+    if (runs := run_workload(cell)) is not None:
+        return _run_runs(cell, runs, policy, cap, seed, duration)
+    tenants = cell_tenants(cell, cap)
     if only is not None:
         tenants = [t for t in tenants if t.name == only]
     sim = MatrixSimulation(
         tenants=tenants,
         policy=policy,
-        profile=profile,
+        profile=load_profile(cell.profile),
         backends=cell.backends,
-        duration_s=cell.duration_s,
+        duration_s=duration,
         seed=seed,
     )
-    return _requests(sim.run(), cell)
+    return measure_requests(sim.run(), *window(duration))
 
 
-def _requests(out: CellRun, cell: Cell) -> Measured:
-    start, end = cell.warmup_s, cell.duration_s
+def measure_requests(out: CellRun, start: float, end: float) -> Measured:
+    """The guard metrics of a request-level run whose records are clock seconds."""
     seconds = end - start
     inside = [r for r in out.requests if start <= r.first_submit < end]
     done = [r for r in inside if r.finished is not None]
@@ -100,27 +133,39 @@ def _accuracy(
     m.probe_refused, m.probe_distinct = len(probe), len(set(probe))
 
 
-def _run_runs(cell: Cell, policy: dict[str, Any], cap: Capacity, seed: int) -> Measured:
-    workload, profile = WORKLOADS[cell.workload], load_profile(cell.profile)
-    assert workload.runs is not None
-    runs = workload.runs(profile)
-    rate = cell.load * cap.rate_per_s / runs.mean_calls
+def _run_runs(
+    cell: Cell,
+    runs: RunWorkload,
+    policy: dict[str, Any],
+    cap: Capacity,
+    seed: int,
+    duration_s: float,
+) -> Measured:
     sim = PooledRunSimulation(
-        profile=profile,
+        profile=load_profile(cell.profile),
         backends=cell.backends,
         workload=runs,
         policy=policy,
-        rate=rate,
-        duration_s=cell.duration_s,
+        rate=run_rate(cell, cap, runs),
+        duration_s=duration_s,
         seed=seed,
     )
     records = sim.run()
-    start, end = cell.warmup_s, cell.duration_s
+    start, end = window(duration_s)
+    m = measure_runs(records, sim.ttft, start, end)
+    _accuracy(m, sim.returns, sim.probe_retry_after, start, end)
+    return m
+
+
+def measure_runs(
+    records: list[RunRecord], ttft: list[tuple[float, float]], start: float, end: float
+) -> Measured:
+    """The guard metrics of agent runs: ``ttft`` holds each call's (first attempt, time
+    to its first token from then), clock seconds."""
     seconds = end - start
     done = [r for r in records if start <= r.arrival < end and r.completed]
     served = sum(r.spent_tokens for r in records if start <= r.arrival < end)
     m = Measured(sum(r.spent_tokens for r in done) / seconds, len(done) / seconds)
-    waits = [w for at, w in sim.ttft if start <= at < end]
+    waits = [w for at, w in ttft if start <= at < end]
     m.tenants["agents"] = (percentile(waits, 99.0), served / seconds)
-    _accuracy(m, sim.returns, sim.probe_retry_after, start, end)
     return m

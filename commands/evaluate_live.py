@@ -1,0 +1,119 @@
+"""``sluicegate evaluate-live``: the matrix's live subset over real HTTP, against the
+simulator (docs/evaluate.md, "Live subset").
+
+Each cell of the subset (``simulation/matrix/live_cells.py``) runs twice under each policy:
+live (``sluicegate emulate`` per backend, ``sluicegate serve`` with the policy, the cell's
+tenants as OpenAI clients) and in the simulator, for the same duration. Reported per cell
+and guard metric: the live value, the simulated one, their ratio, ``OUTSIDE`` beyond 15 %.
+A sibling of ``evaluate`` because it starts the gateway, which ``simulation/`` does not
+import.
+
+Example::
+
+    sluicegate evaluate-live --out bench/evaluate/live-subset
+    sluicegate evaluate-live --cells noisy-1500/rx9070xt/2x/1b --duration 60 --out /tmp/one
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from commands.live_services import api_key, cell_services
+from simulation.matrix.agreement import Agreement, compare, summary, write_csv
+from simulation.matrix.live_cells import LiveCell, select
+from simulation.matrix.live_run import LiveResult, drive, tenant_names
+from simulation.matrix.measure import capacity_of, run_cell
+from simulation.matrix.workloads import Capacity
+from simulation.run_cli import resolve_policy
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sluicegate evaluate-live", description=__doc__.split("\n")[0])
+    p.add_argument("--cells", default=None, help="comma-separated cell keys or workloads")
+    p.add_argument(
+        "--policies", default="default", help="comma-separated: default and/or preset names"
+    )
+    p.add_argument(
+        "--duration", type=float, default=None, help="emulated seconds of arrivals (both sides)"
+    )
+    p.add_argument("--seed", type=int, default=1, help="the live run's seed")
+    p.add_argument(
+        "--sim-seeds", type=int, default=5, help="simulated seeds 1..N beside each live run"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("bench/evaluate/live-subset"),
+        help="output prefix: PREFIX.csv, PREFIX.txt",
+    )
+    return p
+
+
+def run_live(
+    lc: LiveCell, policy: dict[str, object], cap: Capacity, seed: int
+) -> tuple[LiveResult, list[str]]:
+    names, anonymous = tenant_names(lc, cap)
+    keys = {n: api_key(n) for n in names}
+    with cell_services(lc, policy, names, anonymous=anonymous) as url:
+        return asyncio.run(drive(lc, cap, url, keys, seed=seed)), names
+
+
+def one_cell(
+    lc: LiveCell, label: str, policy: dict[str, object], seed: int, sim_seeds: int
+) -> tuple[list[Agreement], str]:
+    """The cell live (``seed``) and simulated (seeds 1..``sim_seeds``) under ``policy``;
+    the agreement rows and a status line."""
+    cap = capacity_of(lc.cell)
+    live, _ = run_live(lc, policy, cap, seed)
+    simulated = [
+        run_cell(lc.cell, policy, cap, seed=s, duration_s=lc.duration_s)
+        for s in range(1, sim_seeds + 1)
+    ]
+    status = (
+        f"{lc.key} {label}: speed x{lc.speed:g}, {lc.duration_s:g} s of arrivals, "
+        f"{live.wall_s:.0f} s wall; sent {live.sent}, gateway outcomes {live.outcomes}, "
+        f"failed attempts {live.failures}, cut at the drain {live.cut}"
+    )
+    return compare(lc.key, label, live.measured, simulated), status
+
+
+def _exit(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit)  # a stopped run still stops its services
+    try:
+        cells = select(None if args.cells is None else args.cells.split(","))
+        policies = [resolve_policy(n) for n in args.policies.split(",") if n]
+    except ValueError as exc:
+        print(f"sluicegate evaluate-live: {exc}", file=sys.stderr)
+        return 2
+    if args.duration is not None:
+        cells = [replace(c, duration_s=args.duration) for c in cells]
+    started = time.monotonic()
+    rows: list[Agreement] = []
+    statuses = [f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"]
+    for lc in cells:
+        for label, policy in policies:
+            got, status = one_cell(lc, label, policy, args.seed, args.sim_seeds)
+            rows += got
+            statuses.append(status)
+            print(f"[{time.monotonic() - started:5.0f}s] {status}", flush=True)
+            print("\n".join(summary(got)[1:-1]), flush=True)
+    statuses.append(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_csv(rows, args.out.with_suffix(".csv"))
+    lines = [*statuses, "", *summary(rows)]
+    args.out.with_suffix(".txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines[len(statuses) :]))
+    print(f"wrote {args.out.with_suffix('.csv')} and {args.out.with_suffix('.txt')}")
+    return 0

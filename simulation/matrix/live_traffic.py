@@ -1,0 +1,218 @@
+"""A matrix cell's tenants as real OpenAI clients over HTTP: the live side of the subset.
+
+The same tenants (``measure.cell_tenants``) and the same client rules as the simulated
+loop (``loop.request_lengths``, ``next_turn``, ``retry_wait``, ``MAX_ATTEMPTS``): a
+closed-loop client sends, waits, thinks and sends again; an open-loop tenant's arrivals
+are drawn up front; a refused client comes back when Retry-After says. Each request asks
+for exactly its drawn length (``max_tokens`` + ``ignore_eos``). A conversation's later turn
+sends the turns before it as messages, so its prompt holds the earlier ones as a prefix;
+no other two prompts share one (``prompt_messages``).
+The records are ``loop.Request`` / ``loop.Return`` in emulated seconds (wall x ``speed``),
+measured by ``measure.measure_requests`` as the simulator's are. Prompts are filler text
+and never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from simulation.matrix.loop import (
+    MAX_ATTEMPTS,
+    CellRun,
+    Request,
+    Return,
+    next_turn,
+    request_lengths,
+    retry_wait,
+)
+from simulation.matrix.traffic import Tenant
+from simulation.swarm import DEFERRAL_STATUSES, is_token, retry_after_s
+
+CHARS_PER_TOKEN = 4
+"""The emulator's prompt count: one token per 4 characters of the rendered chat."""
+
+
+@dataclass
+class LiveClock:
+    """Emulated seconds since ``start``: wall seconds x ``speed``."""
+
+    speed: float
+    start: float = field(default_factory=time.monotonic)
+
+    def now(self) -> float:
+        return (time.monotonic() - self.start) * self.speed
+
+    async def sleep(self, emulated_s: float) -> None:
+        await asyncio.sleep(max(0.0, emulated_s) / self.speed)
+
+
+def _rendered(role: str, content: str) -> int:
+    """Characters of one message as the chat template renders it (``emulator.text``)."""
+    return len(f"<|{role}|>\n{content}\n")
+
+
+ASSISTANT_TAIL = len("<|assistant|>\n")
+
+
+def prompt_messages(
+    history: list[dict[str, str]], prompt_tokens: int, tag: str = ""
+) -> list[dict[str, str]]:
+    """``history`` and one more user message that opens with ``tag``, rendered to exactly
+    ``prompt_tokens``; the history is dropped when it alone is longer (the client drops the
+    oldest context). A distinct ``tag`` per conversation keeps the engine's prefix cache
+    from matching one request's prompt to another's: the simulated engine is given no
+    prompt hashes, so it never hits, and only a conversation's own turns share a prefix."""
+    budget = prompt_tokens * CHARS_PER_TOKEN - ASSISTANT_TAIL
+    used = sum(_rendered(m["role"], m["content"]) for m in history)
+    if used + _rendered("user", "") > budget:
+        history, used = [], 0
+    chars = max(0, budget - used - _rendered("user", ""))
+    text = tag + "word " * math.ceil(chars / 5)
+    return [*history, {"role": "user", "content": text[:chars]}]
+
+
+@dataclass
+class LiveRequests:
+    """One cell's request-level tenants against ``client`` (the gateway's base URL);
+    ``keys`` maps a tenant to its API key."""
+
+    client: httpx.AsyncClient
+    tenants: list[Tenant]
+    keys: dict[str, str]
+    model: str
+    max_len: int
+    duration_s: float
+    clock: LiveClock
+    seed: int = 1
+    out: CellRun = field(default_factory=CellRun)
+    failures: int = 0
+    """Attempts that ended neither served nor refused (transport errors, other statuses)."""
+    cut: int = 0
+    """Requests still open when the drain ended (counted as given up then)."""
+
+    async def run(self, drain_s: float) -> CellRun:
+        """Every tenant until ``duration_s``, then at most ``drain_s`` (emulated) more."""
+        rng = random.Random(self.seed)
+        tasks = [
+            asyncio.create_task(job) for t in self.tenants for job in self._jobs(t, rng.random())
+        ]
+        _, pending = await asyncio.wait(
+            tasks, timeout=(self.duration_s + drain_s) / self.clock.speed
+        )
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return self.out
+
+    def _jobs(self, t: Tenant, salt: float) -> list[Coroutine[Any, Any, None]]:
+        rng = random.Random(f"{t.name}-{salt}")
+        if t.clients:
+            return [self._closed(t, c, random.Random(rng.random())) for c in range(t.clients)]
+        arrivals = t.arrivals(self.duration_s, rng)
+        return [
+            self._open(t, -1 - i, at, random.Random(rng.random())) for i, at in enumerate(arrivals)
+        ]
+
+    async def _open(self, t: Tenant, client: int, at: float, rng: random.Random) -> None:
+        await self.clock.sleep(at - self.clock.now())
+        prompt, output = request_lengths(t, 0, 0, rng, self.max_len)
+        await self._request(t, client, prompt, output, 0, [])
+
+    async def _closed(self, t: Tenant, client: int, rng: random.Random) -> None:
+        await self.clock.sleep(rng.uniform(0.0, max(t.think_mean_s, 1.0)))
+        turn, context, history = 0, 0, list[dict[str, str]]()
+        while self.clock.now() < self.duration_s:
+            prompt, output = request_lengths(t, turn, context, rng, self.max_len)
+            req = await self._request(t, client, prompt, output, turn, history)
+            turn, context = next_turn(t, req)
+            history = history if turn else []
+            await self.clock.sleep(t.think_s(rng))
+
+    async def _request(
+        self,
+        t: Tenant,
+        client: int,
+        prompt: int,
+        output: int,
+        turn: int,
+        history: list[dict[str, str]],
+    ) -> Request:
+        """One request until served or given up; a conversation's ``history`` grows by
+        its prompt and answer."""
+        req = Request(t.name, client, prompt, output, t.shape.stream, self.clock.now(), turn=turn)
+        self.out.requests.append(req)
+        tag = f"{t.name} client {client} request {len(self.out.requests)}: "
+        messages = prompt_messages(history, prompt, tag)
+        try:
+            await self._serve(t, req, messages)
+        finally:
+            if req.finished is None and req.gave_up_at is None:  # cut at the drain's end
+                self.cut += 1
+                req.gave_up_at = self.clock.now()
+        history[:] = [*messages, {"role": "assistant", "content": "word " * output}]
+        return req
+
+    async def _serve(self, t: Tenant, req: Request, messages: list[dict[str, str]]) -> None:
+        pending: Return | None = None
+        while True:
+            req.attempts += 1
+            status, retry_after = await self._attempt(t, req, messages)
+            if pending is not None:
+                pending.admitted = status == 200
+                pending = None
+            if status == 200:
+                return
+            if req.attempts >= MAX_ATTEMPTS:
+                req.gave_up_at = self.clock.now()
+                return
+            wait = retry_wait(retry_after or None, req.attempts)
+            if retry_after:
+                pending = Return(self.clock.now() + wait, on_time=True)
+                self.out.returns.append(pending)
+            await self.clock.sleep(wait)
+
+    async def _attempt(
+        self, t: Tenant, req: Request, messages: list[dict[str, str]]
+    ) -> tuple[int, float]:
+        """One HTTP attempt: (status, emulated Retry-After); 200 when served to its end."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": req.output_tokens,
+            "ignore_eos": True,
+            "stream": req.stream,
+        }
+        headers = {
+            "authorization": f"Bearer {self.keys[t.name]}",
+            "x-retry-attempt": str(req.attempts - 1),
+        }
+        if t.shape.turns > 1:
+            headers["x-session-id"] = f"{t.name}-c{req.client}"
+        try:
+            async with self.client.stream(
+                "POST", "/v1/chat/completions", json=body, headers=headers
+            ) as r:
+                if r.status_code != 200:
+                    await r.aread()
+                    if r.status_code not in DEFERRAL_STATUSES:
+                        self.failures += 1
+                    return r.status_code, retry_after_s(r.headers) * self.clock.speed
+                req.dispatched = self.clock.now()
+                async for line in r.aiter_lines():
+                    if req.first_token is None and (not req.stream or is_token(line)):
+                        req.first_token = self.clock.now()
+        except httpx.HTTPError:
+            self.failures += 1
+            return 0, 0.0
+        req.finished = self.clock.now()
+        if req.first_token is None:
+            req.first_token = req.finished
+        return 200, 0.0
