@@ -25,7 +25,7 @@ _SOURCE = (
     "files write patches and run tests on the build server before they report back with a "
     "summary of what changed and why it matters to the next step in the plan"
 )
-_VOCABULARY = tuple(_SOURCE.split())
+VOCABULARY = tuple(_SOURCE.split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +48,7 @@ class ConversationShape:
 
 
 def _words(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(_VOCABULARY) for _ in range(n))
+    return " ".join(rng.choice(VOCABULARY) for _ in range(n))
 
 
 @dataclass(slots=True)

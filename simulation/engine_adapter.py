@@ -1,8 +1,9 @@
 """The emulator's engine model (``emulator.engine.Engine``) behind the simulator's port.
 
 It also plays the gateway's scraper: ``view`` reports what vLLM's /metrics would show
-(running, waiting, KV usage, and queue/TTFT/e2e quantiles and token rates over a sliding
-window of finished requests), so signal-driven policies see what they would see live.
+(running, waiting, KV usage, the KV size and block size ``vllm:cache_config_info`` states,
+and queue/TTFT/e2e quantiles and token rates over a sliding window of finished requests),
+so signal-driven policies see what they would see live.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ class EmulatedBackend:
             running=float(self.engine.num_running),
             waiting=float(self.engine.num_waiting),
             kv_cache_usage=self.engine.kv_cache_usage,
+            kv_cache_tokens=float(cfg.kv_cache_size_tokens),
+            kv_block_size=cfg.block_size,
             signal_age_s=0.0,
             **self._signals,  # type: ignore[arg-type]
         )

@@ -19,7 +19,7 @@ from gateway.request.inbound import (
     parse_body,
     parse_metadata,
 )
-from gateway.request.prompt_blocks import prompt_blocks
+from policies.prompt_blocks import prompt_blocks
 from policies.types import FlowKey, RequestInfo, RunHints, deadline_bucket
 
 

@@ -3,10 +3,14 @@ the production scheduler (``policies.engine.scheduler.Scheduler``) as the gatewa
 
 Each backend is the emulator's engine model and steps on its own. Every request carries
 ``max_tokens`` = its length (as the live clients send it); its estimate is the gateway's
-``TokenEstimator``. A refused request comes back when its Retry-After says; each first
-return after a refusal is recorded with whether it was admitted (Must-have 6). At the end
-of the arrivals a probe sends 100 requests at one instant and keeps the Retry-After of
-those refused (are any two the same?); its admitted ones are released at once, unserved.
+``TokenEstimator``. A tenant whose shape is ``hashed`` sends chat messages
+(``chat_clients.py``): the engine gets its prompt's block hashes (its prefix cache serves
+what was sent before) and, where the policy keeps a prefix model, the scheduler gets the
+gateway's chunk hashes of it, as the live gateway computes them. A refused request comes
+back when its Retry-After says; each first return after a refusal is recorded with
+whether it was admitted (Must-have 6). At the end of the arrivals a probe sends 100
+requests at one instant and keeps the Retry-After of those refused (are any two the
+same?); its admitted ones are released at once, unserved.
 Stops admitting new requests at ``duration_s``, then drains.
 """
 
@@ -23,8 +27,17 @@ from policies.engine.scheduler import Scheduler, Ticket
 from policies.estimate import TokenEstimator
 from policies.fleet import FleetSnapshot
 from policies.registry import build_policy
-from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
+from policies.types import (
+    Decision,
+    DecisionKind,
+    Outcome,
+    PromptBlocks,
+    RequestInfo,
+    Usage,
+    WorkEstimate,
+)
 from simulation.engine_adapter import EmulatedBackend
+from simulation.matrix.chat_clients import ChatClient
 from simulation.matrix.probe import PROBE_REQUESTS, probe
 from simulation.matrix.traffic import Tenant, draw_length
 from simulation.ports import EngineStep, VirtualClock
@@ -51,6 +64,10 @@ class Request:
     finished: float | None = None
     gave_up_at: float | None = None
     turn: int = 0
+    engine_blocks: tuple[bytes, ...] = ()
+    """The prompt's block hashes as the engine keys its prefix cache (a hashed tenant)."""
+    blocks: PromptBlocks | None = None
+    """The gateway's chunk hashes of the prompt (a hashed tenant, a policy that reads them)."""
 
 
 @dataclass(slots=True)
@@ -123,6 +140,8 @@ class MatrixSimulation:
         }
         self._busy = dict.fromkeys(self.engines, False)
         self._tenants = {t.name: t for t in tenants}
+        self._profile = profile
+        self._chats: dict[tuple[str, int], ChatClient] = {}
         self._duration, self._rng = duration_s, random.Random(seed)
         self._max_len = profile.engine.max_model_len
         self._estimator = TokenEstimator()
@@ -192,11 +211,29 @@ class MatrixSimulation:
             return
         t = self._tenants[tenant]
         prompt, output = request_lengths(t, turn, context, self._rng, self._max_len)
-        req = Request(tenant, client, prompt, output, t.shape.stream, self.clock.now, turn=turn)
+        if t.shape.hashed and client >= 0:
+            req = self._chat_request(t, client, turn, output)
+        else:
+            req = Request(tenant, client, prompt, output, t.shape.stream, self.clock.now)
+        req.turn = turn
         self.out.requests.append(req)
         rid = f"{tenant}-{next(self._ids)}"
         self._open[rid] = req
         self._submit(rid)
+
+    def _chat_request(self, t: Tenant, client: int, turn: int, output: int) -> Request:
+        chat = self._chats.get((t.name, client))
+        if chat is None:
+            seed = f"{t.name}/{client}"
+            chat = self._chats[(t.name, client)] = ChatClient(t.shape, self._profile, MODEL, seed)
+        if turn == 0:
+            chat.start()
+        hashed = chat.prompt(self._max_len - output)
+        req = Request(t.name, client, hashed.tokens, output, t.shape.stream, self.clock.now)
+        req.engine_blocks = hashed.engine_blocks
+        if self.scheduler.policy.models_prefixes:
+            req.blocks = hashed.gateway_blocks
+        return req
 
     def _submit(self, rid: str) -> None:
         req = self._open[rid]
@@ -215,6 +252,7 @@ class MatrixSimulation:
             is_retry=req.attempts > 1,
             session_id=f"{req.tenant}-c{req.client}" if t.shape.turns > 1 else None,
             stream=req.stream,
+            blocks=req.blocks,
         )
         self._answer(self.scheduler.submit(info, self._snapshot()))
 
@@ -228,7 +266,11 @@ class MatrixSimulation:
             req = self._open[rid]
             req.dispatched = self.clock.now
             self._tickets[rid] = out
-            self.engines[out.backend].add(rid, req.prompt_tokens, req.output_tokens, self.clock.now)
+            engine = self.engines[out.backend]
+            now = self.clock.now
+            engine.add(
+                rid, req.prompt_tokens, req.output_tokens, now, block_hashes=req.engine_blocks
+            )
         elif out.decision is DecisionKind.REJECT:
             if ret is not None:
                 ret.admitted = False
@@ -254,6 +296,8 @@ class MatrixSimulation:
         if req.client < 0:
             return  # open loop: arrivals are drawn up front
         turn, context = next_turn(t, req)
+        if turn and (chat := self._chats.get((req.tenant, req.client))) is not None:
+            chat.answered(req.output_tokens)
         at = self.clock.now + t.think_s(self._rng)
         self._push(at, "new", (req.tenant, req.client, turn, context))
 

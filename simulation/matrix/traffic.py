@@ -39,6 +39,10 @@ class Shape:
     """Turns per conversation; each turn's prompt holds the previous turns' prompt and
     answer plus ``question_tokens`` more."""
     question_tokens: int = 0
+    hashed: bool = False
+    """Its closed-loop clients send chat messages (``chat_clients.py``) whose prompts
+    carry their hashes: the engine's prefix cache serves what they resend, and the
+    gateway hashes them for its prefix model where the policy keeps one."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,7 +69,7 @@ def _chat_tenants(p: Profile, load: float, cap: Capacity) -> list[Tenant]:
 
 def _seed(p: Profile) -> Tenant:
     lengths = lognormal_mixture(p.output_lengths.mean, 1.1)
-    return Tenant("agents", Shape(64, lengths), clients=1, think_mean_s=4.5)
+    return Tenant("agents", Shape(64, lengths, hashed=True), clients=1, think_mean_s=4.5)
 
 
 def _victim() -> Tenant:
@@ -91,7 +91,7 @@ def _noisy_tenants(prompt: int, stream: bool) -> Callable[[Profile, float, Capac
 
 
 def _conversation(_: Profile) -> Tenant:
-    shape = Shape(256, chat_lengths(), turns=6, question_tokens=64)
+    shape = Shape(256, chat_lengths(), turns=6, question_tokens=64, hashed=True)
     return Tenant("conv", shape, clients=1, think_mean_s=3.0)
 
 

@@ -4,7 +4,7 @@ chunks up to what it shared; another model, or another start, shares none."""
 from __future__ import annotations
 
 from gateway.metrics.records import canonical_prompt
-from gateway.request.prompt_blocks import CHUNK_BYTES, prompt_blocks
+from policies.prompt_blocks import CHUNK_BYTES, prompt_blocks
 
 
 def _messages(turns: int) -> list[dict[str, str]]:

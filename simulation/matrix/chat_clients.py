@@ -1,0 +1,66 @@
+"""The chat messages a matrix client sends when its tenant's prompts are hashed
+(``Shape.hashed``): what the engine's prefix cache and the gateway's prefix model see.
+
+A client's first turn is an ask of the shape's ``prompt_tokens``; each later turn of its
+conversation resends everything so far, plus the engine's answer (the emulator's own
+reply text) and a question of ``question_tokens``; a new conversation starts a new ask.
+Texts are seeded words, each client's its own, sized so that the emulator counts the
+first ask at exactly ``prompt_tokens`` (the chat template's markers included). When the
+conversation outgrows the model, the client drops its oldest answer and question (the
+first ask stays), so the prefix after the ask is sent anew.
+"""
+
+from __future__ import annotations
+
+import random
+
+from emulator.profile import Profile
+from emulator.text import chat_prompt_text, token_text
+from simulation.conversations import VOCABULARY
+from simulation.hashed_prompts import HashedPrompt, Message, hash_chat
+from simulation.matrix.traffic import Shape
+
+
+class ChatClient:
+    """One closed-loop client's conversation, as messages."""
+
+    def __init__(self, shape: Shape, profile: Profile, model: str, seed: str) -> None:
+        self._shape, self._profile, self._model = shape, profile, model
+        self._rng = random.Random(seed)
+        self._cpt = profile.chars_per_token
+        self.messages: list[Message] = []
+
+    def start(self) -> None:
+        """A new conversation: one ask of ``prompt_tokens`` (template included)."""
+        self.messages = [{"role": "user", "content": ""}]
+        overhead = len(chat_prompt_text(self.messages))
+        self.messages[0]["content"] = self._words(self._shape.prompt_tokens, overhead)
+
+    def answered(self, output_tokens: int) -> None:
+        """The last turn came back: the next carries its answer and one more question."""
+        reply = "".join(token_text(i) for i in range(output_tokens))
+        before = len(chat_prompt_text(self.messages)) + len(reply)
+        self.messages.append({"role": "assistant", "content": reply})
+        self.messages.append({"role": "user", "content": ""})
+        markers = len(chat_prompt_text(self.messages)) - before  # what the two messages add
+        self.messages[-1]["content"] = self._words(self._shape.question_tokens, markers)
+
+    def prompt(self, max_tokens: int) -> HashedPrompt:
+        """The next turn's prompt, its oldest turns dropped until it has at most
+        ``max_tokens`` tokens (the first ask is never dropped)."""
+        while (
+            len(self.messages) > 2 and len(chat_prompt_text(self.messages)) / self._cpt > max_tokens
+        ):
+            del self.messages[1:3]
+        return hash_chat(self.messages, self._profile, self._model)
+
+    def _words(self, tokens: int, overhead_chars: int) -> str:
+        """Seeded words of ``tokens`` tokens' characters less ``overhead_chars``."""
+        size = max(1, round(tokens * self._cpt) - overhead_chars)
+        words: list[str] = []
+        length = -1
+        while length < size:
+            word = self._rng.choice(VOCABULARY)
+            words.append(word)
+            length += len(word) + 1
+        return " ".join(words)[:size]
