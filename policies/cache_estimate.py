@@ -74,6 +74,12 @@ def counted(counts: QuotaCounts, estimate: WorkEstimate) -> int:
     return estimate.total
 
 
+def computed_usage(estimate: WorkEstimate, usage: Usage) -> int:
+    """The tokens the engine computed for ``usage``: its output and the prompt tokens its
+    prefix cache did not serve (``counted_usage`` in ``computed_tokens``)."""
+    return counted_usage(QuotaCounts.COMPUTED_TOKENS, estimate, usage)
+
+
 def counted_usage(counts: QuotaCounts, estimate: WorkEstimate, usage: Usage) -> int:
     """What a request really cost, in the tokens ``counts`` names: the engine's
     ``cached_tokens`` where it reports them, else the cached share estimated at admission

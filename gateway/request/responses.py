@@ -136,7 +136,8 @@ def busy_retry_after(ctx: GatewayContext, flight: Flight) -> float:
     stats = ctx.scheduler.stats()
     seconds = ctx.clock() - flight.record.arrival
     if stats.drain_tokens_per_s and flight.request is not None:
-        ahead = stats.queued_tokens + stats.in_flight_tokens + flight.request.estimate.total
+        own = flight.request.estimate.computed_total  # the rate counts computed tokens
+        ahead = stats.queued_computed_tokens + stats.in_flight_computed_tokens + own
         seconds = ahead / stats.drain_tokens_per_s
     return ctx.scheduler.retry_after(seconds)
 

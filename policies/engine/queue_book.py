@@ -25,7 +25,10 @@ class QueueBook:
         self._arrivals: deque[QueuedEntry] = deque()
         self._expiry: list[tuple[float, int, QueuedEntry]] = []
         self.tokens = 0
-        """Estimated tokens queued (the work-weighted backlog)."""
+        """Estimated tokens queued (the work-weighted backlog ``max_queued_tokens`` bounds)."""
+        self.computed = 0
+        """Of those, the tokens the engines are expected to compute (``computed_total``: the
+        uncached prompt and the output): the work the drain rate drains."""
         self.models: dict[str, int] = {}
         """Queued requests per model."""
 
@@ -42,6 +45,7 @@ class QueueBook:
         self._arrivals.append(entry)
         heapq.heappush(self._expiry, (entry.expires_at, entry.seq, entry))
         self.tokens += req.estimate.total
+        self.computed += req.estimate.computed_total
         self.models[req.model] = self.models.get(req.model, 0) + 1
 
     def remove(self, entry: QueuedEntry) -> tuple[str, ...]:
@@ -50,6 +54,7 @@ class QueueBook:
         req = entry.request
         del self._entries[req.request_id]
         self.tokens -= req.estimate.total
+        self.computed -= req.estimate.computed_total
         left = self.models.get(req.model, 0) - 1
         if left <= 0:
             self.models.pop(req.model, None)

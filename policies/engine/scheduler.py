@@ -12,6 +12,7 @@ import random
 from collections.abc import Iterator
 
 from policies.cache_estimate import (
+    computed_usage,
     counted,
     counted_usage,
     expected_cached_tokens,
@@ -84,8 +85,11 @@ class Scheduler:
         self._seq = 0
         self._flows = FlowKeys()
         self._drain = DrainMeter()
+        """Computed tokens (``computed_usage``: output and uncached prompt) completed per
+        second while anything is in flight; the queue's and the promises' work is counted
+        in the same tokens, so a cached context neither slows nor speeds the drain."""
         self._full_drain = DrainMeter()
-        """Tokens completed per second while the queue is not empty: the fleet's capacity."""
+        """The same while the queue is not empty: the fleet's capacity."""
         self._exec = ExecQuantiles()
         self._promised = PromiseBook()
         """Every refusal's return, by tenant, until it is made or lapses; those refused for
@@ -94,6 +98,8 @@ class Scheduler:
         self._saturation = 0.0
         self._charged = 0
         self._released = 0
+        self._in_flight_computed = 0
+        """Expected computed tokens (``computed_total``) of the requests in flight."""
         self.runs = RunCoordinator(self, clock)
         """Agent runs (docs/runs.md): the gateway reads and ends them here."""
 
@@ -195,7 +201,7 @@ class Scheduler:
         if self._promised.outstanding(req.tenant, now) <= 0:  # appointments hold no tokens
             return False
         promised = self._promised.total(now)
-        ahead = self._queue.tokens + promised + req.estimate.total
+        ahead = self._queue.computed + promised + req.estimate.computed_total
         return ahead / rate > self._policy.queue.max_wait_s
 
     def _gate_context(
@@ -209,7 +215,7 @@ class Scheduler:
         rates = self._gates.reads_rates  # else no gate reads them: left None
         return GateContext(  # by position, in field order
             now,
-            0 if room_now else self._queue.tokens,  # queued_tokens
+            0 if room_now else self._queue.computed,  # queued_tokens (computed)
             self._drain.rate(now) if rates else None,  # drain_tokens_per_s
             self._exec.p95(req.estimate.total) if rates else None,  # exec_p95_s
             room_now,
@@ -362,6 +368,7 @@ class Scheduler:
         total = req.estimate.total
         self._place.took(backend.name, req, total)  # (its prompt is cached there after it)
         self._charged += total
+        self._in_flight_computed += req.estimate.computed_total
         self._policy.fairness.charge(self._states.fairness, req, counted(counts, estimate))
         self._in_flight[req.request_id] = gate_names
         self._drain.tick(now, True)
@@ -387,14 +394,16 @@ class Scheduler:
         total = req.estimate.total
         load = self._place.gave_back(ticket.backend, req, total, outcome is Outcome.COMPLETED)
         self._released += total
+        self._in_flight_computed -= req.estimate.computed_total
         charged = self._fair_estimates.pop(ticket.request_id, req.estimate)
         if usage is not None:
             counts = self._policy.cache.fairness_counts
             spent = counted_usage(counts, charged, usage) - counted(counts, charged)
             self._policy.fairness.charge(self._states.fairness, req, spent)
-            self._drain.add(now, usage.total)
+            computed = computed_usage(charged, usage)
+            self._drain.add(now, computed)
             if self._queue:
-                self._full_drain.add(now, usage.total)
+                self._full_drain.add(now, computed)
         if outcome is Outcome.COMPLETED and latency_s is not None:
             self._exec.add(total, latency_s)
         self._gates.finish(req, now, usage, served=True, names=gate_names)
@@ -540,14 +549,14 @@ class Scheduler:
         refusal is an appointment: booked until its client returns."""
         holds = seconds is None and reason in _PROMISED_REASONS
         if seconds is None:
-            work = float(self._queue.tokens + req.estimate.total)
+            work = float(self._queue.computed + req.estimate.computed_total)
             if self._promised:
                 work += self._promised.total(now)
             seconds = drain_seconds(work, self._drain.rate(now))
             holds = holds and seconds is not None
         after = self.retry_after(seconds)
         if self._policy.retry_after.promise:
-            tokens = float(req.estimate.total) if holds else 0.0
+            tokens = float(req.estimate.computed_total) if holds else 0.0
             self._promised.book(req.tenant, now + after, self._lapse_at(now, after), tokens)
         return make_decision(
             self._policy, req, DecisionKind.REJECT, reason, retry_after_s=after, shadowed=shadowed
@@ -597,4 +606,6 @@ class Scheduler:
             drain_tokens_per_s=self._drain.rate(now),
             charged_tokens=self._charged,
             released_tokens=self._released,
+            queued_computed_tokens=self._queue.computed,
+            in_flight_computed_tokens=self._in_flight_computed,
         )

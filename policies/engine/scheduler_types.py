@@ -84,8 +84,14 @@ class SchedulerStats:
     saturation: float
     active_steps: tuple[str, ...]
     drain_tokens_per_s: float | None
+    """Tokens the engines computed per second of busy time (output and uncached prompt)."""
     charged_tokens: int
     released_tokens: int
+    queued_computed_tokens: int = 0
+    """Of ``queued_tokens``, those the engines are expected to compute (the uncached
+    prompt and the output): the work ``drain_tokens_per_s`` drains."""
+    in_flight_computed_tokens: int = 0
+    """The same of ``in_flight_tokens``."""
 
 
 def make_decision(

@@ -92,7 +92,7 @@ class WaitReservation(Gate[ReservationState, ReservationParams]):
         if mine is not None:
             mine.due = ctx.now + after_s
         else:
-            state.held[req.session_id] = Reservation(ctx.now + after_s, req.estimate.total)
+            state.held[req.session_id] = Reservation(ctx.now + after_s, req.estimate.computed_total)
 
     def _live_reservation(
         self, state: ReservationState, session: str | None, now: float

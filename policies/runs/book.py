@@ -16,11 +16,12 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 
+from policies.cache_estimate import computed_usage
 from policies.contracts import QueuedEntry
 from policies.runs.learn import RunFlow, RunLearner
 from policies.runs.run import Reservation, Run, RunEnd, RunEnded, RunStats
 from policies.runs.runs_params import RunsParams
-from policies.types import Outcome, Reason, RequestInfo
+from policies.types import Outcome, Reason, RequestInfo, Usage
 
 Key = tuple[str, str]
 """tenant, run id: a run is visible to its own tenant only."""
@@ -82,7 +83,7 @@ class RunBook:
         """What a run opened by ``req`` would reserve (no side effect)."""
         hints = req.run
         assert hints is not None
-        own = req.estimate.total
+        own = req.estimate.computed_total
         typical = self.learner.typical(_flow(req), params.learned_quantile)
         if hints.tokens is not None or hints.calls is not None:
             calls = hints.calls if hints.calls is not None else params.default_calls
@@ -139,7 +140,7 @@ class RunBook:
         run.queued.add(rid)
         self._by_request[rid] = run
         run.last_active = max(run.last_active, entry.enqueued_at)
-        if rid != run.opening and run.within(entry.request.estimate.total):
+        if rid != run.opening and run.within(entry.request.estimate.computed_total):
             self._continuations.setdefault(run.tenant, {})[rid] = entry
 
     def held(self, run: Run, request_id: str, now: float) -> None:
@@ -161,7 +162,7 @@ class RunBook:
         run.in_flight.add(rid)
         run.peak = max(run.peak, len(run.in_flight))
         run.calls += 1
-        self._draw(run, req.estimate.total)
+        self._draw(run, req.estimate.computed_total)
         run.last_active = max(run.last_active, now)
 
     def left(self, params: RunsParams, request_id: str, now: float) -> str | None:
@@ -181,24 +182,26 @@ class RunBook:
         params: RunsParams,
         req: RequestInfo,
         outcome: Outcome,
-        used: int | None,
+        usage: Usage | None,
         now: float,
     ) -> str | None:
-        """A dispatched call ended. ``used``: its actual tokens, if reported. Returns the
+        """A dispatched call ended. ``usage``: its actual tokens, if reported. Returns the
         held call of its run that may now go to the gateway queue, if any."""
         run = self._by_request.pop(req.request_id, None)
         if run is None:
             return None
         run.in_flight.discard(req.request_id)
-        estimate = req.estimate.total
-        spent = estimate if used is None else used
+        estimate = req.estimate.computed_total
+        spent = req.estimate.total if usage is None else usage.total
+        computed = estimate if usage is None else computed_usage(req.estimate, usage)
         run.spent += spent
+        run.computed += computed
         if run.ended is not None:
             if run.ended is not RunEnd.COMPLETED:
                 self.wasted[run.tenant] = self.wasted.get(run.tenant, 0) + spent
             return None
-        if used is not None:
-            self._draw(run, used - estimate)
+        if usage is not None:
+            self._draw(run, computed - estimate)
         run.last_outcome = outcome
         run.last_active = max(run.last_active, now)
         return self._after_leaving(params, run, now)
@@ -269,7 +272,7 @@ class RunBook:
                 run.flow,
                 params.learned_runs,
                 run.calls,
-                run.spent,
+                run.computed,
                 run.peak,
                 run.reservation.tokens,
             )

@@ -162,8 +162,8 @@ class RunCoordinator:
         self._book.dispatched(req, now)
 
     def released(self, req: RequestInfo, outcome: Outcome, usage: Usage | None, now: float) -> None:
-        used = None if usage is None else usage.total
-        self._promote(self._book.released(self._host.runs_params(), req, outcome, used, now), now)
+        params = self._host.runs_params()
+        self._promote(self._book.released(params, req, outcome, usage, now), now)
 
     def left(self, request_id: str, now: float) -> None:
         """A queued call of a run ended without service."""

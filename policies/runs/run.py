@@ -70,6 +70,7 @@ class Run:
         "branches",
         "calls",
         "closing",
+        "computed",
         "deadline",
         "drawn",
         "ended",
@@ -108,10 +109,14 @@ class Run:
         self.opening = opening
         """The request id of the call that opened the run (it has no precedence)."""
         self.drawn = 0
-        """Estimated tokens of its dispatched calls, corrected with their usage at release."""
+        """Estimated computed tokens (``WorkEstimate.computed_total``: the uncached prompt and
+        the output) of its dispatched calls, corrected with what they computed at release."""
         self.calls = 0
         self.spent = 0
         """Tokens its released calls used (their usage; the estimate when none came back)."""
+        self.computed = 0
+        """Of those, the tokens the engine computed (``computed_usage``): what its flow's
+        later runs learn to reserve."""
         self.peak = 0
         self.in_flight: set[str] = set()
         self.queued: set[str] = set()

@@ -146,3 +146,18 @@ def test_without_a_rate_the_holders_queue_is_empty() -> None:
     st = g.new_state()
     assert refused(g, st, req("s"), ctx(0.0, 100)) == 0.5  # 1 s of work, target 0.5
     assert g.check(st, req("s"), ctx(0.5, 10**6, None)) is None
+
+
+def test_a_session_reserves_the_tokens_its_engine_computes_not_its_cached_prompt() -> None:
+    g, st = gate()
+    cached = RequestInfo(
+        "r",
+        "t",
+        "interactive",
+        "m",
+        WorkEstimate(200, 100, cached_prompt_tokens=150),
+        0.0,
+        session_id="s",
+    )
+    assert refused(g, st, cached, ctx(0.0, 1500)) == 5.0
+    assert held(st) == {"s": (5.0, 150)}  # 50 uncached prompt + 100 output
