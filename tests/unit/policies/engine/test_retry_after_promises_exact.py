@@ -1,7 +1,10 @@
 """Retry-After as a promise of the queue's capacity: refusals told after the returns
 already promised, a new request kept from taking a promised place, a return at its time
 drawing on its promise, promises lapsing, and no measured rate: nothing promised, no limit
-opened."""
+opened. The drain counts the tokens the engine computes: the rate what completed requests
+computed (output and uncached prompt), the queued work, each refusal's own request and the
+promised returns their expected uncached prompt and output (``estimate.computed_total``),
+so a cached context neither stretches a Retry-After nor holds a place it does not need."""
 
 from __future__ import annotations
 
@@ -146,3 +149,51 @@ def test_a_call_of_an_agent_run_is_left_to_the_run_book() -> None:
     assert plain.reason is Reason.OVERLOADED  # the door, as above
     call = request(clock, prompt=20, output=4, run=RunHints("run-1"))
     assert _decision(s.submit(call, f)).decision is DecisionKind.DELAY
+
+
+# -- counted in the tokens the engine computes ----------------------------------------
+
+UNCACHED_RATE = 20.0
+"""80 computed tokens (100 used, 20 of them cached) completed in 4 s of busy time."""
+UNCACHED_QUEUED = 16
+"""Computed tokens queued by the setup: 22 prompt (half of them, 11, cached) + 5 output."""
+
+
+def _measured_half_cached(clock: ManualClock) -> tuple[Scheduler, FleetSnapshot]:
+    """A backend whose prefix cache serves half of every prompt (its hit rate)."""
+    s = scheduler(clock, CONFIG)
+    f = fleet(clock, backend("b1", max_num_seqs=1, prefix_cache_hit_rate=0.5))
+    running = s.submit(request(clock, prompt=60, output=40), f)
+    assert isinstance(running, Ticket)
+    clock.advance(4.0)
+    queued = _decision(s.submit(request(clock, prompt=22, output=5), f))
+    assert queued.decision is DecisionKind.DELAY
+    stats = s.stats()  # 30 of the running prompt's 60 tokens expected cached
+    assert (stats.in_flight_tokens, stats.in_flight_computed_tokens) == (100, 70)
+    assert (stats.queued_tokens, stats.queued_computed_tokens) == (27, UNCACHED_QUEUED)
+    s.release(running, Outcome.COMPLETED, Usage(60, 40, cached_tokens=20))
+    assert (s.stats().drain_tokens_per_s, s.stats().in_flight_computed_tokens) == (UNCACHED_RATE, 0)
+    return s, f
+
+
+def test_refusals_are_told_the_drain_of_the_uncached_work_ahead_and_their_own() -> None:
+    clock = ManualClock()
+    s, f = _measured_half_cached(clock)
+    afters = []
+    for _ in range(3):  # 27 queued + 25 > the bound of 50 (the bound counts every token)
+        out = _decision(s.submit(request(clock, prompt=20, output=5), f))
+        assert out.reason is Reason.QUEUE_FULL
+        afters.append(out.retry_after_s)
+    # each refusal computes 10 + 5 = 15 tokens: (16 + 15 k) / 20
+    assert afters == [(UNCACHED_QUEUED + 15 * k) / UNCACHED_RATE for k in (1, 2, 3)]
+
+
+def test_a_new_request_takes_a_place_the_uncached_promised_work_leaves() -> None:
+    clock = ManualClock()
+    s, f = _measured_half_cached(clock)
+    for _ in range(4):  # promised 4 x 15 = 60 computed tokens
+        _decision(s.submit(request(clock, prompt=20, output=5), f))
+    # 20 + 3 = 23 tokens fit under the bound, and (16 + 60 + 13) / 20 = 4.45 s <= 4.5: it
+    # queues (counted in every token, (27 + 100 + 23) / 25 = 6 s: it would be refused)
+    late = _decision(s.submit(request(clock, prompt=20, output=3), f))
+    assert late.decision is DecisionKind.DELAY
