@@ -15,7 +15,16 @@ from policies.engine.scheduler import Scheduler, Ticket
 from policies.estimate import TokenEstimator
 from policies.fleet import FleetSnapshot
 from policies.registry import build_policy
-from policies.types import Clock, Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
+from policies.types import (
+    Clock,
+    Decision,
+    DecisionKind,
+    Outcome,
+    PromptBlocks,
+    RequestInfo,
+    Usage,
+    WorkEstimate,
+)
 from simulation.ports import AdmissionAnswer, Deferred, Dispatched, Queued
 
 FLOW = "agents"
@@ -43,10 +52,13 @@ class SchedulerAdmission:
         max_tokens_hint: bool = False,
         tenant_of: Callable[[str], str] | None = None,
         marks_retries: bool = True,
+        blocks_of: Callable[[str], PromptBlocks] | None = None,
     ) -> None:
         """``tenant_of``: the tenant of an agent's session id (default: one tenant).
         ``marks_retries`` False: a resent turn reaches the gateway as a new request, as
-        from a client that says nothing of its retries."""
+        from a client that says nothing of its retries. ``blocks_of``: the gateway's chunk
+        hashes of a session's next prompt, sent where the policy keeps a prefix model (as
+        the gateway hashes only then)."""
         self.policy_set = build_policy(policy)
         self.scheduler = Scheduler(self.policy_set, clock=clock, rng=random.Random(seed))
         self._clock, self._model = clock, model
@@ -55,6 +67,7 @@ class SchedulerAdmission:
         self._tickets: dict[str, Ticket] = {}
         self._tenant_of = tenant_of
         self._marks_retries = marks_retries
+        self._blocks_of = blocks_of if self.policy_set.models_prefixes else None
 
     def submit(
         self,
@@ -76,6 +89,7 @@ class SchedulerAdmission:
             is_retry=is_retry and self._marks_retries,
             session_id=session,
             stream=True,
+            blocks=self._blocks_of(session) if self._blocks_of else None,
         )
         return self._verdict(self.scheduler.submit(req, fleet))
 

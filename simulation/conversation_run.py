@@ -58,7 +58,7 @@ def simulate_conversations(
 ) -> ConversationRun:
     clock = VirtualClock()
     backend = EmulatedBackend(profile, model=MODEL)
-    prompts = ConversationPrompts(shape, profile)
+    prompts = ConversationPrompts(shape, profile, MODEL)
     admission = SchedulerAdmission(
         policy,
         clock=clock,
@@ -67,6 +67,7 @@ def simulate_conversations(
         seed=shape.seed,
         tenant_of=prompts.tenant_of,
         marks_retries=False,
+        blocks_of=prompts.gateway_blocks,
     )
     sim = Simulation(
         n_agents=shape.agents,

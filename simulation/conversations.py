@@ -14,9 +14,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from emulator.prefix_hash import block_hashes, text_token_ids
 from emulator.profile import Profile
-from emulator.text import chat_prompt_text, token_text
+from emulator.text import token_text
+from policies.types import PromptBlocks
+from simulation.hashed_prompts import HashedPrompt, hash_chat
 
 Message = dict[str, str]
 
@@ -96,22 +97,29 @@ def conversations(shape: ConversationShape) -> list[Conversation]:
 
 class ConversationPrompts:
     """The simulator's prompts (``simulation.core.Prompts``): each agent's conversation as
-    the emulator's server would tokenize it, replies being the emulator's own filler text."""
+    the emulator's server would tokenize it, replies being the emulator's own filler text,
+    and as a gateway serving ``model`` would hash it (``gateway_blocks``)."""
 
-    def __init__(self, shape: ConversationShape, profile: Profile) -> None:
+    def __init__(self, shape: ConversationShape, profile: Profile, model: str) -> None:
         self.shape = shape
         self._conversations = conversations(shape)
-        self._chars_per_token = profile.chars_per_token
-        self._block_size = profile.engine.block_size
-        self._next: dict[int, tuple[int, tuple[bytes, ...]]] = {}
+        self._profile, self._model = profile, model
+        self._next: dict[int, HashedPrompt] = {}
 
-    def prompt(self, agent: int) -> tuple[int, tuple[bytes, ...]]:
+    def _hashed(self, agent: int) -> HashedPrompt:
         known = self._next.get(agent)
         if known is None:
-            text = chat_prompt_text(self._conversations[agent].messages)
-            ids = text_token_ids(text, self._chars_per_token)
-            known = self._next[agent] = (len(ids), block_hashes(ids, self._block_size))
+            messages = self._conversations[agent].messages
+            known = self._next[agent] = hash_chat(messages, self._profile, self._model)
         return known
+
+    def prompt(self, agent: int) -> tuple[int, tuple[bytes, ...]]:
+        hashed = self._hashed(agent)
+        return hashed.tokens, hashed.engine_blocks
+
+    def gateway_blocks(self, session: str) -> PromptBlocks:
+        """The gateway's chunk hashes of session ``agent-N``'s next turn."""
+        return self._hashed(int(session.rsplit("-", 1)[1])).gateway_blocks
 
     def answered(self, agent: int, output_tokens: int) -> None:
         self._next.pop(agent, None)

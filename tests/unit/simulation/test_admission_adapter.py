@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from emulator.profile import Profile
 from policies.fleet import FleetSnapshot
+from policies.types import PromptBlocks
 from simulation.admission_adapter import SchedulerAdmission
 from simulation.catalog import SEED_POLICIES
 from simulation.engine_adapter import EmulatedBackend
@@ -44,3 +45,32 @@ def test_with_the_swarms_max_tokens_the_estimate_is_the_gateways(profile: Profil
     # with history (5+ turns of 100 tokens), the flow's p90 caps a long turn's max_tokens
     later = charged(profile, True, [100] * 6 + [3000, 20])
     assert later[-2:] == [64 + 100, 64 + 20]
+
+
+def _asked(profile: Profile, policy: dict[str, object]) -> list[str]:
+    """The sessions whose prompt hashes the adapter asked for, one turn of ``agent-3``."""
+    asked: list[str] = []
+
+    def blocks_of(session: str) -> PromptBlocks:
+        asked.append(session)
+        return PromptBlocks((1, 2, 3), 16.0)
+
+    fleet = FleetSnapshot(at=0.0, backends=(EmulatedBackend(profile).view(0.0),))
+    adm = SchedulerAdmission(
+        policy,
+        clock=VirtualClock(),
+        model="m",
+        estimated_output_tokens=10,
+        seed=1,
+        blocks_of=blocks_of,
+    )
+    adm.submit("r0", "agent-3", 64, 10, fleet, is_retry=False)
+    return asked
+
+
+def test_prompt_hashes_go_to_the_scheduler_only_where_the_policy_keeps_a_prefix_model(
+    profile: Profile,
+) -> None:
+    assert _asked(profile, {"cache": {"locality_weight": 1.0}}) == ["agent-3"]
+    assert _asked(profile, {"cache": {"fairness_counts": "computed_tokens"}}) == ["agent-3"]
+    assert _asked(profile, {}) == []  # the default hashes nothing, as the gateway

@@ -42,13 +42,17 @@ def test_agents_speak_their_own_words_and_the_same_seed_gives_the_same_words() -
 
 
 def test_prompts_share_their_blocks_with_the_previous_turn() -> None:
-    prompts = ConversationPrompts(ConversationShape(), PROFILE)
+    prompts = ConversationPrompts(ConversationShape(), PROFILE, "m")
     tokens, hashes = prompts.prompt(0)
+    chunks = prompts.gateway_blocks("agent-0").hashes
     assert prompts.prompt(0) == (tokens, hashes)  # the same turn until it is answered
     prompts.answered(0, 48)
     grown, grown_hashes = prompts.prompt(0)
     assert grown > tokens
     assert grown_hashes[: len(hashes)] == hashes
+    grown_chunks = prompts.gateway_blocks("agent-0").hashes
+    assert grown_chunks[: len(chunks) - 1] == chunks[:-1]  # all but the one the "]" ended
+    assert len(grown_chunks) > len(chunks)
     assert prompts.tenant_of("agent-3") == "tenant-1"
 
 
