@@ -27,16 +27,9 @@ from policies.engine.scheduler import Scheduler, Ticket
 from policies.estimate import TokenEstimator
 from policies.fleet import FleetSnapshot
 from policies.registry import build_policy
-from policies.types import (
-    Decision,
-    DecisionKind,
-    Outcome,
-    PromptBlocks,
-    RequestInfo,
-    Usage,
-    WorkEstimate,
-)
+from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
 from simulation.engine_adapter import EmulatedBackend
+from simulation.hashed_prompts import HashedPrompt
 from simulation.matrix.chat_clients import ChatClient
 from simulation.matrix.probe import PROBE_REQUESTS, probe
 from simulation.matrix.traffic import Tenant, draw_length
@@ -64,10 +57,8 @@ class Request:
     finished: float | None = None
     gave_up_at: float | None = None
     turn: int = 0
-    engine_blocks: tuple[bytes, ...] = ()
-    """The prompt's block hashes as the engine keys its prefix cache (a hashed tenant)."""
-    blocks: PromptBlocks | None = None
-    """The gateway's chunk hashes of the prompt (a hashed tenant, a policy that reads them)."""
+    hashed: HashedPrompt | None = None
+    """The prompt's hashes, the engine's and the gateway's (a hashed tenant)."""
 
 
 @dataclass(slots=True)
@@ -230,9 +221,7 @@ class MatrixSimulation:
             chat.start()
         hashed = chat.prompt(self._max_len - output)
         req = Request(t.name, client, hashed.tokens, output, t.shape.stream, self.clock.now)
-        req.engine_blocks = hashed.engine_blocks
-        if self.scheduler.policy.models_prefixes:
-            req.blocks = hashed.gateway_blocks
+        req.hashed = hashed
         return req
 
     def _submit(self, rid: str) -> None:
@@ -240,6 +229,7 @@ class MatrixSimulation:
         req.attempts += 1
         t = self._tenants[req.tenant]
         est = self._estimator.output_tokens(req.prompt_tokens, req.output_tokens, None, req.tenant)
+        hashed = req.hashed if self.scheduler.policy.models_prefixes else None  # as the gateway
         info = RequestInfo(
             request_id=f"{rid}#{req.attempts}",
             tenant=req.tenant,
@@ -252,7 +242,7 @@ class MatrixSimulation:
             is_retry=req.attempts > 1,
             session_id=f"{req.tenant}-c{req.client}" if t.shape.turns > 1 else None,
             stream=req.stream,
-            blocks=req.blocks,
+            blocks=hashed.gateway_blocks if hashed is not None else None,
         )
         self._answer(self.scheduler.submit(info, self._snapshot()))
 
@@ -268,9 +258,8 @@ class MatrixSimulation:
             self._tickets[rid] = out
             engine = self.engines[out.backend]
             now = self.clock.now
-            engine.add(
-                rid, req.prompt_tokens, req.output_tokens, now, block_hashes=req.engine_blocks
-            )
+            blocks = () if req.hashed is None else req.hashed.engine_blocks
+            engine.add(rid, req.prompt_tokens, req.output_tokens, now, block_hashes=blocks)
         elif out.decision is DecisionKind.REJECT:
             if ret is not None:
                 ret.admitted = False

@@ -7,6 +7,9 @@ from dataclasses import replace
 from typing import Any
 
 from emulator.profile import load_profile
+from policies.engine.scheduler import Ticket
+from policies.fleet import FleetSnapshot
+from policies.types import Decision, RequestInfo
 from simulation.matrix.chat_clients import ChatClient
 from simulation.matrix.loop import MatrixSimulation
 from simulation.matrix.traffic import Shape, Tenant, fixed_length
@@ -49,7 +52,8 @@ def test_an_outgrown_conversation_drops_its_oldest_turn_but_keeps_the_first_ask(
     assert cut.engine_blocks[: len(head) - 1] == head[: len(head) - 1]
 
 
-def _run(policy: dict[str, Any], hashed: bool) -> MatrixSimulation:
+def _run(policy: dict[str, Any], hashed: bool) -> tuple[MatrixSimulation, list[RequestInfo]]:
+    """Six clients of ``SHAPE`` on two backends; what the scheduler was told of each."""
     tenant = Tenant("conv", replace(SHAPE, hashed=hashed), clients=6, think_mean_s=1.0)
     sim = MatrixSimulation(
         tenants=[tenant],
@@ -60,15 +64,23 @@ def _run(policy: dict[str, Any], hashed: bool) -> MatrixSimulation:
         seed=1,
         probe=False,
     )
+    told: list[RequestInfo] = []
+    submit = sim.scheduler.submit
+
+    def recorded(req: RequestInfo, fleet: FleetSnapshot) -> Ticket | Decision:
+        told.append(req)
+        return submit(req, fleet)
+
+    sim.scheduler.submit = recorded  # type: ignore[method-assign]
     sim.run()
-    return sim
+    return sim, told
 
 
 def test_the_engines_serve_the_resent_prefix_and_the_turns_start_sooner() -> None:
-    blind, hashed = _run({"name": "d"}, False), _run({"name": "d"}, True)
+    (blind, _), (hashed, told) = _run({"name": "d"}, False), _run({"name": "d"}, True)
     hits = sum(e.engine.prefix_cache_hits for e in hashed.engines.values())
     assert hits > 0 == sum(e.engine.prefix_cache_hits for e in blind.engines.values())
-    assert all(r.blocks is None for r in hashed.out.requests)  # the default hashes nothing
+    assert told and all(r.blocks is None for r in told)  # the default hashes nothing
 
     def busy(sim: MatrixSimulation) -> float:  # engine prefill: first token after dispatch
         done = [r for r in sim.out.requests if r.first_token is not None and r.turn > 0]
@@ -78,8 +90,12 @@ def test_the_engines_serve_the_resent_prefix_and_the_turns_start_sooner() -> Non
 
 
 def test_a_policy_that_models_prefixes_gets_the_gateways_hashes() -> None:
-    sim = _run({"name": "l", "cache": {"locality_weight": 1.0}}, True)
-    assert all(r.blocks is not None and r.blocks.hashes for r in sim.out.requests)
+    sim, told = _run({"name": "l", "cache": {"locality_weight": 1.0}}, True)
+    assert len(told) >= len(sim.out.requests) > 0
+    for req in told:  # request "conv-N#attempt" is the client's N-th request
+        hashed = sim.out.requests[int(req.request_id[len("conv-") :].split("#")[0])].hashed
+        assert hashed is not None and req.blocks == hashed.gateway_blocks
+        assert req.blocks.hashes
 
 
 def test_the_conversation_and_seed_agent_workloads_are_hashed_and_no_other() -> None:
