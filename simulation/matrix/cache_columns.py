@@ -8,7 +8,9 @@ what charging and placing by the prefix cache changes.
 - ``locality``: ``cost`` with ``locality_weight`` (default 4, the prefix-cache bench's).
 
 Each column is a ratio to the same policy's ``blind`` column (goodput, worst tenant's
-TTFT p99). The default policy's ``blind`` column is the default itself. Example::
+TTFT p99). The default policy's ``blind`` column is the default itself. With
+``--fairness`` the columns are each policy as shipped and the same with only
+``fairness_counts: computed_tokens``. Example::
 
     python -m simulation.matrix.cache_columns --profiles rx9070xt --loads 1,2 --out /tmp/cc
 """
@@ -26,12 +28,20 @@ from simulation.matrix.evaluate import DEFAULT, Policies, evaluate, shipped_poli
 from simulation.matrix.guard import CellRow
 
 COLUMNS = ("blind", "cost", "locality")
+FAIRNESS_COLUMNS = ("shipped", "fairness")
+"""``--fairness``: each policy as shipped against the same with only
+``cache.fairness_counts: computed_tokens`` (what a preset's ``fairness_counts`` line
+changes)."""
 LOCALITY_WEIGHT = 4.0
 
 
 def variant(policy: dict[str, Any], column: str, weight: float = LOCALITY_WEIGHT) -> dict[str, Any]:
     """``policy`` (a ``policy:`` mapping) as column ``column`` charges and places."""
     out = copy.deepcopy(policy)
+    if column in FAIRNESS_COLUMNS:
+        if column == "fairness":
+            out.setdefault("cache", {})["fairness_counts"] = "computed_tokens"
+        return out
     aware = column != "blind"
     counts = "computed_tokens" if aware else "prompt_tokens"
     cache = out.setdefault("cache", {})
@@ -45,35 +55,38 @@ def variant(policy: dict[str, Any], column: str, weight: float = LOCALITY_WEIGHT
 
 
 def label(name: str, column: str) -> str:
-    """The row label: the default's blind column is the matrix's ``default``."""
-    return DEFAULT if (name, column) == (DEFAULT, "blind") else f"{name}:{column}"
+    """The row label: the default's reference column is the matrix's ``default``."""
+    reference = column in (COLUMNS[0], FAIRNESS_COLUMNS[0])
+    return DEFAULT if name == DEFAULT and reference else f"{name}:{column}"
 
 
-def columns(policies: Policies, weight: float = LOCALITY_WEIGHT) -> Policies:
-    return [(label(n, c), variant(p, c, weight)) for n, p in policies for c in COLUMNS]
+def columns(
+    policies: Policies, weight: float = LOCALITY_WEIGHT, names: Sequence[str] = COLUMNS
+) -> Policies:
+    return [(label(n, c), variant(p, c, weight)) for n, p in policies for c in names]
 
 
 def _worst_ttft(row: CellRow) -> float:
     return max(t.ttft_p99_s for t in row.tenants.values())
 
 
-def table(rows: Sequence[CellRow], names: Sequence[str]) -> list[str]:
+def table(
+    rows: Sequence[CellRow], names: Sequence[str], cols: Sequence[str] = COLUMNS
+) -> list[str]:
     """One markdown line per (cell, policy): goodput and worst TTFT p99 per column, the
-    aware columns as ratios to ``blind``."""
+    others as ratios to the first."""
     by = {(r.cell, r.policy): r for r in rows}
-    lines = [
-        "| cell | policy | blind tok/s | cost | locality | blind TTFT p99 s | cost | locality |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    ref, others = cols[0], cols[1:]
+    head = [f"{ref} tok/s", *others, f"{ref} TTFT p99 s", *others]
+    lines = ["| cell | policy | " + " | ".join(head) + " |", "|---" * (len(head) + 2) + "|"]
     for cell in dict.fromkeys(r.cell for r in rows):
         for name in names:
-            blind, cost, local = (by[(cell, label(name, c))] for c in COLUMNS)
-            g, t = blind.goodput_tps, _worst_ttft(blind)
-            lines.append(
-                f"| {cell} | {name} | {g:.0f} | {cost.goodput_tps / g:.2f}x | "
-                f"{local.goodput_tps / g:.2f}x | {t:.2f} | {_worst_ttft(cost) / t:.2f}x | "
-                f"{_worst_ttft(local) / t:.2f}x |"
-            )
+            first, *rest = (by[(cell, label(name, c))] for c in cols)
+            g, t = first.goodput_tps, _worst_ttft(first)
+            goodput = [f"{r.goodput_tps / g:.2f}x" for r in rest]
+            ttft = [f"{_worst_ttft(r) / t:.2f}x" for r in rest]
+            values = [f"{g:.0f}", *goodput, f"{t:.2f}", *ttft]
+            lines.append(f"| {cell} | {name} | " + " | ".join(values) + " |")
     return lines
 
 
@@ -85,6 +98,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--backends", default=None, help="comma-separated (default: 1,2)")
     p.add_argument("--policies", default=None, help="comma-separated (default: all shipped)")
     p.add_argument("--weight", type=float, default=LOCALITY_WEIGHT)
+    p.add_argument(
+        "--fairness",
+        action="store_true",
+        help="each policy as shipped against the same with fairness_counts: computed_tokens",
+    )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, default=None, help="write the table to OUT.md")
     return p
@@ -114,8 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     base = [(n, q) for n, q in shipped_policies() if chosen is None or n in chosen]
     if DEFAULT not in {n for n, _ in base}:
         base.insert(0, next(x for x in shipped_policies() if x[0] == DEFAULT))
-    rows = evaluate(cells, columns(base, args.weight), workers=args.workers, progress=print)
-    lines = table(rows, [n for n, _ in base])
+    cols = FAIRNESS_COLUMNS if args.fairness else COLUMNS
+    policies = columns(base, args.weight, cols)
+    rows = evaluate(cells, policies, workers=args.workers, progress=print)
+    lines = table(rows, [n for n, _ in base], cols)
     print("\n".join(lines))
     if args.out is not None:
         args.out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")

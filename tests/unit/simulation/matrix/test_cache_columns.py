@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from policies.gates.quota_params import QuotaCounts
 from policies.registry import build_policy
-from simulation.matrix.cache_columns import columns, label, table, variant
+from simulation.matrix.cache_columns import FAIRNESS_COLUMNS, columns, label, table, variant
 from simulation.matrix.evaluate import shipped_policies
 from simulation.matrix.guard import CellRow, TenantRow
 
@@ -50,3 +50,16 @@ def test_the_table_gives_the_aware_columns_as_ratios_to_blind() -> None:
     assert table(rows, ["default"])[2] == (
         "| multi-turn/p/1x/2b | default | 100 | 1.10x | 1.50x | 2.00 | 0.50x | 1.50x |"
     )
+
+
+def test_the_fairness_columns_change_only_the_fair_shares_count() -> None:
+    shipped, fairness = (variant(FAIR, c) for c in FAIRNESS_COLUMNS)
+    assert shipped == FAIR
+    assert {**fairness, "cache": FAIR.get("cache", {})} == FAIR
+    assert build_policy(fairness).cache.fairness_counts is QuotaCounts.COMPUTED_TOKENS
+    rows = [_row("default", 100.0, 2.0), _row("default:fairness", 90.0, 2.5)]
+    assert table(rows, ["default"], FAIRNESS_COLUMNS) == [
+        "| cell | policy | shipped tok/s | fairness | shipped TTFT p99 s | fairness |",
+        "|---|---|---|---|---|---|",
+        "| multi-turn/p/1x/2b | default | 100 | 0.90x | 2.00 | 1.25x |",
+    ]
