@@ -98,7 +98,10 @@ class Verdict:
 
 
 class GateContext:
-    """What a gate may read besides the request. Units: seconds, tokens, tokens/second.
+    """What a gate may read besides the request. Units: seconds, tokens, tokens/second;
+    ``queued_tokens`` and ``drain_tokens_per_s`` count the tokens the engines compute (the
+    uncached prompt and the output: ``WorkEstimate.computed_total``), so a gate compares
+    a request's ``computed_total`` with them.
 
     Read-only, built once per request: a plain class that mypyc builds natively (see
     ``policies/native/read_only.py``). Equal only to itself."""
