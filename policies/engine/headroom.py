@@ -61,6 +61,12 @@ class ActiveTenants:
         if not seen:
             self.total_weight = 0.0  # no float drift once empty
 
+    def alone(self, tenant: str) -> bool:
+        """Whether no tenant but ``tenant`` is active: headroom then has nobody to keep
+        slots for, and holds nothing back."""
+        seen = self._seen
+        return not seen or (len(seen) == 1 and tenant in seen)
+
     def weight(self, tenant: str) -> float | None:
         found = self._seen.get(tenant)
         return None if found is None else found[1]

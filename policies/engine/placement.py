@@ -200,13 +200,16 @@ class Placement:
         return params.reserve_fraction > 0 or params.decode_slowdown_max is not None
 
     def allow(self, entry: QueuedEntry) -> bool:
-        return self.may_take(entry.request)
+        return self.may_take(entry.request, queued=True)
 
-    def may_take(self, req: RequestInfo) -> bool:
-        """Headroom: may ``req``'s tenant take one more slot of its model's backends?"""
-        if not self.headroom_on():
-            return True  # every submit asks: no scan when neither reserve nor hold is on
+    def may_take(self, req: RequestInfo, *, queued: bool = False) -> bool:
+        """Headroom: may ``req``'s tenant take one more slot of its model's backends?
+        ``queued``: ``req`` waits in the queue (else it just arrived to an empty one, and
+        the reserve holds it only with ``hold_arrivals``)."""
         params = self._headroom
+        reserve = params.reserve_fraction > 0 and (queued or params.hold_arrivals)
+        if not (reserve or params.decode_slowdown_max is not None) or self.active.alone(req.tenant):
+            return True  # every submit asks: no scan when nothing may hold it, or alone
         limit, lstate = self._limit, self._lstate
         total: float | None = 0.0
         in_flight, tokens, slowdowns, slowed = 0, 0, 0, 0.0
@@ -225,8 +228,8 @@ class Placement:
             slowdown_max, slowdown = params.decode_slowdown_max, slowed / slowdowns
             if not decode_allows(slowdown_max, slowdown, tokens, held, mine, total, weight, active):
                 return False
-        if total is None:
-            return True  # no slot count: the server's signals alone decide the rest
+        if total is None or not reserve:
+            return True  # no slot count, or an arrival with nobody waiting: not held
         return may_take_slot(params, total, in_flight, mine, weight, active)
 
     def took(self, backend: str, req: RequestInfo, tokens: int) -> None:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from simulation.matrix.cells import CI_SLICE, Cell, full_matrix
-from simulation.matrix.evaluate import evaluate, shipped_policies
+from simulation.matrix.evaluate import chosen_policies, evaluate
 from simulation.matrix.report import draw, summary, write_csv
 
 
@@ -36,7 +36,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--profiles", default=None, help="comma-separated profile filter")
     p.add_argument("--loads", default=None, help="comma-separated load filter, e.g. 1,2")
     p.add_argument("--backends", default=None, help="comma-separated backends filter")
-    p.add_argument("--policies", default=None, help="comma-separated filter (default kept)")
+    p.add_argument(
+        "--policies",
+        default=None,
+        help="comma-separated: shipped presets' names, or YAML files' paths to judge beside "
+        "them as candidates (default kept)",
+    )
     p.add_argument("--workers", type=int, default=2, help="worker processes")
     p.add_argument(
         "--out",
@@ -65,9 +70,11 @@ def _select(cells: list[Cell], args: argparse.Namespace) -> list[Cell]:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     cells = _select(list(CI_SLICE) if args.slice == "ci" else full_matrix(), args)
-    policies = shipped_policies()
-    if (chosen := _names(args.policies)) is not None:
-        policies = [(n, p) for n, p in policies if n in chosen or n == "default"]
+    try:
+        policies = chosen_policies(_names(args.policies))
+    except ValueError as e:
+        print(f"sluicegate evaluate: {e}", file=sys.stderr)
+        return 2
     if not cells:
         print("sluicegate evaluate: no cell matches", file=sys.stderr)
         return 2

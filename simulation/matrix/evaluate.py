@@ -27,6 +27,22 @@ def shipped_policies() -> Policies:
     return [resolve_policy(n) for n in names]
 
 
+def chosen_policies(names: set[str] | None) -> Policies:
+    """The default, then the shipped presets ``names`` names (all of them for None), then
+    each other name as a YAML file's path: a candidate judged beside them. Raises
+    ``ValueError`` for a name that is neither, or two policies of one name."""
+    shipped = shipped_policies()
+    if names is None:
+        return shipped
+    known = {n for n, _ in shipped}
+    policies = [(n, p) for n, p in shipped if n in names or n == DEFAULT]
+    policies += [resolve_policy(n) for n in sorted(names - known)]
+    labels = [n for n, _ in policies]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"two policies share a name: {sorted(labels)}")
+    return policies
+
+
 def _kind(tenant: str) -> str:
     """Tenants that differ only by an index (chat-0, chat-1) share one value alone."""
     return re.sub(r"-\d+$", "", tenant)

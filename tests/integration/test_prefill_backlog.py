@@ -90,6 +90,7 @@ async def _ratio(emulator: EmbeddedEmulator, enabled: bool) -> float:
     policy = {
         "ladder": {"steps": []},
         "prefill_backlog": {"enabled": enabled, "ttft_target_s": 0.25},
+        "headroom": {"reserve_fraction": 0.0},  # the bound alone: no slot kept back
     }
     slots = emulator.runner.profile.engine.max_num_seqs  # the gateway fills every slot
     raw = gateway_config([emulator.url], policy, tenants=("victim", "noisy"), max_num_seqs=slots)

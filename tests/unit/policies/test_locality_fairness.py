@@ -27,6 +27,7 @@ POLICY: dict[str, Any] = {
     "fairness": {"type": "vtc"},
     "queue": {"max_wait_s": 100_000},
     "prefill_backlog": {"enabled": False},
+    "headroom": {"reserve_fraction": 0.0},  # VTC's bound alone: no slot kept back
     "ladder": {"steps": []},
 }
 

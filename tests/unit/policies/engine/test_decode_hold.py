@@ -8,7 +8,7 @@ from policies.engine.headroom import decode_allows
 from policies.engine.scheduler import Ticket
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
-HOLD = {"headroom": {"decode_slowdown_max": 1.5}}
+HOLD = {"headroom": {"decode_slowdown_max": 1.5, "reserve_fraction": 0.0}}  # the hold alone
 
 
 def _allows(

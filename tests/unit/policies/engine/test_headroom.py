@@ -37,7 +37,7 @@ def test_no_slot_count_means_no_headroom() -> None:
 
 def test_scheduler_keeps_a_slot_for_the_other_active_tenant() -> None:
     clock = ManualClock()
-    s = scheduler(clock, {"headroom": {"reserve_fraction": 0.25}})
+    s = scheduler(clock, {"headroom": {"reserve_fraction": 0.25, "hold_arrivals": True}})
     f = fleet(clock, backend(max_num_seqs=4))
     first = s.submit(request(clock, tenant="quiet"), f)
     hog = [s.submit(request(clock, tenant="hog"), f) for _ in range(6)]

@@ -17,7 +17,7 @@ from tests.unit.policies.helpers import ManualClock, backend, queued_entry, requ
 FIXED = {"limit": {"type": "fixed", "parameters": {"max_in_flight": 3}}}
 SIGNALS = {"limit": {"type": "server_signals"}}
 NO_PREFILL = {"prefill_backlog": {"enabled": False}}
-QUARTER = {"headroom": {"reserve_fraction": 0.25}}
+QUARTER = {"headroom": {"reserve_fraction": 0.25, "hold_arrivals": True}}
 
 
 def _placement(clock: ManualClock, raw: dict[str, Any], *views: BackendView) -> Placement:
@@ -213,7 +213,9 @@ def test_a_swap_keeps_the_pending_prompts_under_the_new_target() -> None:
 def test_headroom_is_on_only_with_a_reserve() -> None:
     clock = ManualClock()
     assert _placement(clock, QUARTER, *_two()).headroom_on()
-    assert not _placement(clock, {}, *_two()).headroom_on()
+    assert _placement(clock, {}, *_two()).headroom_on()  # the default keeps a reserve
+    off = {"headroom": {"reserve_fraction": 0.0}}
+    assert not _placement(clock, off, *_two()).headroom_on()
 
 
 def _hog(place: Placement, clock: ManualClock, b1: int, b2: int) -> None:
@@ -433,6 +435,7 @@ def test_a_tenant_seen_before_the_active_window_no_longer_counts() -> None:
 def test_a_backend_that_reports_no_slots_takes_no_one() -> None:
     clock = ManualClock()
     reserve = _placement(clock, QUARTER | NO_PREFILL, backend("b1", max_num_seqs=0))
+    reserve.active.touch("quiet", 1.0, clock.now)  # (alone, a tenant is never held)
     assert not reserve.may_take(request(clock, tenant="new"))
     held = _placement(clock, HOLD, backend("b1", **(SLOWED | {"max_num_seqs": 0})))
     held.active.touch("quiet", 1.0, clock.now)

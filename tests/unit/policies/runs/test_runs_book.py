@@ -260,7 +260,7 @@ def test_a_continuation_set_aside_by_headroom_is_neither_lost_nor_dispatched_twi
             "runs": {"enabled": True},
             "fairness": {"type": "fifo"},
             "limit": {"type": "fixed", "parameters": {"max_in_flight": 4}},
-            "headroom": {"reserve_fraction": 0.5},
+            "headroom": {"reserve_fraction": 0.5, "hold_arrivals": True},
         },
     )
     f = fleet(clock)
@@ -308,7 +308,7 @@ def test_precedence_over_many_queued_calls_of_the_same_instant() -> None:
 
 def test_calls_queued_for_capacity_count_against_the_branch_limit() -> None:
     clock = ManualClock()
-    s = runs_on(clock)
+    s = scheduler(clock, {"runs": {"enabled": True}, "headroom": {"reserve_fraction": 0.0}})
     f = fleet(clock, backend(max_num_seqs=2))
     fill = [s.submit(request(clock, tenant="t2"), f) for _ in range(2)]
     out = [s.submit(call(clock, "a", branches=2), f) for _ in range(4)]

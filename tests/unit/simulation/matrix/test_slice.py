@@ -33,9 +33,13 @@ def test_the_ci_slice_measures_every_cell_and_policy(tmp_path: Path) -> None:
         assert r.probe_distinct <= r.probe_refused <= 100
     noisy = next(r for r in rows if r.noisy and r.policy == "default")
     assert set(noisy.tenants) == {"victim", "noisy"}
-    # the default lets the flood reach the victim's tail (the 78x on cpu-tiny)
+    # the default keeps the flood's slots from the victim's tail as well as the preset
+    # built for it (its headroom reserve; without it the victim's TTFT p99 was 135x its
+    # value alone here, against fair-share's 9x). What is left is the engine's prefill of
+    # the flood's prompts, which no admission order removes (5x already at 0.5x load).
+    guarded = next(r for r in rows if r.cell == noisy.cell and r.policy == "fair-share")
     victim = noisy.tenants["victim"]
-    assert victim.ttft_p99_s > 3 * victim.alone_p99_s
+    assert victim.ttft_p99_s <= 1.1 * guarded.tenants["victim"].ttft_p99_s
     write_csv(rows, tmp_path / "m.csv")
     with (tmp_path / "m.csv").open() as f:
         read = list(csv.DictReader(f))

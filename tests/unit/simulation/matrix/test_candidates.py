@@ -1,0 +1,34 @@
+"""``sluicegate evaluate --policies``: shipped presets by name, other policies by a YAML
+file's path, judged beside the default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simulation.matrix.evaluate import chosen_policies, shipped_policies
+
+
+def test_a_yaml_path_joins_the_default_and_the_presets_named(tmp_path: Path) -> None:
+    path = tmp_path / "candidate.yaml"
+    path.write_text("policy:\n  name: wider\n  headroom: {reserve_fraction: 0.5}\n")
+    chosen = chosen_policies({"fair-share", str(path)})
+    assert [name for name, _ in chosen] == ["default", "fair-share", "wider"]
+    assert chosen[-1][1]["headroom"] == {"reserve_fraction": 0.5}
+
+
+def test_no_names_is_every_shipped_policy() -> None:
+    assert chosen_policies(None) == shipped_policies()
+
+
+def test_a_candidate_named_like_a_preset_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "clash.yaml"
+    path.write_text("policy:\n  name: codel\n")
+    with pytest.raises(ValueError, match="share a name"):
+        chosen_policies({"codel", str(path)})
+
+
+def test_a_name_that_is_no_preset_nor_file_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown policy"):
+        chosen_policies({"no-such-policy"})
