@@ -12,6 +12,13 @@ Example::
 
     sluicegate evaluate-live --out bench/evaluate/live-subset
     sluicegate evaluate-live --cells noisy-1500/rx9070xt/2x/1b --duration 60 --out /tmp/one
+    sluicegate evaluate-live --engine http://127.0.0.1:8001 --cells multi-turn/cpu-tiny/1x/1b \
+        --duration 20 --out /tmp/vllm
+
+``--engine URL`` (repeatable) puts a running vLLM behind the cell's gateway instead of the
+emulators: the served model and its length are read from its ``/v1/models``, and the cell
+runs at real time (speed 1), its capacity still the one the simulator measures for the
+cell's profile (``cpu-tiny`` is the profile fitted from vLLM-CPU with the tiny model).
 """
 
 from __future__ import annotations
@@ -25,10 +32,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from commands.live_services import api_key, cell_services
+import httpx
+
+from commands.live_services import Engines, api_key, cell_services
 from simulation.matrix.agreement import Agreement, compare, summary, write_csv
 from simulation.matrix.live_cells import LiveCell, select
 from simulation.matrix.live_run import LiveResult, drive, tenant_names
+from simulation.matrix.loop import MODEL
 from simulation.matrix.measure import capacity_of, run_cell
 from simulation.matrix.workloads import Capacity
 from simulation.run_cli import resolve_policy
@@ -42,6 +52,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--duration", type=float, default=None, help="emulated seconds of arrivals (both sides)"
+    )
+    p.add_argument(
+        "--engine",
+        action="append",
+        default=None,
+        metavar="URL",
+        help="a running vLLM to put behind the gateway instead of the emulators (repeatable)",
     )
     p.add_argument("--seed", type=int, default=1, help="the live run's seed")
     p.add_argument(
@@ -57,21 +74,32 @@ def parser() -> argparse.ArgumentParser:
 
 
 def run_live(
-    lc: LiveCell, policy: dict[str, object], cap: Capacity, seed: int
+    lc: LiveCell,
+    policy: dict[str, object],
+    cap: Capacity,
+    seed: int,
+    engines: Engines | None = None,
 ) -> tuple[LiveResult, list[str]]:
     names, anonymous = tenant_names(lc, cap)
     keys = {n: api_key(n) for n in names}
-    with cell_services(lc, policy, names, anonymous=anonymous) as url:
-        return asyncio.run(drive(lc, cap, url, keys, seed=seed)), names
+    model, max_len = (engines.model, engines.max_model_len) if engines else (MODEL, None)
+    with cell_services(lc, policy, names, anonymous=anonymous, engines=engines) as url:
+        run = drive(lc, cap, url, keys, seed=seed, model=model, max_len=max_len)
+        return asyncio.run(run), names
 
 
 def one_cell(
-    lc: LiveCell, label: str, policy: dict[str, object], seed: int, sim_seeds: int
+    lc: LiveCell,
+    label: str,
+    policy: dict[str, object],
+    seed: int,
+    sim_seeds: int,
+    engines: Engines | None = None,
 ) -> tuple[list[Agreement], str]:
-    """The cell live (``seed``) and simulated (seeds 1..``sim_seeds``) under ``policy``;
-    the agreement rows and a status line."""
+    """The cell live (``seed``; against ``engines`` when given) and simulated (seeds
+    1..``sim_seeds``) under ``policy``; the agreement rows and a status line."""
     cap = capacity_of(lc.cell)
-    live, _ = run_live(lc, policy, cap, seed)
+    live, _ = run_live(lc, policy, cap, seed, engines)
     simulated = [
         run_cell(lc.cell, policy, cap, seed=s, duration_s=lc.duration_s)
         for s in range(1, sim_seeds + 1)
@@ -94,17 +122,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cells = select(None if args.cells is None else args.cells.split(","))
         policies = [resolve_policy(n) for n in args.policies.split(",") if n]
-    except ValueError as exc:
+        engines = None if args.engine is None else Engines.read(args.engine)
+    except (ValueError, httpx.HTTPError) as exc:
         print(f"sluicegate evaluate-live: {exc}", file=sys.stderr)
         return 2
     if args.duration is not None:
         cells = [replace(c, duration_s=args.duration) for c in cells]
+    if engines is not None:  # a real engine runs at real time
+        cells = [replace(c, speed=1.0) for c in cells]
     started = time.monotonic()
     rows: list[Agreement] = []
     statuses = [f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"]
     for lc in cells:
         for label, policy in policies:
-            got, status = one_cell(lc, label, policy, args.seed, args.sim_seeds)
+            got, status = one_cell(lc, label, policy, args.seed, args.sim_seeds, engines)
             rows += got
             statuses.append(status)
             print(f"[{time.monotonic() - started:5.0f}s] {status}", flush=True)

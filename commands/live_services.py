@@ -1,6 +1,7 @@
-"""The processes of one live cell: an emulator per backend (``sluicegate emulate``) and the
-gateway (``sluicegate serve``) in front of them, on free loopback ports, each in its own
-process group and stopped when the block ends (``cell_services``)."""
+"""The processes of one live cell: an emulator per backend (``sluicegate emulate``), or
+running engines given by URL (``Engines``: a real vLLM), and the gateway (``sluicegate
+serve``) in front of them, on free loopback ports, each started process in its own process
+group and stopped when the block ends (``cell_services``)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,31 @@ from simulation.matrix.loop import MODEL
 SCRAPE_INTERVAL_S = 0.05
 """Wall seconds between the gateway's /metrics scrapes (the simulator's view is exact)."""
 START_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Engines:
+    """Running OpenAI servers (a real vLLM) that a cell's gateway fronts instead of the
+    emulators: what they serve is read from them (``Engines.read``), not typed in."""
+
+    urls: tuple[str, ...]
+    model: str
+    """The model they serve (``/v1/models``)."""
+    max_model_len: int
+    """Their model length (``/v1/models``' ``max_model_len``)."""
+
+    @classmethod
+    def read(cls, urls: list[str]) -> Engines:
+        """The served model and its length from each server's ``/v1/models``; every
+        server must serve the same."""
+        served = set()
+        for url in urls:
+            models = httpx.get(f"{url}/v1/models", timeout=10.0).raise_for_status().json()
+            served |= {(m["id"], int(m["max_model_len"])) for m in models["data"]}
+        if len(served) != 1:
+            raise ValueError(f"the engines must serve one model alike, not {sorted(served)}")
+        ((model, max_len),) = served
+        return cls(tuple(urls), model, max_len)
 
 
 def api_key(tenant: str) -> str:
@@ -110,10 +136,11 @@ def gateway_config(
     *,
     anonymous: str | None = None,
     port: int,
+    model: str = MODEL,
 ) -> dict[str, Any]:
     """The gateway of one live cell: one key per tenant (``api_key``), or ``anonymous``
-    for clients that send none; every backend states the profile's slots, as the
-    simulator's view does."""
+    for clients that send none; every backend serves ``model`` and states the profile's
+    slots, as the simulator's view does."""
     slots = load_profile(lc.cell.profile).engine.max_num_seqs
     raw: dict[str, Any] = {
         "server": {"host": "127.0.0.1", "port": port, "log_records": False},
@@ -122,7 +149,7 @@ def gateway_config(
             for t in tenants
         ],
         "backends": [
-            {"name": f"emu-{i}", "url": url, "models": [MODEL], "max_num_seqs": slots}
+            {"name": f"emu-{i}", "url": url, "models": [model], "max_num_seqs": slots}
             for i, url in enumerate(backends)
         ],
         "scrape": {"interval_s": SCRAPE_INTERVAL_S},
@@ -170,15 +197,21 @@ def _start(argv: list[str], port: int, ready: str, services: list[Service]) -> S
 
 @contextlib.contextmanager
 def cell_services(
-    lc: LiveCell, policy: dict[str, Any], tenants: list[str], *, anonymous: str | None = None
+    lc: LiveCell,
+    policy: dict[str, Any],
+    tenants: list[str],
+    *,
+    anonymous: str | None = None,
+    engines: Engines | None = None,
 ) -> Iterator[str]:
-    """The cell's emulators and gateway; yields the gateway's URL. Every process started
-    is stopped in ``finally``; their logs are removed when they stopped cleanly."""
+    """The cell's emulators (none when ``engines`` are given) and gateway; yields the
+    gateway's URL. Every process started is stopped in ``finally``; their logs are removed
+    when they stopped cleanly."""
     services: list[Service] = []
     config = Path(tempfile.mkstemp(prefix="sluicegate-live-", suffix=".yaml")[1])
     try:
-        urls = []
-        for i in range(lc.cell.backends):
+        urls = list(engines.urls) if engines is not None else []
+        for i in range(lc.cell.backends if engines is None else 0):
             port = free_port()
             argv = emulate(
                 port,
@@ -192,7 +225,8 @@ def cell_services(
             )
             urls.append(_start(argv, port, "/health", services).url)
         port = free_port()
-        raw = gateway_config(lc, policy, tenants, urls, anonymous=anonymous, port=port)
+        model = engines.model if engines is not None else MODEL
+        raw = gateway_config(lc, policy, tenants, urls, anonymous=anonymous, port=port, model=model)
         config.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
         yield _start(serve(config, records=False), port, "/readyz", services).url
     finally:

@@ -78,9 +78,18 @@ def tenant_names(lc: LiveCell, cap: Capacity) -> tuple[list[str], str | None]:
 
 
 async def drive(
-    lc: LiveCell, cap: Capacity, url: str, keys: dict[str, str], *, seed: int = 1
+    lc: LiveCell,
+    cap: Capacity,
+    url: str,
+    keys: dict[str, str],
+    *,
+    seed: int = 1,
+    model: str = MODEL,
+    max_len: int | None = None,
 ) -> LiveResult:
-    """The cell's clients against the gateway at ``url`` until every request ended."""
+    """The cell's clients against the gateway at ``url`` until every request ended.
+    ``model``: the name the backends serve; ``max_len``: their model length (the cell's
+    profile's when None)."""
     started = time.monotonic()
     transport = CountingTransport()
     cut = failures = 0
@@ -88,7 +97,7 @@ async def drive(
     if (runs := run_workload(lc.cell)) is not None:
         plans = arrivals(runs, run_rate(lc.cell, cap, runs), lc.duration_s, seed)
         args = argparse.Namespace(
-            url=url, model=MODEL, speed=lc.speed, request_timeout=REQUEST_TIMEOUT_S
+            url=url, model=model, speed=lc.speed, request_timeout=REQUEST_TIMEOUT_S
         )
         swarm = await swarm_runs(args, runs, plans, transport=transport)
         measured = measure_runs(swarm.records, swarm.call_ttft, start, end)
@@ -101,8 +110,8 @@ async def drive(
                 client,
                 cell_tenants(lc.cell, cap),
                 keys,
-                model=MODEL,
-                max_len=load_profile(lc.cell.profile).engine.max_model_len,
+                model=model,
+                max_len=max_len or load_profile(lc.cell.profile).engine.max_model_len,
                 duration_s=lc.duration_s,
                 clock=LiveClock(lc.speed),
                 seed=seed,
