@@ -222,12 +222,13 @@ class Engine:
     def _schedule_running(
         self, batch: list[tuple[_Seq, int]], preempted: list[str], budget: int
     ) -> int:
+        running, allocate = self._running, self._allocate
         i = 0
-        while i < len(self._running) and budget > 0:
-            seq = self._running[i]
-            n = min(seq.remaining, budget)
-            while not self._allocate(seq, seq.computed + n):
-                victim = self._running.pop()  # FCFS: the latest arrival goes first
+        while i < len(running) and budget > 0:
+            seq = running[i]
+            n = min(seq.prompt_tokens + seq.generated - seq.computed, budget)  # remaining
+            while not allocate(seq, seq.computed + n):
+                victim = running.pop()  # FCFS: the latest arrival goes first
                 self._preempt(victim)
                 preempted.append(victim.req_id)
                 if victim is seq:
@@ -308,6 +309,11 @@ class Engine:
 
     def _allocate(self, seq: _Seq, tokens: int, hit: list[int] | None = None) -> bool:
         """Give ``seq`` blocks for ``tokens`` tokens, ``hit`` (cached blocks) first."""
+        if not hit and -(-tokens // self.config.block_size) <= len(seq.blocks):
+            # Its blocks already hold ``tokens`` (most decode steps): nothing to take.
+            if seq.cached_blocks < len(seq.block_hashes):
+                self._cache_full_blocks(seq, tokens)
+            return True
         hit = hit or []
         need = math.ceil(tokens / self.config.block_size) - len(seq.blocks) - len(hit)
         if max(need, 0) + self._pool.evictable(hit) > self._pool.num_free:

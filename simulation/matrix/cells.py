@@ -1,8 +1,9 @@
 """The matrix's cells: workload x engine profile x load x backends, and the slice CI runs.
 
 Each profile's cells run for ``DURATION_S`` simulated seconds of arrivals (the first
-quarter unmeasured): long enough for hundreds of requests at 0.5x on each profile, short
-enough that the whole matrix fits in 30 minutes on 2 cores.
+quarter unmeasured): long enough for hundreds of requests at 0.5x on each profile. The
+whole matrix does not fit in 30 minutes on 2 cores yet; the ``mi300x`` cells cost most of
+it (docs/evaluate.md, "What a run of the matrix costs").
 """
 
 from __future__ import annotations

@@ -111,10 +111,28 @@ def evaluate(
         results[key] = measured
         if i % 50 == 0 or i == len(jobs):
             say(f"{i}/{len(jobs)} runs")
-    return [_row(cell, label, results) for cell in cells for label, _ in policies]
+    return [
+        _row(cell, label, results, caps[(cell.workload, cell.profile, cell.backends)])
+        for cell in cells
+        for label, _ in policies
+    ]
 
 
-def _row(cell: Cell, label: str, results: dict[tuple[Cell, str, str | None], Measured]) -> CellRow:
+def _clients(cell: Cell, cap: Capacity) -> dict[str, int]:
+    from emulator.profile import load_profile
+
+    workload = WORKLOADS[cell.workload]
+    if workload.tenants is None:
+        return {}
+    return {t.name: t.clients for t in workload.tenants(load_profile(cell.profile), cell.load, cap)}
+
+
+def _row(
+    cell: Cell,
+    label: str,
+    results: dict[tuple[Cell, str, str | None], Measured],
+    cap: Capacity,
+) -> CellRow:
     m = results[(cell, label, None)]
     default = results[(cell, DEFAULT, None)]
     alone: dict[str, float] = {}
@@ -127,9 +145,16 @@ def _row(cell: Cell, label: str, results: dict[tuple[Cell, str, str | None], Mea
     served_total = sum(s for _, s in m.tenants.values())
     fair = fair_shares(demand, dict.fromkeys(demand, 1.0), served_total)
     workload = WORKLOADS[cell.workload]
+    clients = _clients(cell, cap)
     tenants = {
         name: TenantRow(
-            ttft, alone[name], served / served_total if served_total else 0.0, fair[name]
+            ttft,
+            alone[name],
+            served / served_total if served_total else 0.0,
+            fair[name],
+            served_tps=served,
+            alone_tps=demand[name],
+            clients=clients.get(name, 0),
         )
         for name, (ttft, served) in m.tenants.items()
     }

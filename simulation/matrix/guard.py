@@ -7,11 +7,23 @@ tenant. Goals: in noisy cells the victim's TTFT p99 at most 3x its value alone (
 default's runs/s (Must-have 3); at 1.5x and 2x load at least 90 % of the clients that
 come back when Retry-After says are admitted, and no two of the probe's simultaneous
 refusals share a value (Must-have 6).
+
+The frontier (``frontier.py``) sorts a missed victim goal: ``victim`` where some policy
+could have met it, ``victim-outside-frontier`` where none can (excused). The goal is
+reachable in a noisy cell when, on the profile's step time model, some mix of batches keeps
+the victim's turn time within ``VICTIM_CEILING`` x its value alone while the noisy tenant
+keeps ``THROUGHPUT_FLOOR`` of what it gets at that load with nobody limiting it (the
+do-no-harm floor on goodput, which the noisy tenant's tokens dominate).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+
+from emulator.profile import load_profile
+from simulation.matrix import frontier
+from simulation.matrix.workloads import WORKLOADS, Capacity
 
 THROUGHPUT_FLOOR = 0.95
 TTFT_CEILING = 1.1
@@ -19,6 +31,11 @@ VICTIM_CEILING = 3.0
 RUNS_GOAL = 1.5
 RA_GOAL = 0.9
 OVERLOAD = frozenset({1.5, 2.0})
+FRONTIER_GAP = 0.1
+"""A preset's (victim share, noisy share) point must lie within this of the frontier."""
+OUTSIDE_FRONTIER = "victim-outside-frontier"
+EXCUSED = frozenset({OUTSIDE_FRONTIER})
+"""Goals missed where no policy can reach them: reported, not held against a preset."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +44,11 @@ class TenantRow:
     alone_p99_s: float
     share: float
     fair_share: float
+    served_tps: float = 0.0
+    """Tokens served per second of window; ``alone_tps`` is its value alone."""
+    alone_tps: float = 0.0
+    clients: int = 0
+    """A closed-loop tenant's concurrency in this cell (0: open loop)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +129,7 @@ def goals_missed(row: CellRow, default: CellRow) -> list[str]:
     missed = []
     victim = row.tenants.get("victim")
     if row.noisy and victim and _ratio(victim.ttft_p99_s, victim.alone_p99_s) > VICTIM_CEILING:
-        missed.append("victim")
+        missed.append("victim" if victim_reachable(row) is not False else OUTSIDE_FRONTIER)
     runs_goal = row.runs and row.load == 2.0 and row.policy == "agent-runs"
     if runs_goal and completed_ratio(row, default) < RUNS_GOAL:
         missed.append("runs")
@@ -116,6 +138,63 @@ def goals_missed(row: CellRow, default: CellRow) -> list[str]:
     if row.probe_distinct < row.probe_refused:
         missed.append("synchronised")
     return missed
+
+
+def victim_frontier(row: CellRow) -> list[frontier.Row] | None:
+    """The frontier of a noisy cell at the noisy tenant's concurrency (None: not a noisy
+    cell, or its concurrency unknown)."""
+    noisy = row.tenants.get("noisy")
+    if not row.noisy or noisy is None or noisy.clients <= 0:
+        return None
+    return _frontier(row.workload, row.profile, row.backends, noisy.clients)
+
+
+@functools.lru_cache(maxsize=512)
+def _frontier(workload: str, profile: str, backends: int, clients: int) -> list[frontier.Row]:
+    tenants = WORKLOADS[workload].tenants
+    assert tenants is not None
+    p = load_profile(profile)
+    by_name = {t.name: t for t in tenants(p, 1.0, Capacity(1.0, 1.0))}  # only the shapes
+    victim, noisy = by_name["victim"], by_name["noisy"]
+    shape = frontier.Shape(
+        victims=victim.clients,
+        victim_prompt=victim.shape.prompt_tokens,
+        victim_output=round(victim.shape.lengths.mean),
+        noisy_prompt=noisy.shape.prompt_tokens,
+        noisy_output=round(noisy.shape.lengths.mean),
+    )
+    return frontier.rows(p, shape, clients=clients, backends=backends)
+
+
+def victim_reach(row: CellRow) -> float | None:
+    """The best victim share any policy reaches in this cell while the noisy tenant keeps
+    ``THROUGHPUT_FLOOR`` of its unlimited throughput (None: not a noisy cell)."""
+    table = victim_frontier(row)
+    if table is None:
+        return None
+    noisy = row.tenants["noisy"]
+    free = frontier.unlimited(table, clients=noisy.clients, backends=row.backends)
+    return frontier.best_share(table, THROUGHPUT_FLOOR * free.noisy_share) or 0.0
+
+
+def victim_reachable(row: CellRow) -> bool | None:
+    """Can any policy hold the victim's TTFT p99 within ``VICTIM_CEILING`` x alone here?"""
+    best = victim_reach(row)
+    return None if best is None else best >= 1.0 / VICTIM_CEILING
+
+
+def frontier_gap(row: CellRow) -> float | None:
+    """How far below the frontier the row's measured (victim share, noisy share) lies:
+    shares are each tenant's tokens served against its value alone in the cell."""
+    table = victim_frontier(row)
+    victim, noisy = row.tenants.get("victim"), row.tenants.get("noisy")
+    if table is None or victim is None or noisy is None:
+        return None
+    if victim.alone_tps <= 0.0 or noisy.alone_tps <= 0.0:
+        return None
+    v = victim.served_tps / victim.alone_tps
+    n = noisy.served_tps / noisy.alone_tps
+    return frontier.gap(table, v, n)
 
 
 def fair_shares(

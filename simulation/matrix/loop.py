@@ -181,6 +181,9 @@ class MatrixSimulation:
             name, step = event.payload
             self._busy[name] = False
             self._step_end(step)
+            if not step.changed:
+                self._kick(name)  # a plain decode step: skip the policy pump (as core.py)
+                return
         elif event.what == "probe":
             t = next(iter(self._tenants.values()))
             self.out.probe_retry_after = probe(
@@ -316,12 +319,8 @@ class MatrixSimulation:
     def _pump(self) -> None:
         for out in self.scheduler.poll(self._snapshot()):
             self._answer(out)
-        for name, engine in self.engines.items():
-            if not self._busy[name]:
-                step = engine.step(self.clock.now)
-                if step is not None:
-                    self._busy[name] = True
-                    self._push(self.clock.now + step.duration_s, "step", (name, step))
+        for name in self.engines:
+            self._kick(name)
         wake, now = self.scheduler.next_wakeup(), self.clock.now
         if (
             wake is not None
@@ -330,6 +329,15 @@ class MatrixSimulation:
         ):
             self._armed = wake
             self._push(wake, "wake")
+
+    def _kick(self, name: str) -> None:
+        """Start ``name``'s next step if it is idle and has work."""
+        if self._busy[name]:
+            return
+        step = self.engines[name].step(self.clock.now)
+        if step is not None:
+            self._busy[name] = True
+            self._push(self.clock.now + step.duration_s, "step", (name, step))
 
     def _snapshot(self) -> FleetSnapshot:
         now = self.clock.now

@@ -9,13 +9,17 @@ from collections import defaultdict
 from pathlib import Path
 
 from simulation.matrix.guard import (
+    EXCUSED,
+    FRONTIER_GAP,
     CellRow,
     completed_ratio,
+    frontier_gap,
     goals_missed,
     goodput_ratio,
     harms,
     score,
     ttft_ratio,
+    victim_reachable,
 )
 
 COLUMNS = (
@@ -31,6 +35,8 @@ COLUMNS = (
     "ttft_vs_default",
     "worst_ttft_vs_alone",
     "victim_ttft_vs_alone",
+    "victim_goal_reachable",
+    "frontier_gap",
     "min_share_vs_fair",
     "ra_returns",
     "ra_accuracy",
@@ -78,6 +84,8 @@ def csv_row(row: CellRow, default: CellRow) -> dict[str, str]:
         "victim_ttft_vs_alone": _fmt(
             _vs(victim.ttft_p99_s, victim.alone_p99_s) if victim else None
         ),
+        "victim_goal_reachable": _yes_no(victim_reachable(row)),
+        "frontier_gap": _fmt(frontier_gap(row)),
         "min_share_vs_fair": _fmt(min(shares, default=None)),  # type: ignore[type-var]
         "ra_returns": str(row.ra_returns),
         "ra_accuracy": _fmt(row.ra_accuracy),
@@ -87,6 +95,10 @@ def csv_row(row: CellRow, default: CellRow) -> dict[str, str]:
         "goals_missed": "|".join(goals_missed(row, default)),
         "tenants": tenants,
     }
+
+
+def _yes_no(x: bool | None) -> str:
+    return "" if x is None else ("yes" if x else "no")
 
 
 def write_csv(rows: list[CellRow], path: Path) -> None:
@@ -111,8 +123,9 @@ def summary(rows: list[CellRow]) -> list[str]:
         for r in mine:
             for g in goals_missed(r, base[r.cell]):
                 goals[g] += 1
+        near = _frontier_line(mine)
         if policy == "default":
-            lines.append(f"default: goals missed {dict(goals) or 'none'}")
+            lines.append(f"default: goals missed {dict(goals) or 'none'}{near}")
             continue
         passed = sum(1 for r in mine if not harms(r, base[r.cell]))
         worst_g = min(mine, key=lambda r: goodput_ratio(r, base[r.cell]))
@@ -123,9 +136,22 @@ def summary(rows: list[CellRow]) -> list[str]:
             f"{goodput_ratio(worst_g, base[worst_g.cell]):.2f}x ({worst_g.cell}), completed "
             f"{completed_ratio(worst_c, base[worst_c.cell]):.2f}x ({worst_c.cell}), TTFT p99 "
             f"{ttft_ratio(worst_t, base[worst_t.cell]):.2f}x ({worst_t.cell}); "
-            f"goals missed {dict(goals) or 'none'}"
+            f"goals missed {dict(goals) or 'none'}{near}"
         )
     return lines
+
+
+def _frontier_line(rows: list[CellRow]) -> str:
+    """Noisy cells whose measured point lies within ``FRONTIER_GAP`` of the frontier."""
+    gaps = [(g, r.cell) for r in rows if (g := frontier_gap(r)) is not None]
+    if not gaps:
+        return ""
+    near = sum(1 for g, _ in gaps if g <= FRONTIER_GAP)
+    worst, cell = max(gaps)
+    return (
+        f"; frontier within {FRONTIER_GAP:g}: {near}/{len(gaps)} noisy cells, "
+        f"worst gap {worst:.2f} ({cell})"
+    )
 
 
 def draw(rows: list[CellRow], path: Path) -> None:
@@ -166,12 +192,16 @@ def draw(rows: list[CellRow], path: Path) -> None:
     if image is not None:
         bar = fig.colorbar(image, ax=axes[:, 0].tolist(), shrink=0.6)
         bar.set_label("log2(worst guard ratio to default)")
-    fig.suptitle("sluicegate evaluate: x = do-no-harm missed, o = goal missed", fontsize=10)
+    fig.suptitle(
+        "sluicegate evaluate: x = do-no-harm missed, o = goal missed (outside the frontier: "
+        "not marked)",
+        fontsize=10,
+    )
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
 def _mark(row: CellRow, default: CellRow) -> str:
     harm = row.policy != "default" and bool(harms(row, default))
-    goal = bool(goals_missed(row, default))
+    goal = any(g not in EXCUSED for g in goals_missed(row, default))
     return ("x" if harm else "") + ("o" if goal else "")

@@ -1,0 +1,85 @@
+"""The frontier's judgement of noisy cells, on the shipped profiles' step time models: a
+missed victim goal is held against a policy only where some policy could meet it."""
+
+from __future__ import annotations
+
+import pytest
+
+from emulator.profile import load_profile
+from simulation.matrix import frontier
+from simulation.matrix.guard import (
+    OUTSIDE_FRONTIER,
+    THROUGHPUT_FLOOR,
+    VICTIM_CEILING,
+    CellRow,
+    TenantRow,
+    frontier_gap,
+    goals_missed,
+    victim_frontier,
+    victim_reachable,
+)
+
+
+def noisy_row(
+    profile: str,
+    clients: int,
+    *,
+    backends: int = 1,
+    workload: str = "noisy-1500",
+    victim_share: float = 0.5,
+    noisy_share: float = 1.0,
+) -> CellRow:
+    """A noisy cell whose victim's TTFT p99 is 4x its value alone (the goal missed)."""
+    tenants = {
+        "victim": TenantRow(0.4, 0.1, 0.1, 0.1, victim_share * 100, 100.0, clients=2),
+        "noisy": TenantRow(2.0, 1.0, 0.9, 0.9, noisy_share * 1000, 1000.0, clients=clients),
+    }
+    return CellRow(workload, profile, 2.0, backends, "p", 1.0, 1.0, tenants, noisy=True)
+
+
+def test_a_missed_victim_goal_within_reach_is_held_against_the_policy() -> None:
+    row = noisy_row("rx9070xt", 16)
+    assert victim_reachable(row) is True
+    assert goals_missed(row, row) == ["victim"]
+
+
+def test_a_victim_goal_no_policy_can_reach_is_excused() -> None:
+    row = noisy_row("mi300x", 256)
+    assert victim_reachable(row) is False
+    assert goals_missed(row, row) == [OUTSIDE_FRONTIER]
+    # From the profile directly: on one engine the noisy tenant's tokens/s grow with the
+    # sequences it runs, so the fewest that keep the do-no-harm floor are the best a policy
+    # can do for the victim, and even then the victim's step is past the ceiling.
+    p, shape = load_profile("mi300x"), frontier.Shape()
+
+    def tps(k: int) -> float:
+        return k / frontier.step_s(p, shape, 2, k)
+
+    free = tps(256)
+    fewest = next(k for k in range(257) if tps(k) >= THROUGHPUT_FLOOR * free)
+    slowdown = frontier.step_s(p, shape, 2, fewest) / frontier.step_s(p, shape, 2, 0)
+    assert slowdown > VICTIM_CEILING
+
+
+def test_a_second_backend_brings_the_goal_within_reach() -> None:
+    """The noisy tenant's sequences can run on the victim-free backend."""
+    assert victim_reachable(noisy_row("mi300x", 64, workload="noisy-3000")) is False
+    assert victim_reachable(noisy_row("mi300x", 64, workload="noisy-3000", backends=2)) is True
+
+
+def test_the_gap_is_how_far_the_point_lies_below_the_frontier() -> None:
+    table = victim_frontier(noisy_row("rx9070xt", 16))
+    assert table is not None
+    noisy = table[len(table) // 2].noisy_share
+    best = frontier.best_share(table, noisy)
+    assert best is not None
+    on = noisy_row("rx9070xt", 16, noisy_share=noisy, victim_share=best)
+    below = noisy_row("rx9070xt", 16, noisy_share=noisy, victim_share=best - 0.25)
+    assert frontier_gap(on) == pytest.approx(0.0)
+    assert frontier_gap(below) == pytest.approx(0.25)
+
+
+def test_cells_that_are_not_noisy_are_not_judged_on_the_frontier() -> None:
+    row = CellRow("chat", "cpu-tiny", 2.0, 1, "p", 1.0, 1.0, {}, noisy=False)
+    assert victim_reachable(row) is None
+    assert frontier_gap(row) is None
