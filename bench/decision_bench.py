@@ -9,7 +9,7 @@ limit, then ``--queued`` requests from ``--tenants`` tenants are queued. The ste
 then repeats what the gateway does when a slot frees while the queue stays at that depth:
 ``release`` one ticket, ``poll`` (fairness picks the next flow and dispatches it), and
 ``submit`` a new request (queued behind the others). Each call gets its own
-``FleetSnapshot`` (the gateway takes one per call); as in the gateway's ``BackendPool``,
+``BackendsSnapshot`` (the gateway takes one per call); as in the gateway's ``BackendPool``,
 the backend views in it are rebuilt only when a scrape lands, every ``--scrape-s``
 seconds of the virtual clock (``--scrape-s 0`` rebuilds them for every call: the cost
 right after each scrape). Snapshots and requests are built outside the timed region.
@@ -43,9 +43,9 @@ from pathlib import Path
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # an installed core comes first
 
 from commands.gc_tuning import tune_gc
+from policies.backends import BackendsSnapshot, BackendView
 from policies.build import core
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.fleet import BackendView, FleetSnapshot
 from policies.registry import build_policy
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
 
@@ -94,12 +94,12 @@ class Fleet:
         self._views = views(backends, slots)
         self._next_scrape = clock.now + scrape_s
 
-    def snapshot(self) -> FleetSnapshot:
+    def snapshot(self) -> BackendsSnapshot:
         now = self._clock.now
         if now >= self._next_scrape:
             self._views = views(self._backends, self._slots)
             self._next_scrape = now + self._scrape_s
-        return FleetSnapshot(now, self._views)
+        return BackendsSnapshot(now, self._views)
 
 
 def fixed_work() -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from policies.fleet import BackendView
+from policies.backends import BackendView
 from policies.gates.quota_params import QuotaCounts
 from policies.types import RequestInfo, Usage, WorkEstimate
 

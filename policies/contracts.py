@@ -17,8 +17,8 @@ from typing import Any, ClassVar, Final, Generic, TypeVar
 
 from mypy_extensions import mypyc_attr
 
+from policies.backends import BackendView
 from policies.fairness.fleet_share import FleetShare, ShareReport
-from policies.fleet import BackendView
 from policies.native.quick_init import quick_init
 from policies.native.read_only import read_only
 from policies.params import NoParams, Params

@@ -11,9 +11,9 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.estimate import TokenEstimator
-from policies.fleet import FleetSnapshot
 from policies.registry import build_policy
 from policies.types import (
     Clock,
@@ -75,7 +75,7 @@ class SchedulerAdmission:
         session: str,
         prompt_tokens: int,
         output_tokens: int,
-        fleet: FleetSnapshot,
+        fleet: BackendsSnapshot,
         *,
         is_retry: bool,
     ) -> AdmissionAnswer:
@@ -99,7 +99,7 @@ class SchedulerAdmission:
         out = self._estimator.output_tokens(prompt_tokens, output_tokens, None, FLOW)
         return WorkEstimate(prompt_tokens, out)
 
-    def poll(self, fleet: FleetSnapshot) -> list[AdmissionAnswer]:
+    def poll(self, fleet: BackendsSnapshot) -> list[AdmissionAnswer]:
         return [self._verdict(out) for out in self.scheduler.poll(fleet)]
 
     def first_token(self, request_id: str) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from policies.fleet import FleetSnapshot
+from policies.backends import BackendsSnapshot
 from simulation.metrics import TurnRecord
 from simulation.ports import (
     AdmissionAnswer,
@@ -229,6 +229,6 @@ class Simulation:
         self._armed_wakeup = wake
         self._push(wake, _Kind.WAKEUP)
 
-    def _snapshot(self) -> FleetSnapshot:
+    def _snapshot(self) -> BackendsSnapshot:
         now = self._clock.now
-        return FleetSnapshot(at=now, backends=(self._engine.view(now),))
+        return BackendsSnapshot(at=now, backends=(self._engine.view(now),))

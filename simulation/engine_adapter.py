@@ -12,7 +12,7 @@ from collections import deque
 
 from emulator.engine import Engine, FinishedRequest
 from emulator.profile import Profile
-from policies.fleet import BackendView
+from policies.backends import BackendView
 from simulation.metrics import percentile
 from simulation.ports import EngineStep
 

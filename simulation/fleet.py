@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.profile import Profile
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.fairness.fleet_ledger import FleetLedger
 from policies.fairness.fleet_share import FleetShare, ShareReport, share_of
-from policies.fleet import FleetSnapshot
 from policies.registry import build_policy
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
 from simulation.engine_adapter import EmulatedBackend
@@ -143,9 +143,9 @@ class FleetSimulation:
     def _at(self, at: float, run: Callable[[], None]) -> None:
         heapq.heappush(self._heap, _Event(at, next(self._seq), run))
 
-    def _snapshot(self, replica: int) -> FleetSnapshot:
+    def _snapshot(self, replica: int) -> BackendsSnapshot:
         view = dataclasses.replace(self._view, peer_in_flight=self._peers[replica])
-        return FleetSnapshot(at=self.clock.now, backends=(view,))
+        return BackendsSnapshot(at=self.clock.now, backends=(view,))
 
     def _poll(self, replica: int) -> None:
         for out in self.schedulers[replica].poll(self._snapshot(replica)):

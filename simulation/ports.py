@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from policies.fleet import BackendView, FleetSnapshot
+from policies.backends import BackendsSnapshot, BackendView
 
 
 class VirtualClock:
@@ -90,14 +90,14 @@ class AdmissionPort(Protocol):
         session: str,
         prompt_tokens: int,
         output_tokens: int,
-        fleet: FleetSnapshot,
+        fleet: BackendsSnapshot,
         *,
         is_retry: bool,
     ) -> AdmissionAnswer:
         """``session``: the agent's stable id (the gateway's ``X-Session-Id``)."""
         ...
 
-    def poll(self, fleet: FleetSnapshot) -> list[AdmissionAnswer]: ...
+    def poll(self, fleet: BackendsSnapshot) -> list[AdmissionAnswer]: ...
     def first_token(self, request_id: str) -> None:
         """The turn's first token came back (every simulated turn streams)."""
         ...

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.estimate import TokenEstimator
-from policies.fleet import FleetSnapshot
 from policies.registry import build_policy
 from policies.types import (
     Decision,
@@ -358,6 +358,6 @@ class RunSimulation:
         self._armed = wake
         self._push(wake, _Kind.WAKEUP)
 
-    def _snapshot(self) -> FleetSnapshot:
+    def _snapshot(self) -> BackendsSnapshot:
         now = self._clock.now
-        return FleetSnapshot(at=now, backends=(self._backend.view(now),))
+        return BackendsSnapshot(at=now, backends=(self._backend.view(now),))

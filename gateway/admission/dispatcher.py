@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from gateway.admission.run_cuts import RunCuts
+from policies.backends import BackendsSnapshot, Health
 from policies.engine.scheduler_types import SchedulerStats, Ticket
 from policies.fairness.fleet_share import FleetShare, ShareReport
-from policies.fleet import FleetSnapshot, Health
 from policies.policy_set import PolicySet
 from policies.runs.run import RunEnded, RunStats
 from policies.runs.run_state import RunState
@@ -48,8 +48,8 @@ class SchedulerLike(Protocol):
     @property
     def runs(self) -> RunsLike: ...
 
-    def submit(self, req: RequestInfo, fleet: FleetSnapshot) -> Ticket | Decision: ...
-    def poll(self, fleet: FleetSnapshot) -> list[Ticket | Decision]: ...
+    def submit(self, req: RequestInfo, fleet: BackendsSnapshot) -> Ticket | Decision: ...
+    def poll(self, fleet: BackendsSnapshot) -> list[Ticket | Decision]: ...
     def cancel(self, request_id: str) -> bool: ...
     def release(
         self,
@@ -80,7 +80,7 @@ class Admission:
     def __init__(
         self,
         scheduler: SchedulerLike,
-        snapshot: Callable[[], FleetSnapshot],
+        snapshot: Callable[[], BackendsSnapshot],
         *,
         clock: Clock,
         poll_interval_s: float = 0.02,
@@ -229,8 +229,8 @@ class Admission:
                 await self._wake.wait()
 
 
-def _without(fleet: FleetSnapshot, avoid: frozenset[str]) -> FleetSnapshot:
+def _without(fleet: BackendsSnapshot, avoid: frozenset[str]) -> BackendsSnapshot:
     views = tuple(
         dataclasses.replace(b, health=Health.DOWN) if b.name in avoid else b for b in fleet.backends
     )
-    return FleetSnapshot(fleet.at, views)
+    return BackendsSnapshot(fleet.at, views)

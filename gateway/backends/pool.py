@@ -17,7 +17,7 @@ import httpx
 from gateway.config.schema import BackendConfig, HealthConfig
 from gateway.forward.connection_pool import UpstreamPool
 from gateway.forward.memory_connection import memory_connector
-from policies.fleet import BackendView, FleetSnapshot, Health
+from policies.backends import BackendsSnapshot, BackendView, Health
 from policies.types import Clock
 
 log = logging.getLogger("sluicegate.backends")
@@ -231,7 +231,7 @@ class BackendPool:
                 limit = _min_known(limit, s.max_model_len)
         return limit
 
-    def snapshot(self) -> FleetSnapshot:
+    def snapshot(self) -> BackendsSnapshot:
         """The fleet now. The views are cached (rebuilding them was a measurable share of
         each request): rebuilt after ``invalidate`` (a scrape landed), a health or model
         limit change, when a signal goes stale, and at least every ``SNAPSHOT_MAX_AGE_S``."""
@@ -240,7 +240,7 @@ class BackendPool:
         if views is None or now >= self._views_until:
             views = self._views = tuple(self._view(s, now) for s in self._states.values())
             self._views_until = self._next_change(now)
-        return FleetSnapshot(now, views)
+        return BackendsSnapshot(now, views)
 
     def invalidate(self) -> None:
         """The signals changed (a scrape landed): the next snapshot rebuilds its views."""

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gateway.config.schema import BackendConfig, host_port
-from policies.fleet import FleetSnapshot
+from policies.backends import BackendsSnapshot
 
 
 def endpoint_of(url: str) -> str:
@@ -37,7 +37,7 @@ class Endpoints:
         self,
         backend: str,
         model: str,
-        fleet: FleetSnapshot,
+        fleet: BackendsSnapshot,
         fallbacks: int,
         avoid: frozenset[str] = frozenset(),
     ) -> str:

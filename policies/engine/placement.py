@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from policies.backends import BackendsSnapshot, BackendView
 from policies.contracts import BackendLoad, Limit, QueuedEntry
 from policies.engine.headroom import ActiveTenants, decode_allows, may_take_slot
 from policies.engine.headroom_params import HeadroomParams
@@ -23,7 +24,6 @@ from policies.engine.routing import (
     pick_within,
 )
 from policies.engine.snapshot_view import SnapshotView
-from policies.fleet import BackendView, FleetSnapshot
 from policies.policy_set import PolicySet
 from policies.types import RequestInfo
 
@@ -46,7 +46,7 @@ class Placement:
     )
 
     def __init__(self, policy: PolicySet, limit_state: Any, now: float) -> None:
-        self.view = SnapshotView(FleetSnapshot(at=now))
+        self.view = SnapshotView(BackendsSnapshot(at=now))
         self.loads: dict[str, BackendLoad] = {}
         self.tenant_in_flight: dict[str, int] = {}
         self.tenant_tokens: dict[str, int] = {}
@@ -73,7 +73,7 @@ class Placement:
         elif self.prefixes is None:
             self.prefixes = PrefixModels()
 
-    def observe(self, fleet: FleetSnapshot, now: float) -> None:
+    def observe(self, fleet: BackendsSnapshot, now: float) -> None:
         view = self.view
         if fleet is not view.fleet:
             if fleet.backends is view.fleet.backends:

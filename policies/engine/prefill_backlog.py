@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import math
 
+from policies.backends import BackendView
 from policies.engine.prefill_backlog_params import PrefillBacklogParams
-from policies.fleet import BackendView
 
 
 class PrefillRate:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 
-from policies.fleet import BackendView
+from policies.backends import BackendView
 from policies.types import PromptBlocks, RequestInfo
 
 

@@ -16,8 +16,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from policies.backends import BackendView
 from policies.contracts import BackendLoad, Limit
-from policies.fleet import BackendView
 
 Candidate = tuple[BackendView, BackendLoad]
 Bounded = tuple[BackendView, BackendLoad, float]

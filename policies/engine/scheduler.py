@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
+from policies.backends import BackendsSnapshot, BackendView
 from policies.cache_estimate import (
     computed_usage,
     counted,
@@ -30,7 +31,6 @@ from policies.engine.retry_after import JitterSequence, drain_seconds, retry_aft
 from policies.engine.scheduler_types import SchedulerStats, Ticket, make_decision
 from policies.engine.swap import PolicyStates
 from policies.fairness.fleet_share import FleetShare, ShareReport
-from policies.fleet import BackendView, FleetSnapshot
 from policies.gates.quota_params import QuotaCounts
 from policies.ladder.ladder import apply_ladder, update_active
 from policies.policy_set import PolicySet
@@ -117,7 +117,7 @@ class Scheduler:
 
     # -- submit --------------------------------------------------------------------------
 
-    def submit(self, req: RequestInfo, fleet: FleetSnapshot) -> Decision | Ticket:
+    def submit(self, req: RequestInfo, fleet: BackendsSnapshot) -> Decision | Ticket:
         """Ticket: dispatched now. Decision DELAY: queued, comes out of ``poll``. REJECT:
         terminal, nothing taken. Raises ``DuplicateRequestId`` for a live id."""
         rid = req.request_id
@@ -268,7 +268,7 @@ class Scheduler:
 
     # -- poll ----------------------------------------------------------------------------
 
-    def poll(self, fleet: FleetSnapshot) -> list[Ticket | Decision]:
+    def poll(self, fleet: BackendsSnapshot) -> list[Ticket | Decision]:
         """Expire, then dispatch queued requests while capacity allows (fairness picks)."""
         now = self._observe(fleet)
         queue = self._queue
@@ -516,7 +516,7 @@ class Scheduler:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _observe(self, fleet: FleetSnapshot) -> float:
+    def _observe(self, fleet: BackendsSnapshot) -> float:
         now = self._clock()
         self._place.observe(fleet, now)
         self._drain.tick(now, bool(self._in_flight))

@@ -1,4 +1,4 @@
-"""One ``FleetSnapshot`` with the lookups a decision repeats, memoised until the next one.
+"""One ``BackendsSnapshot`` with the lookups a decision repeats, memoised until the next one.
 
 Every lookup depends on the snapshot's ``backends`` only (frozen views), so a snapshot of a
 later instant that carries the very same ``backends`` tuple may take over the memo.
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from policies.backends import BackendsSnapshot, BackendView
 from policies.contracts import BackendLoad
 from policies.engine.routing import Bounded, Candidate
-from policies.fleet import BackendView, FleetSnapshot
 from policies.ladder.ladder import pool_saturation
 from policies.ladder.ladder_params import LadderParams
 
@@ -26,7 +26,7 @@ class SnapshotView:
         "fleet",
     )
 
-    def __init__(self, fleet: FleetSnapshot) -> None:
+    def __init__(self, fleet: BackendsSnapshot) -> None:
         self.fleet = fleet
         self._serving: dict[str, tuple[BackendView, ...]] = {}
         self._candidates: dict[str, tuple[Candidate, ...]] = {}
@@ -67,7 +67,7 @@ class SnapshotView:
         return found
 
     def get(self, name: str) -> BackendView | None:
-        """The backend named ``name`` (first of that name, as ``FleetSnapshot.get``)."""
+        """The backend named ``name`` (first of that name, as ``BackendsSnapshot.get``)."""
         by_name = self._by_name
         if by_name is None:
             by_name = {}

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from policies.fleet import BackendView
+from policies.backends import BackendView
 from policies.ladder.ladder_params import LadderParams, LadderStep
 from policies.native.quick_init import quick_init
 from policies.types import Degradation, Reason, RequestInfo, WorkEstimate

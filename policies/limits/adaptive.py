@@ -12,8 +12,8 @@ against the limit with this one's.
 
 from __future__ import annotations
 
+from policies.backends import BackendView
 from policies.contracts import BackendLoad, Limit
-from policies.fleet import BackendView
 from policies.limits.adaptive_params import AdaptiveParams
 
 

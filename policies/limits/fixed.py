@@ -8,8 +8,8 @@ replicas' in flight (``peer_in_flight``) count with this one's.
 
 from __future__ import annotations
 
+from policies.backends import BackendView
 from policies.contracts import BackendLoad, Limit
-from policies.fleet import BackendView
 from policies.limits.fixed_params import FixedParams
 
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 
+from policies.backends import BackendView
 from policies.contracts import BackendLoad, Limit
-from policies.fleet import BackendView
 from policies.limits.server_signals_params import ServerSignalsParams
 
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.profile import Profile
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.estimate import TokenEstimator
-from policies.fleet import FleetSnapshot
 from policies.registry import build_policy
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
 from simulation.engine_adapter import EmulatedBackend
@@ -339,6 +339,6 @@ class MatrixSimulation:
             self._busy[name] = True
             self._push(self.clock.now + step.duration_s, "step", (name, step))
 
-    def _snapshot(self) -> FleetSnapshot:
+    def _snapshot(self) -> BackendsSnapshot:
         now = self.clock.now
-        return FleetSnapshot(at=now, backends=tuple(e.view(now) for e in self.engines.values()))
+        return BackendsSnapshot(at=now, backends=tuple(e.view(now) for e in self.engines.values()))

@@ -4,8 +4,8 @@ so the probe leaves no work behind."""
 
 from __future__ import annotations
 
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.fleet import FleetSnapshot
 from policies.types import DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
 
 PROBE_REQUESTS = 100
@@ -13,7 +13,7 @@ PROBE_REQUESTS = 100
 
 def probe(
     scheduler: Scheduler,
-    fleet: FleetSnapshot,
+    fleet: BackendsSnapshot,
     *,
     tenant: str,
     model: str,

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from emulator.profile import Profile
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Ticket
-from policies.fleet import FleetSnapshot
 from policies.types import Decision, Outcome
 from simulation.agent_runs import RunWorkload, arrivals
 from simulation.matrix.loop import MODEL, Return
@@ -127,6 +127,6 @@ class PooledRunSimulation(RunSimulation):
                 self._idle[name] = False
                 self._push(now + step.duration_s, _Kind.ENGINE, branch=i, step=step)
 
-    def _snapshot(self) -> FleetSnapshot:
+    def _snapshot(self) -> BackendsSnapshot:
         now = self._clock.now
-        return FleetSnapshot(at=now, backends=tuple(b.view(now) for b in self.pool.values()))
+        return BackendsSnapshot(at=now, backends=tuple(b.view(now) for b in self.pool.values()))

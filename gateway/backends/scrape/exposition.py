@@ -15,7 +15,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from gateway.backends.scrape.derive import Capacity, PhaseBreakdown, Quantile
 from gateway.backends.scrape.scraper import MetricsScraper, ScrapeState
-from policies.fleet import Health
+from policies.backends import Health
 from policies.types import Clock
 
 HealthLookup = Callable[[str], Health | None]

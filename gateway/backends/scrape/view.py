@@ -32,7 +32,7 @@ VIEW_FIELDS = (
     "signal_age_s",
     "stale",
 )
-"""Every key ``view_fields`` may return; each is a ``policies.fleet.BackendView`` field."""
+"""Every key ``view_fields`` may return; each is a ``policies.backends.BackendView`` field."""
 
 
 def view_fields(derived: DerivedSignals | None, now: float, max_age_s: float) -> dict[str, object]:

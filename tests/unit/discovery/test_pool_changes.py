@@ -10,7 +10,7 @@ from typing import Any
 
 from gateway.backends.pool import BackendPool
 from gateway.config.schema import BackendConfig, HealthConfig
-from policies.fleet import Health
+from policies.backends import Health
 from tests.unit.gateway.conftest import auth, outcomes, over_loopback
 from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config
 

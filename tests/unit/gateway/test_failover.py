@@ -11,7 +11,7 @@ import pytest
 from gateway.backends.pool import BackendPool
 from gateway.config.schema import HealthConfig
 from gateway.forward.upstream import upstream_body
-from policies.fleet import Health
+from policies.backends import Health
 from tests.unit.gateway.conftest import auth, in_process, outcomes
 from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config
 

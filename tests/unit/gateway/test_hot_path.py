@@ -26,7 +26,7 @@ from gateway.metrics.records import RecordSink, RequestRecord
 from gateway.request.inbound import header_map
 from gateway.request.json_encode import json_encoder
 from gateway.request.responses import UpstreamAnswer
-from policies.fleet import FleetSnapshot, Health
+from policies.backends import BackendsSnapshot, Health
 from policies.types import (
     Decision,
     DecisionKind,
@@ -209,7 +209,7 @@ class Scheduler:
         self.result = result
         self.released = 0
 
-    def submit(self, req: RequestInfo, fleet: FleetSnapshot) -> object:
+    def submit(self, req: RequestInfo, fleet: BackendsSnapshot) -> object:
         return self.result
 
     def release(
@@ -258,7 +258,7 @@ def _delay() -> Decision:
 
 async def test_an_immediate_ticket_does_not_wake_the_dispatcher_a_delay_does() -> None:
     scheduler = Scheduler(Ticket())
-    empty = FleetSnapshot(0.0, ())
+    empty = BackendsSnapshot(0.0, ())
     admission = Admission(scheduler, lambda: empty, clock=ManualClock(100.0))  # type: ignore[arg-type]
     request = Ticket.request
     admission.submit(request)

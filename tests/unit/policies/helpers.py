@@ -6,9 +6,9 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+from policies.backends import BackendsSnapshot, BackendView, Health
 from policies.contracts import QueuedEntry
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.fleet import BackendView, FleetSnapshot, Health
 from policies.policy_set import PolicySet
 from policies.registry import build_policy
 from policies.types import NO_DEGRADATION, Decision, DecisionKind, Reason, RequestInfo, WorkEstimate
@@ -54,8 +54,8 @@ def backend(name: str = "b1", models: tuple[str, ...] = ("m",), **kw: Any) -> Ba
     return BackendView(name=name, models=frozenset(models), **kw)
 
 
-def fleet(clock: ManualClock, *backends: BackendView) -> FleetSnapshot:
-    return FleetSnapshot(at=clock.now, backends=backends or (backend(),))
+def fleet(clock: ManualClock, *backends: BackendView) -> BackendsSnapshot:
+    return BackendsSnapshot(at=clock.now, backends=backends or (backend(),))
 
 
 def down(name: str = "b1") -> BackendView:

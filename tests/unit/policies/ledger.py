@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.fleet import FleetSnapshot
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
 
 from .helpers import ManualClock
@@ -17,7 +17,7 @@ class Ledger:
 
     scheduler: Scheduler
     clock: ManualClock
-    fleet: FleetSnapshot
+    fleet: BackendsSnapshot
     submitted: set[str] = field(default_factory=set)
     terminal: dict[str, str] = field(default_factory=dict)
     delayed: set[str] = field(default_factory=set)

@@ -8,8 +8,8 @@ import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.fleet import FleetSnapshot
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
 
 from .helpers import ManualClock
@@ -32,7 +32,7 @@ class Sim:
         self,
         scheduler: Scheduler,
         clock: ManualClock,
-        fleet: FleetSnapshot,
+        fleet: BackendsSnapshot,
         service: ServiceTime,
         served: Callable[[Ticket], float] | None = None,
     ) -> None:

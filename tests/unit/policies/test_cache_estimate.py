@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from policies.backends import BackendView
 from policies.cache_estimate import expected_hit_rate, with_cached_estimate
-from policies.fleet import BackendView
 from policies.types import RequestInfo, WorkEstimate
 
 

@@ -13,9 +13,9 @@ from pydantic import ConfigDict
 
 import policies
 from policies import build
+from policies.backends import BackendsSnapshot, Health
 from policies.contracts import BackendLoad, Gate, GateContext, QueuedEntry, Verdict
 from policies.fairness.fifo import Fifo
-from policies.fleet import FleetSnapshot, Health
 from policies.gates.quota import TenantQuota
 from policies.limits.adaptive_params import AdaptiveParams
 from policies.params import NoParams, Params
@@ -121,12 +121,12 @@ def test_only_admit_and_degrade_are_admitted() -> None:
 def test_a_fleet_finds_backends_by_name_and_by_the_model_they_serve() -> None:
     a, b = backend("a", ("m", "x")), backend("b", ("m",), health=Health.DEGRADED)
     gone = backend("c", ("m", "x"), health=Health.DOWN)
-    f = FleetSnapshot(1.0, (a, b, gone))
+    f = BackendsSnapshot(1.0, (a, b, gone))
     assert f.get("b") is b and f.get("c") is gone and f.get("z") is None
     assert f.serving("m") == (a, b) and f.serving("x") == (a,) and f.serving("y") == ()
     assert (a.available, b.available, gone.available) == (True, True, False)
     assert a.serves("x") and not b.serves("x")
-    assert f.any_available and not FleetSnapshot(1.0, (gone,)).any_available
+    assert f.any_available and not BackendsSnapshot(1.0, (gone,)).any_available
     assert a.peer_in_flight == 0 and BackendLoad() == BackendLoad(0, 0)
     assert (BackendLoad().in_flight, BackendLoad().in_flight_tokens) == (0, 0)
 

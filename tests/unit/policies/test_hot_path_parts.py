@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policies.backends import BackendsSnapshot, BackendView, Health
 from policies.build import core
 from policies.contracts import BackendLoad, Gate, GateContext, NamedGate, Verdict
 from policies.engine.flow_keys import FlowKeys
@@ -24,7 +25,6 @@ from policies.engine.placement import Placement
 from policies.engine.routing import least_loaded, least_loaded_within, pick_within
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.engine.scheduler_types import make_decision
-from policies.fleet import BackendView, FleetSnapshot, Health
 from policies.ladder.ladder import LadderResult
 from policies.limits.server_signals import ServerSignals
 from policies.limits.server_signals_params import ServerSignalsParams
@@ -53,7 +53,7 @@ QUICK = [
     RequestInfo,
     Degradation,
     BackendView,
-    FleetSnapshot,
+    BackendsSnapshot,
     LadderResult,
     Verdict,
 ]
@@ -338,10 +338,10 @@ def test_a_later_snapshot_with_new_views_is_read_afresh() -> None:
     clock = ManualClock()
     sched = Scheduler(build_policy({}), clock=clock)
     views = (backend("b1"),)
-    first = sched.submit(request(clock), FleetSnapshot(clock.now, views))
+    first = sched.submit(request(clock), BackendsSnapshot(clock.now, views))
     assert isinstance(first, Ticket)
     clock.advance(1)
-    same_views = sched.submit(request(clock), FleetSnapshot(clock.now, views))
+    same_views = sched.submit(request(clock), BackendsSnapshot(clock.now, views))
     assert not isinstance(same_views, Decision) or same_views.decision is not DecisionKind.REJECT
     clock.advance(1)
     gone = sched.submit(request(clock), fleet(clock, backend("b1", health=Health.DOWN)))
@@ -492,12 +492,12 @@ def test_a_swap_rereads_room_even_for_the_same_views() -> None:
     clock = ManualClock()
     sched = Scheduler(policy(1), clock=clock)
     views = (backend("b1", waiting=0.0),)
-    assert isinstance(sched.submit(request(clock), FleetSnapshot(clock.now, views)), Ticket)
-    queued = sched.submit(request(clock), FleetSnapshot(clock.now, views))
+    assert isinstance(sched.submit(request(clock), BackendsSnapshot(clock.now, views)), Ticket)
+    queued = sched.submit(request(clock), BackendsSnapshot(clock.now, views))
     assert isinstance(queued, Decision) and queued.decision is DecisionKind.DELAY
-    assert sched.poll(FleetSnapshot(clock.now, views)) == []
+    assert sched.poll(BackendsSnapshot(clock.now, views)) == []
     sched.swap(policy(2))
-    (out,) = sched.poll(FleetSnapshot(clock.now, views))
+    (out,) = sched.poll(BackendsSnapshot(clock.now, views))
     assert isinstance(out, Ticket) and out.request_id == queued.request_id
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Ticket
-from policies.fleet import FleetSnapshot
 from policies.types import PromptBlocks, RequestInfo
 from tests.unit.policies.helpers import ManualClock, backend, request, scheduler
 from tests.unit.policies.sim import Arrival, Sim
@@ -32,12 +32,12 @@ POLICY: dict[str, Any] = {
 }
 
 
-def _fleet(clock: ManualClock) -> FleetSnapshot:
+def _fleet(clock: ManualClock) -> BackendsSnapshot:
     views = (
         backend("b1", kv_cache_tokens=1e6, kv_block_size=BLOCK),
         backend("b2", kv_cache_tokens=1e6, kv_block_size=BLOCK),
     )
-    return FleetSnapshot(at=clock.now, backends=views)
+    return BackendsSnapshot(at=clock.now, backends=views)
 
 
 def _arrivals(clock: ManualClock) -> list[Arrival]:

@@ -12,8 +12,8 @@ import pytest
 from pydantic import BaseModel, ValidationError, field_validator
 
 from policies import registry
+from policies.backends import BackendView
 from policies.contracts import BackendLoad, Gate, Limit
-from policies.fleet import BackendView
 from policies.params import NoParams, Params
 from policies.registry import (
     PolicyConfigError,

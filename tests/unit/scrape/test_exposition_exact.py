@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from gateway.backends.scrape.exposition import backends_admin, register_backend_metrics
 from gateway.backends.scrape.scraper import MetricsScraper, ScrapeTarget
-from policies.fleet import Health
+from policies.backends import Health
 from tests.unit.policies.helpers import ManualClock
 
 

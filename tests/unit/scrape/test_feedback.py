@@ -7,8 +7,8 @@ import re
 import httpx
 
 from gateway.backends.scrape.scraper import MetricsScraper, ScrapeTarget
+from policies.backends import BackendView
 from policies.contracts import BackendLoad
-from policies.fleet import BackendView
 from policies.registry import build_policy
 from tests.unit.policies.helpers import ManualClock
 

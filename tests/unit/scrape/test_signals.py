@@ -7,7 +7,7 @@ import pytest
 from gateway.backends.scrape.sample import Histogram, MetricsSample
 from gateway.backends.scrape.signals import DerivedSignals, Observation, SignalWindow
 from gateway.backends.scrape.view import VIEW_FIELDS, view_fields
-from policies.fleet import BackendView
+from policies.backends import BackendView
 
 INF = math.inf
 BOUNDS = (0.3, 1.0, 10.0, INF)

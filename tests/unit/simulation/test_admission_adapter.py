@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from emulator.profile import Profile
-from policies.fleet import FleetSnapshot
+from policies.backends import BackendsSnapshot
 from policies.types import PromptBlocks
 from simulation.admission_adapter import SchedulerAdmission
 from simulation.catalog import SEED_POLICIES
@@ -14,7 +14,7 @@ from simulation.ports import Dispatched, VirtualClock
 def charged(profile: Profile, hint: bool, lengths: list[int]) -> list[int]:
     """The tokens the scheduler charges for each turn, dispatched and completed in order."""
     clock = VirtualClock()
-    fleet = FleetSnapshot(at=0.0, backends=(EmulatedBackend(profile).view(0.0),))
+    fleet = BackendsSnapshot(at=0.0, backends=(EmulatedBackend(profile).view(0.0),))
     adm = SchedulerAdmission(
         SEED_POLICIES["unbounded"],
         clock=clock,
@@ -55,7 +55,7 @@ def _asked(profile: Profile, policy: dict[str, object]) -> list[str]:
         asked.append(session)
         return PromptBlocks((1, 2, 3), 16.0)
 
-    fleet = FleetSnapshot(at=0.0, backends=(EmulatedBackend(profile).view(0.0),))
+    fleet = BackendsSnapshot(at=0.0, backends=(EmulatedBackend(profile).view(0.0),))
     adm = SchedulerAdmission(
         policy,
         clock=VirtualClock(),

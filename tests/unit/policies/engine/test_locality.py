@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from policies.backends import BackendsSnapshot
 from policies.contracts import BackendLoad
 from policies.engine.routing import most_local
-from policies.fleet import FleetSnapshot
 from policies.types import PromptBlocks, RequestInfo
 from tests.unit.policies.helpers import ManualClock, backend, is_ticket, request, scheduler
 
@@ -18,9 +18,9 @@ LOCAL = {
 }
 
 
-def _fleet(clock: ManualClock) -> FleetSnapshot:
+def _fleet(clock: ManualClock) -> BackendsSnapshot:
     views = [backend(n, kv_cache_tokens=100_000.0, kv_block_size=16) for n in ("b1", "b2")]
-    return FleetSnapshot(at=clock.now, backends=tuple(views))
+    return BackendsSnapshot(at=clock.now, backends=tuple(views))
 
 
 def _turn(clock: ManualClock, hashes: tuple[int, ...], **kw: Any) -> RequestInfo:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from policies.backends import BackendsSnapshot, BackendView
 from policies.contracts import BackendLoad
 from policies.engine.placement import Placement
 from policies.engine.routing import affinity_score
-from policies.fleet import BackendView, FleetSnapshot
 from policies.registry import build_policy
 from tests.unit.policies.helpers import ManualClock, backend, queued_entry, request
 
@@ -23,7 +23,7 @@ QUARTER = {"headroom": {"reserve_fraction": 0.25, "hold_arrivals": True}}
 def _placement(clock: ManualClock, raw: dict[str, Any], *views: BackendView) -> Placement:
     policy = build_policy(raw)
     place = Placement(policy, policy.limit.new_state(), clock.now)
-    place.observe(FleetSnapshot(at=clock.now, backends=views), clock.now)
+    place.observe(BackendsSnapshot(at=clock.now, backends=views), clock.now)
     return place
 
 
@@ -73,7 +73,9 @@ def test_a_new_snapshot_with_other_backends_replaces_the_memo() -> None:
     place = _placement(clock, NO_PREFILL, backend("b1", max_num_seqs=3))
     assert place.pick(request(clock)).name == "b1"  # type: ignore[union-attr]
     clock.advance(1.0)
-    place.observe(FleetSnapshot(at=clock.now, backends=(backend("b9", max_num_seqs=2),)), clock.now)
+    place.observe(
+        BackendsSnapshot(at=clock.now, backends=(backend("b9", max_num_seqs=2),)), clock.now
+    )
     assert place.pick(request(clock)).name == "b9"  # type: ignore[union-attr]
     assert place.limits() == {"b9": 2.0}
 

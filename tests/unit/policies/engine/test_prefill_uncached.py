@@ -3,10 +3,10 @@ its prefix cache did not serve, each prompt counted by what the backend will not
 
 from __future__ import annotations
 
+from policies.backends import BackendsSnapshot
 from policies.engine.placement import Placement
 from policies.engine.prefill_backlog import PrefillBacklog
 from policies.engine.prefill_backlog_params import PrefillBacklogParams
-from policies.fleet import FleetSnapshot
 from policies.registry import build_policy
 from policies.types import PromptBlocks
 from tests.unit.policies.helpers import ManualClock, backend, request
@@ -33,7 +33,7 @@ def test_a_prompt_counts_what_its_backend_will_not_serve() -> None:
         backend("b1", kv_cache_tokens=1e6, kv_block_size=16, prefix_cache_hit_rate=0.5),
         backend("b2", kv_cache_tokens=1e6, kv_block_size=16, prefix_cache_hit_rate=0.5),
     )
-    place.observe(FleetSnapshot(at=clock.now, backends=views), clock.now)
+    place.observe(BackendsSnapshot(at=clock.now, backends=views), clock.now)
     first = request(clock, prompt=168, blocks=PromptBlocks(tuple(range(10)), 16.0))
     assert place.uncached_tokens(views[0], first) == 84  # the model knows nothing: the rate
     place.took("b1", first, 268)

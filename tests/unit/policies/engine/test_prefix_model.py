@@ -3,8 +3,8 @@ backend's measured KV capacity, eviction from a chain's tail, what it answers in
 
 from __future__ import annotations
 
+from policies.backends import BackendView
 from policies.engine.prefix_model import BackendPrefixes, PrefixModels
-from policies.fleet import BackendView
 from policies.types import PromptBlocks, RequestInfo, WorkEstimate
 
 

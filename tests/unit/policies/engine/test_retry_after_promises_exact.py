@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.fleet import FleetSnapshot
 from policies.types import Decision, DecisionKind, Outcome, Reason, RunHints, Usage
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
@@ -31,7 +31,7 @@ def _decision(x: Decision | Ticket) -> Decision:
     return x
 
 
-def _measured(clock: ManualClock, config: dict[str, Any]) -> tuple[Scheduler, FleetSnapshot]:
+def _measured(clock: ManualClock, config: dict[str, Any]) -> tuple[Scheduler, BackendsSnapshot]:
     """A drain of 25 tokens/s measured, nothing in flight, 26 tokens queued (not polled)."""
     s = scheduler(clock, config)
     f = fleet(clock, backend("b1", max_num_seqs=1))
@@ -159,7 +159,7 @@ UNCACHED_QUEUED = 16
 """Computed tokens queued by the setup: 22 prompt (half of them, 11, cached) + 5 output."""
 
 
-def _measured_half_cached(clock: ManualClock) -> tuple[Scheduler, FleetSnapshot]:
+def _measured_half_cached(clock: ManualClock) -> tuple[Scheduler, BackendsSnapshot]:
     """A backend whose prefix cache serves half of every prompt (its hit rate)."""
     s = scheduler(clock, CONFIG)
     f = fleet(clock, backend("b1", max_num_seqs=1, prefix_cache_hit_rate=0.5))

@@ -8,6 +8,7 @@ import hashlib
 import math
 from typing import Any
 
+from policies.backends import BackendView
 from policies.contracts import BackendLoad
 from policies.engine.routing import (
     Bounded,
@@ -17,7 +18,6 @@ from policies.engine.routing import (
     least_loaded,
     pick_within,
 )
-from policies.fleet import BackendView
 from policies.registry import build_policy
 from tests.unit.policies.helpers import backend
 

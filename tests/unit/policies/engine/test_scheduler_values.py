@@ -4,10 +4,10 @@ computed once per snapshot, room bounds and saturation again after a swap)."""
 
 from __future__ import annotations
 
+from policies.backends import BackendsSnapshot, BackendView, Health
 from policies.contracts import BackendLoad
 from policies.engine.scheduler_types import Ticket, make_decision
 from policies.engine.snapshot_view import SnapshotView
-from policies.fleet import BackendView, FleetSnapshot, Health
 from policies.ladder.ladder import pool_saturation
 from policies.ladder.ladder_params import LadderParams
 from policies.types import NO_DEGRADATION, DecisionKind, Degradation, FlowKey, Reason
@@ -73,7 +73,7 @@ def test_each_lookup_is_computed_once_per_snapshot() -> None:
         BackendView("b3", frozenset({"gone"}), health=Health.DOWN),
         backend("b1", models=("z",)),
     )
-    view = SnapshotView(FleetSnapshot(at=0.0, backends=views))
+    view = SnapshotView(BackendsSnapshot(at=0.0, backends=views))
     load_of = _Loads()
     loads, asked = load_of.loads, load_of.asked
     serving = view.serving("m")

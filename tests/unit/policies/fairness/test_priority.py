@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.fleet import FleetSnapshot
 from policies.types import Outcome
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
 GUARD_S = 5.0
 
 
-def setup() -> tuple[ManualClock, Scheduler, FleetSnapshot, Ticket]:
+def setup() -> tuple[ManualClock, Scheduler, BackendsSnapshot, Ticket]:
     clock = ManualClock()
     s = scheduler(
         clock, {"fairness": {"type": "priority", "parameters": {"starvation_after_s": GUARD_S}}}
@@ -21,7 +21,7 @@ def setup() -> tuple[ManualClock, Scheduler, FleetSnapshot, Ticket]:
     return clock, s, f, blocker
 
 
-def dispatch_order(s: Scheduler, f: FleetSnapshot, first: Ticket, n: int) -> list[str]:
+def dispatch_order(s: Scheduler, f: BackendsSnapshot, first: Ticket, n: int) -> list[str]:
     order: list[str] = []
     ticket = first
     for _ in range(n):

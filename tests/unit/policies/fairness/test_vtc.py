@@ -8,8 +8,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.fleet import FleetSnapshot
 from policies.registry import build_policy
 from policies.types import Outcome, RequestInfo, Usage
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request
@@ -47,11 +47,11 @@ def test_service_gap_between_backlogged_tenants_is_bounded(
         ticket = _next_ticket(s, f, pending)
 
 
-def _submit_all(s: Scheduler, f: FleetSnapshot, reqs: list[RequestInfo]) -> list[Ticket]:
+def _submit_all(s: Scheduler, f: BackendsSnapshot, reqs: list[RequestInfo]) -> list[Ticket]:
     return [t for t in (s.submit(r, f) for r in reqs) if isinstance(t, Ticket)]
 
 
-def _next_ticket(s: Scheduler, f: FleetSnapshot, pending: list[Ticket]) -> Ticket:
+def _next_ticket(s: Scheduler, f: BackendsSnapshot, pending: list[Ticket]) -> Ticket:
     pending.extend(t for t in s.poll(f) if isinstance(t, Ticket))
     return pending.pop(0)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.fleet import FleetSnapshot
 from policies.types import Decision, Reason
 from tests.unit.policies.helpers import (
     ManualClock,
@@ -23,7 +23,7 @@ TPM = 6000  # the operator's quota in this test config: 100 tokens/s, a bucket o
 
 def _empty_bucket(
     clock: ManualClock, retry_after: dict[str, Any] | None = None
-) -> tuple[Scheduler, FleetSnapshot]:
+) -> tuple[Scheduler, BackendsSnapshot]:
     config = {
         "gates": [{"type": "tenant_quota", "parameters": {"default": {"tokens_per_minute": TPM}}}],
         "retry_after": {"jitter": 0.0, "grace_s": 1.0, "promise": True, **(retry_after or {})},

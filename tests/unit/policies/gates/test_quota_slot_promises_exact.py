@@ -4,8 +4,8 @@ promised to, and the learned run time before anything has left."""
 
 from __future__ import annotations
 
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.fleet import FleetSnapshot
 from policies.types import Decision, Outcome, Reason, Usage
 from tests.unit.policies.helpers import (
     ManualClock,
@@ -19,7 +19,7 @@ from tests.unit.policies.helpers import (
 CAP = 2  # the operator's cap on the tenant's requests in the system
 
 
-def _full(clock: ManualClock) -> tuple[Scheduler, FleetSnapshot, list[Ticket]]:
+def _full(clock: ManualClock) -> tuple[Scheduler, BackendsSnapshot, list[Ticket]]:
     """Two requests left in 4 s of the tenant being busy (0.5 a second); two in flight."""
     config = {
         "gates": [{"type": "tenant_quota", "parameters": {"default": {"max_concurrent": CAP}}}],

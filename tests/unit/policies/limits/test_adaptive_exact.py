@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from policies.backends import BackendView
 from policies.contracts import BackendLoad
-from policies.fleet import BackendView
 from policies.limits.adaptive import AdaptiveLimit, AdaptiveState
 from policies.limits.adaptive_params import AdaptiveParams
 from tests.unit.policies.helpers import backend

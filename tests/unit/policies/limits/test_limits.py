@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 import random
 
+from policies.backends import BackendsSnapshot, BackendView
 from policies.contracts import BackendLoad, Limit
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.fleet import BackendView, FleetSnapshot
 from policies.params import NoParams
 from policies.policy_set import PolicySet
 from policies.registry import build_policy
@@ -31,7 +31,7 @@ class TypedInCap(Limit[None, NoParams]):
         return load.in_flight < 8
 
 
-def _flood(policy: PolicySet, fleet_: FleetSnapshot, clock: ManualClock, n: int) -> Scheduler:
+def _flood(policy: PolicySet, fleet_: BackendsSnapshot, clock: ManualClock, n: int) -> Scheduler:
     s = Scheduler(policy, clock=clock, rng=random.Random(1))
     for _ in range(n):
         s.submit(request(clock), fleet_)
@@ -114,7 +114,7 @@ def test_adaptive_backs_off_on_slow_ttft_and_rises_only_without_waiting() -> Non
     start = s.stats().limits["b1"]
     assert start is not None and len(tickets) == start  # starts from what the engine runs
 
-    def limit_after(ttft: float, f: FleetSnapshot) -> float:
+    def limit_after(ttft: float, f: BackendsSnapshot) -> float:
         tickets.extend(t for t in s.poll(f) if isinstance(t, Ticket))  # the latest signals
         s.release(tickets.pop(0), Outcome.COMPLETED, ttft_s=ttft, latency_s=ttft + 1)
         tickets.extend(t for t in s.poll(f) if isinstance(t, Ticket))

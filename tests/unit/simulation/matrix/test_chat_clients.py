@@ -7,8 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 from emulator.profile import load_profile
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Ticket
-from policies.fleet import FleetSnapshot
 from policies.types import Decision, RequestInfo
 from simulation.matrix.chat_clients import ChatClient
 from simulation.matrix.loop import MatrixSimulation
@@ -67,7 +67,7 @@ def _run(policy: dict[str, Any], hashed: bool) -> tuple[MatrixSimulation, list[R
     told: list[RequestInfo] = []
     submit = sim.scheduler.submit
 
-    def recorded(req: RequestInfo, fleet: FleetSnapshot) -> Ticket | Decision:
+    def recorded(req: RequestInfo, fleet: BackendsSnapshot) -> Ticket | Decision:
         told.append(req)
         return submit(req, fleet)
 

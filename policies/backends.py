@@ -1,6 +1,6 @@
-"""A read-only view of the backend fleet, as the decision core sees it.
+"""A read-only view of the backends, as the decision core sees it.
 
-The gateway's scraper builds a new ``FleetSnapshot`` after each scrape; decisions read
+The gateway's scraper builds a new ``BackendsSnapshot`` after each scrape; decisions read
 one snapshot and never do I/O. Every signal is optional: a backend that exports no such
 family, or was never scraped, has None there.
 """
@@ -77,7 +77,7 @@ class BackendView:
 
 @quick_init
 @dataclass(frozen=True, slots=True)
-class FleetSnapshot:
+class BackendsSnapshot:
     """All backends at one instant ``at`` (clock seconds)."""
 
     at: float
