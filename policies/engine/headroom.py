@@ -1,15 +1,19 @@
-"""Headroom: keep the last slots for tenants under their share, so a tenant that is quiet
-for a moment still finds a free slot when its next turn arrives.
+"""Headroom: keep the last slots from a tenant crowding the others out, so a tenant that is
+quiet for a moment still finds a free slot when its next turn arrives.
 
 Fair share at dispatch is not enough on non-preemptive slots: when one tenant's long
 requests hold every slot, another tenant's turn waits for one to free however fair the
-order is. With ``reserve_fraction`` > 0, once fewer than ``ceil(reserve_fraction x limit)``
-slots would remain free, only tenants holding less than their weighted share of the limit
-may take one. Shares are among the tenants active in the last ``active_window_s`` (that
-submitted in it) plus the asking tenant itself, so a tenant whose backlog is old still
-counts. The limit is the
-backends' own (``max_num_seqs``, ``fixed``, ``adaptive``); with ``server_signals`` and no
-``max_num_seqs`` there is no slot count and the reserve does nothing. The cost: reserved
+order is. With ``reserve_fraction`` > 0, once fewer than ``reserve = ceil(reserve_fraction
+x limit)`` slots would remain free, a tenant takes one only while it holds less than its
+weighted share of the limit plus ``reserve``: past that it is crowding the others out (a
+flood beside a quiet tenant). A tenant merely over its share among tenants alike (three
+chat tenants' turns arriving at random) still takes the slot instead of leaving it idle
+for turns that are not there. The others find a free slot while together they hold at
+most ``limit x (1 - share) - 2 x reserve`` (on 8 slots, 1 reserved, beside one flood: 2).
+Shares are among the tenants active in the last ``active_window_s`` (that submitted in it)
+plus the asking tenant itself, so a tenant whose backlog is old still counts. The limit is
+the backends' own (``max_num_seqs``, ``fixed``, ``adaptive``); with ``server_signals`` and
+no ``max_num_seqs`` there is no slot count and the reserve does nothing. The cost: reserved
 slots may idle while the quiet tenant stays quiet (not work-conserving, by design).
 
 A free slot is not free on every engine. Where an engine's step grows with its batch (a
@@ -108,10 +112,11 @@ def may_take_slot(
     tenant_weight: float,
     active_weight: float,
 ) -> bool:
-    """Whether a tenant may take one more of ``limit`` slots with ``in_flight`` taken."""
+    """Whether a tenant may take one more of ``limit`` slots with ``in_flight`` taken: yes
+    while the reserve stays free, else only below its weighted share plus the reserve."""
     if params.reserve_fraction <= 0 or limit is None or active_weight <= 0:
         return True
     reserve = math.ceil(params.reserve_fraction * limit)
     if limit - in_flight - 1 >= reserve:
         return True
-    return tenant_in_flight < limit * tenant_weight / active_weight
+    return tenant_in_flight < limit * tenant_weight / active_weight + reserve

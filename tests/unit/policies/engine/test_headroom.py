@@ -36,20 +36,22 @@ def test_no_slot_count_means_no_headroom() -> None:
 
 
 def test_scheduler_keeps_a_slot_for_the_other_active_tenant() -> None:
+    """8 slots, the default's 1 reserved: the hog holds 6, past its share (4) plus the
+    reserve (1), so the 8th stays free for the quiet tenant."""
     clock = ManualClock()
-    s = scheduler(clock, {"headroom": {"reserve_fraction": 0.25, "hold_arrivals": True}})
-    f = fleet(clock, backend(max_num_seqs=4))
+    s = scheduler(clock, {"headroom": {"reserve_fraction": 0.125, "hold_arrivals": True}})
+    f = fleet(clock, backend(max_num_seqs=8))
     first = s.submit(request(clock, tenant="quiet"), f)
-    hog = [s.submit(request(clock, tenant="hog"), f) for _ in range(6)]
+    hog = [s.submit(request(clock, tenant="hog"), f) for _ in range(8)]
     assert isinstance(first, Ticket)
-    assert sum(isinstance(h, Ticket) for h in hog) == 2  # the 4th slot stays free
+    assert sum(isinstance(h, Ticket) for h in hog) == 6  # the 8th slot stays free
     assert s.poll(f) == []  # the hog may not take it even on a poll
     quiet = s.submit(request(clock, tenant="quiet"), f)
     assert isinstance(quiet, Decision)  # others are queued: it goes through poll
     (out,) = s.poll(f)
     assert isinstance(out, Ticket) and out.request.tenant == "quiet"
     s.release(first, Outcome.COMPLETED)
-    assert s.poll(f) == []  # quiet holds 1 and the hog its share of 2: the last stays free
+    assert s.poll(f) == []  # the hog still holds 6, past 4 + 1: the last stays free
     s.release(out, Outcome.COMPLETED)
     (nxt,) = s.poll(f)
     assert isinstance(nxt, Ticket) and nxt.request.tenant == "hog"  # work goes on

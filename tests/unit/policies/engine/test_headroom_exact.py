@@ -48,14 +48,42 @@ def test_no_reserve_no_slot_count_or_no_active_weight_lets_anyone_take_the_last_
 def test_the_reserve_is_rounded_up_and_starts_when_fewer_would_stay_free() -> None:
     # 8 - 4 - 1 = 3 stay free: not yet in the reserve, even for a tenant far past its share
     assert may_take_slot(RESERVE_3_OF_8, 8, 4, 4, tenant_weight=0.5, active_weight=2.0)
-    # 8 - 5 - 1 = 2 would stay free: only a tenant under its share (8 x 0.5 / 2 = 2) may
-    assert not may_take_slot(RESERVE_3_OF_8, 8, 5, 2, tenant_weight=0.5, active_weight=2.0)
-    assert may_take_slot(RESERVE_3_OF_8, 8, 5, 1, tenant_weight=0.5, active_weight=2.0)
+    # 8 - 5 - 1 = 2 would stay free: only a tenant under its share (8 x 0.5 / 2 = 2) plus
+    # the reserve (3) may
+    assert not may_take_slot(RESERVE_3_OF_8, 8, 5, 5, tenant_weight=0.5, active_weight=2.0)
+    assert may_take_slot(RESERVE_3_OF_8, 8, 5, 4, tenant_weight=0.5, active_weight=2.0)
 
 
 def test_the_share_is_the_limit_times_the_weight_over_the_active_weights() -> None:
-    # alone with a weight of 0.5 of an active 1.0: a share of 4 of the 8
-    assert not may_take_slot(RESERVE_3_OF_8, 8, 7, 4, tenant_weight=0.5, active_weight=1.0)
-    assert may_take_slot(RESERVE_3_OF_8, 8, 7, 3, tenant_weight=0.5, active_weight=1.0)
+    # alone with a weight of 0.5 of an active 1.0: a share of 4 of the 8, 7 with the reserve
+    assert not may_take_slot(RESERVE_3_OF_8, 8, 7, 7, tenant_weight=0.5, active_weight=1.0)
+    assert may_take_slot(RESERVE_3_OF_8, 8, 7, 6, tenant_weight=0.5, active_weight=1.0)
     # 3 of 6 active: a share of 4 (with the weights multiplied it would be 144)
-    assert not may_take_slot(RESERVE_3_OF_8, 8, 7, 4, tenant_weight=3.0, active_weight=6.0)
+    assert not may_take_slot(RESERVE_3_OF_8, 8, 7, 7, tenant_weight=3.0, active_weight=6.0)
+
+
+EIGHTH = HeadroomParams(reserve_fraction=0.125)  # 1 slot of 8
+
+
+def test_a_tenant_just_over_its_share_among_alike_tenants_takes_the_last_slot() -> None:
+    """Three tenants of one weight, 7 of 8 slots taken (3, 2, 2): the one holding 3 is over
+    its share of 2.67 but not past it by the reserve (3.67), so it takes the 8th slot rather
+    than leave it idle for the others; holding 4 it crowds them out and may not."""
+    assert may_take_slot(EIGHTH, 8, 7, 3, tenant_weight=1.0, active_weight=3.0)
+    assert not may_take_slot(EIGHTH, 8, 7, 4, tenant_weight=1.0, active_weight=3.0)
+
+
+def test_a_flood_beside_a_tenant_holding_two_never_takes_the_last_slot() -> None:
+    """Two tenants of one weight on 8 slots: with 7 taken the flood holds at least 5, its
+    share (4) plus the reserve (1), while the other holds 2 or fewer."""
+    for flood in (5, 6, 7):
+        assert not may_take_slot(EIGHTH, 8, 7, flood, tenant_weight=1.0, active_weight=2.0)
+    assert may_take_slot(EIGHTH, 8, 7, 2, tenant_weight=1.0, active_weight=2.0)
+
+
+def test_on_four_slots_the_reserve_leaves_the_other_tenant_one_slot() -> None:
+    """The price of the rule on a small engine: 4 slots, 1 reserved, two tenants of one
+    weight. A tenant holding 2 (its share) may take a 4th slot beside the other's 1 (2 is
+    under 2 + 1), so the other's second request waits for a slot to end."""
+    assert may_take_slot(EIGHTH, 4, 3, 2, tenant_weight=1.0, active_weight=2.0)
+    assert not may_take_slot(EIGHTH, 4, 3, 3, tenant_weight=1.0, active_weight=2.0)

@@ -228,7 +228,7 @@ def _hog(place: Placement, clock: ManualClock, b1: int, b2: int) -> None:
 
 def test_headroom_reserves_a_quarter_of_both_backends_slots() -> None:
     """3 + 5 = 8 slots, 2 reserved: with 5 taken anyone may take the 6th; with 6 taken only
-    a tenant under its share (8 x its weight / the active weights) may."""
+    a tenant under its share (8 x its weight / the active weights) plus the 2 may."""
     clock = ManualClock()
     place = _placement(clock, QUARTER | NO_PREFILL, *_two())
     place.active.touch("hog", 1.0, clock.now)
@@ -237,49 +237,55 @@ def test_headroom_reserves_a_quarter_of_both_backends_slots() -> None:
     assert place.may_take(request(clock, tenant="hog"))  # 8 - 5 - 1 = 2 >= 2 reserved
     _hog(place, clock, 1, 0)
     hog = request(clock, tenant="hog")
-    assert not place.may_take(hog)  # 6 of a share of 8 x 1 / 2 (itself and "other")
+    assert not place.may_take(hog)  # 6: a share of 8 x 1 / 2 (itself and "other") + 2
     assert not place.allow(queued_entry(1, clock.now, 5.0, tenant="hog"))
     assert place.may_take(request(clock, tenant="new"))
 
 
 def test_headroom_shares_follow_the_weights_seen_and_asked() -> None:
+    """Active weights 1.5 + 0.5 (light, asking): light's share is 8 x 0.5 / 2.0 = 2 slots,
+    and it may hold up to that plus the 2 reserved."""
     clock = ManualClock()
     place = _placement(clock, QUARTER | NO_PREFILL, *_two())
     place.active.touch("hog", 1.5, clock.now)
-    _hog(place, clock, 2, 4)  # 6 of 8 taken
+    _hog(place, clock, 1, 2)
     light = request(clock, tenant="light", weight=0.5)
-    assert place.may_take(light)  # 0 < 8 x 0.5 / 2.0
-    place.took("b1", light, 10)
-    assert place.may_take(light)  # 1 < 2
+    for name in ("b1", "b2", "b2"):
+        place.took(name, light, 10)
+    assert place.may_take(light)  # 6 of 8 taken, 2 reserved: 3 < 4
     place.took("b2", light, 10)
-    assert not place.may_take(light)  # 2 < 2 fails
+    assert not place.may_take(light)  # 4 < 4 fails
     place.active.touch("light", 0.5, clock.now)  # now seen: its weight is in the total already
     assert not place.may_take(request(clock, tenant="light", weight=4.0))  # the seen 0.5 counts
 
 
 def test_headroom_share_of_a_seen_tenant_is_not_counted_twice() -> None:
-    """Active weights 1 + 1: a share of 4 of the 8 slots (3 counted twice would be 2.67)."""
+    """Active weights 1 + 1: a share of 4 of the 8 slots, 6 with the 2 reserved (counted
+    twice, 2.67 + 2 = 4.67; the asker alone, 8 + 2)."""
     clock = ManualClock()
     place = _placement(clock, QUARTER | NO_PREFILL, *_two())
     place.active.touch("hog", 1.0, clock.now)
     place.active.touch("a", 1.0, clock.now)
-    _hog(place, clock, 0, 3)
-    for name in ("b1", "b1", "b2"):
+    _hog(place, clock, 0, 1)
+    for name in ("b1", "b1", "b2", "b2", "b2"):
         place.took(name, request(clock, tenant="a"), 10)
-    assert place.may_take(request(clock, tenant="a"))  # 3 < 4
+    assert place.may_take(request(clock, tenant="a"))  # 5 < 6
     place.took("b1", request(clock, tenant="a"), 10)
-    assert not place.may_take(request(clock, tenant="a"))  # 4 < 4 fails (1 active: 8)
+    assert not place.may_take(request(clock, tenant="a"))  # 6 < 6 fails
 
 
 def test_headroom_share_of_a_light_newcomer_may_be_below_one_slot() -> None:
     """A newcomer of weight 0.125 beside two tenants of weight 1: a share of 8 x 0.125 /
-    2.125 = 0.47 slots. Holding none, it may still take one; holding one, it may not."""
+    2.125 = 0.47 slots, 2.47 with the 2 reserved. Holding 2, it may still take one; holding
+    3, it may not."""
     clock = ManualClock()
     place = _placement(clock, QUARTER | NO_PREFILL, *_two())
     place.active.touch("hog", 1.0, clock.now)
     place.active.touch("other", 1.0, clock.now)
-    _hog(place, clock, 2, 4)
+    _hog(place, clock, 1, 3)
     light = request(clock, tenant="light", weight=0.125)
+    place.took("b1", light, 10)
+    place.took("b2", light, 10)
     assert place.may_take(light)
     place.took("b1", light, 10)
     assert not place.may_take(light)

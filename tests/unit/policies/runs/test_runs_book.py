@@ -260,13 +260,13 @@ def test_a_continuation_set_aside_by_headroom_is_neither_lost_nor_dispatched_twi
             "runs": {"enabled": True},
             "fairness": {"type": "fifo"},
             "limit": {"type": "fixed", "parameters": {"max_in_flight": 4}},
-            "headroom": {"reserve_fraction": 0.5, "hold_arrivals": True},
+            "headroom": {"reserve_fraction": 0.25, "hold_arrivals": True},
         },
     )
     f = fleet(clock)
-    other = s.submit(request(clock, tenant="t2"), f)
+    other = s.submit(request(clock, tenant="t2", weight=7.0), f)
     a1 = s.submit(call(clock, "a", calls=4, tokens=1000), f)
-    plain = s.submit(request(clock), f)  # t1 now holds its share of the 4 slots
+    plain = s.submit(request(clock), f)  # t1 holds 2: past its share (0.5) plus 1 reserved
     b1 = s.submit(call(clock, "b", calls=4, tokens=1000), f)
     a2 = s.submit(call(clock, "a"), f)
     assert all(isinstance(t, Ticket) for t in (other, a1, plain))
