@@ -16,16 +16,25 @@ each request's decode:
   backends, against what it gets with the engines to itself (``direct``).
 
 Running ``k`` for a fraction of the time and ``k'`` for the rest mixes two rows linearly, so
-the reachable set is the convex hull of the rows. ``bench/noisy_neighbour/frontier.py``
+the reachable set is the convex hull of the rows.
+
+That is a mean: it bounds how much the victim's turns slow down, not the tail of its time to
+first token. The tail has a floor of its own (``tail_limited``): a victim's prompt that
+arrives while the engine prefills one of the noisy prompts waits for the rest of that step,
+however the gateway orders its queue, and at the noisy tenant's rate a fixed share of the
+victim's arrivals land in one. ``bench/noisy_neighbour/frontier.py``
 prints the table; the matrix's judgement (``guard.py``) asks whether the victim goal is on
 the reachable side of it in each noisy cell, and how far each preset's point lies below it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from emulator.profile import Profile
+
+TAIL = 0.01
+"""The share of the victim's requests its TTFT p99 is the edge of."""
 
 
 @dataclass(frozen=True)
@@ -110,3 +119,54 @@ def gap(table: list[Row], victim_share: float, noisy_share: float) -> float:
     top = max(r.noisy_share for r in table)
     best = best_share(table, min(noisy_share, top))
     return max(0.0, (best or 0.0) - victim_share)
+
+
+def prefill_steps_s(profile: Profile, shape: Shape) -> list[float]:
+    """The least time of each step that prefills one noisy prompt: its chunks of at most
+    the engine's ``max_num_batched_tokens``, each with nothing else in the step."""
+    model, chunk = profile.engine.step_time, profile.engine.max_num_batched_tokens
+    sizes = [chunk] * (shape.noisy_prompt // chunk)
+    if shape.noisy_prompt % chunk:
+        sizes.append(shape.noisy_prompt % chunk)
+    return [model.duration(size, 0, 0) for size in sizes]
+
+
+def tail_wait_s(profile: Profile, shape: Shape, row: Row) -> float:
+    """The least wait the noisy tenant's prefill adds to the victim's TTFT p99 with
+    ``row.k`` noisy sequences beside it: their prompts begin at k / step / output per
+    second, each holding the engine for ``prefill_steps_s``; a victim arriving at a uniform
+    moment waits out the rest of a step it lands in, so the share of arrivals that wait
+    longer than w is starts x sum(max(0, step - w)), and the p99 waits the w at which that
+    share falls to ``TAIL``."""
+    if row.k == 0 or row.step_s <= 0.0:
+        return 0.0
+    starts = row.k / row.step_s / shape.noisy_output
+    steps = prefill_steps_s(profile, shape)
+
+    def beyond(w: float) -> float:
+        return starts * sum(max(0.0, s - w) for s in steps)
+
+    if beyond(0.0) <= TAIL:
+        return 0.0
+    lo, hi = 0.0, max(steps)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if beyond(mid) > TAIL else (lo, mid)
+    return lo
+
+
+def tail_limited(table: list[Row], profile: Profile, shape: Shape, alone_s: float) -> list[Row]:
+    """``table`` with each row's victim share no better than its TTFT p99 allows: a victim
+    whose TTFT alone is ``alone_s`` reaches at most alone / (alone + the tail's wait).
+    Taking the lower of the two per row and mixing rows afterwards overstates what a mix
+    reaches (the wait is concave in the share of time spent prefilling), so a goal this
+    finds out of reach is out of reach."""
+    if alone_s <= 0.0:
+        return table
+    return [
+        replace(
+            r,
+            victim_share=min(r.victim_share, alone_s / (alone_s + tail_wait_s(profile, shape, r))),
+        )
+        for r in table
+    ]

@@ -11,9 +11,10 @@ refusals share a value (Must-have 6).
 The frontier (``frontier.py``) sorts a missed victim goal: ``victim`` where some policy
 could have met it, ``victim-outside-frontier`` where none can (excused). The goal is
 reachable in a noisy cell when, on the profile's step time model, some mix of batches keeps
-the victim's turn time within ``VICTIM_CEILING`` x its value alone while the noisy tenant
-keeps ``THROUGHPUT_FLOOR`` of what it gets at that load with nobody limiting it (the
-do-no-harm floor on goodput, which the noisy tenant's tokens dominate).
+the victim's turn time, and the wait its TTFT p99 spends behind the noisy tenant's prefill
+steps, within ``VICTIM_CEILING`` x its value alone while the noisy tenant keeps
+``THROUGHPUT_FLOOR`` of what it gets at that load with nobody limiting it (the do-no-harm
+floor on goodput, which the noisy tenant's tokens dominate).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from emulator.profile import load_profile
+from emulator.profile import Profile, load_profile
 from simulation.matrix import frontier
 from simulation.matrix.workloads import WORKLOADS, Capacity
 
@@ -151,6 +152,12 @@ def victim_frontier(row: CellRow) -> list[frontier.Row] | None:
 
 @functools.lru_cache(maxsize=512)
 def _frontier(workload: str, profile: str, backends: int, clients: int) -> list[frontier.Row]:
+    p, shape = _shape(workload, profile)
+    return frontier.rows(p, shape, clients=clients, backends=backends)
+
+
+@functools.lru_cache(maxsize=64)
+def _shape(workload: str, profile: str) -> tuple[Profile, frontier.Shape]:
     tenants = WORKLOADS[workload].tenants
     assert tenants is not None
     p = load_profile(profile)
@@ -163,7 +170,7 @@ def _frontier(workload: str, profile: str, backends: int, clients: int) -> list[
         noisy_prompt=noisy.shape.prompt_tokens,
         noisy_output=round(noisy.shape.lengths.mean),
     )
-    return frontier.rows(p, shape, clients=clients, backends=backends)
+    return p, shape
 
 
 def victim_reach(row: CellRow) -> float | None:
@@ -172,9 +179,11 @@ def victim_reach(row: CellRow) -> float | None:
     table = victim_frontier(row)
     if table is None:
         return None
-    noisy = row.tenants["noisy"]
+    noisy, victim = row.tenants["noisy"], row.tenants["victim"]
     free = frontier.unlimited(table, clients=noisy.clients, backends=row.backends)
-    return frontier.best_share(table, THROUGHPUT_FLOOR * free.noisy_share) or 0.0
+    p, shape = _shape(row.workload, row.profile)
+    tail = frontier.tail_limited(table, p, shape, victim.alone_p99_s)
+    return frontier.best_share(tail, THROUGHPUT_FLOOR * free.noisy_share) or 0.0
 
 
 def victim_reachable(row: CellRow) -> bool | None:

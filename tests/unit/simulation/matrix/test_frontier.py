@@ -38,7 +38,7 @@ def noisy_row(
 
 
 def test_a_missed_victim_goal_within_reach_is_held_against_the_policy() -> None:
-    row = noisy_row("rx9070xt", 16)
+    row = noisy_row("rx9070xt", 16, workload="noisy-short-stream")
     assert victim_reachable(row) is True
     assert goals_missed(row, row) == ["victim"]
 
@@ -65,6 +65,59 @@ def test_a_second_backend_brings_the_goal_within_reach() -> None:
     """The noisy tenant's sequences can run on the victim-free backend."""
     assert victim_reachable(noisy_row("mi300x", 64, workload="noisy-3000")) is False
     assert victim_reachable(noisy_row("mi300x", 64, workload="noisy-3000", backends=2)) is True
+
+
+def test_the_flood_s_prefill_steps_put_the_victim_s_tail_out_of_reach() -> None:
+    """On rx9070xt a 1,500-token prompt holds the engine for 0.32 s: the mean frontier
+    reaches the goal, but the victim's p99 lands in those steps, whatever the batch."""
+    row = noisy_row("rx9070xt", 16)
+    table = victim_frontier(row)
+    assert table is not None
+    free = frontier.unlimited(table, clients=16, backends=1)
+    mean_only = frontier.best_share(table, THROUGHPUT_FLOOR * free.noisy_share)
+    assert mean_only is not None and mean_only >= 1.0 / VICTIM_CEILING
+    assert victim_reachable(row) is False
+    assert goals_missed(row, row) == [OUTSIDE_FRONTIER]
+
+
+def test_the_tail_wait_is_the_rest_of_the_prefill_step_the_p99_arrival_lands_in() -> None:
+    p = load_profile("cpu-tiny")
+    shape = frontier.Shape(noisy_prompt=1500, noisy_output=256)
+    (step,) = frontier.prefill_steps_s(p, shape)
+    assert step == pytest.approx(p.engine.step_time.duration(1500, 0, 0))
+    # 4 sequences on 0.01 s steps begin 4 / 0.01 / 256 prompts a second
+    starts = 4 / 0.01 / 256
+    row = frontier.Row(k=4, step_s=0.01, victim_share=1.0, noisy_share=1.0)
+    share = starts * step
+    expected = step * (1 - frontier.TAIL / share)
+    assert frontier.tail_wait_s(p, shape, row) == pytest.approx(expected, rel=1e-6)
+    assert frontier.tail_wait_s(p, shape, frontier.Row(0, 0.01, 1.0, 1.0)) == 0.0
+    # so rare that fewer than 1 % of arrivals meet one: no wait in the p99
+    rare = frontier.Row(k=1, step_s=100.0, victim_share=1.0, noisy_share=1.0)
+    assert frontier.tail_wait_s(p, shape, rare) == 0.0
+
+
+def test_a_prompt_longer_than_the_engine_s_batch_is_prefilled_in_chunks() -> None:
+    p = load_profile("cpu-tiny")
+    chunk = p.engine.max_num_batched_tokens
+    shape = frontier.Shape(noisy_prompt=chunk + 100)
+    steps = frontier.prefill_steps_s(p, shape)
+    model = p.engine.step_time
+    assert steps == [model.duration(chunk, 0, 0), model.duration(100, 0, 0)]
+
+
+def test_the_tail_caps_a_row_s_victim_share_at_its_ttft_ratio() -> None:
+    p, shape = load_profile("rx9070xt"), frontier.Shape()
+    table = frontier.rows(p, shape, clients=8)
+    alone = 0.05
+    for plain, capped in zip(table, frontier.tail_limited(table, p, shape, alone), strict=True):
+        wait = frontier.tail_wait_s(p, shape, plain)
+        assert capped.victim_share == pytest.approx(min(plain.victim_share, alone / (alone + wait)))
+        assert (capped.k, capped.noisy_share) == (plain.k, plain.noisy_share)
+    assert any(
+        c.victim_share < t.victim_share
+        for t, c in zip(table, frontier.tail_limited(table, p, shape, alone), strict=True)
+    )
 
 
 def test_the_gap_is_how_far_the_point_lies_below_the_frontier() -> None:
