@@ -8,7 +8,7 @@ from typing import Any
 
 from emulator.profile import load_profile
 from policies.backends import BackendsSnapshot
-from policies.engine.scheduler import Ticket
+from policies.engine.scheduler import Scheduler, Ticket
 from policies.types import Decision, RequestInfo
 from simulation.matrix.chat_clients import ChatClient
 from simulation.matrix.loop import MatrixSimulation
@@ -64,16 +64,26 @@ def _run(policy: dict[str, Any], hashed: bool) -> tuple[MatrixSimulation, list[R
         seed=1,
         probe=False,
     )
-    told: list[RequestInfo] = []
-    submit = sim.scheduler.submit
-
-    def recorded(req: RequestInfo, fleet: BackendsSnapshot) -> Ticket | Decision:
-        told.append(req)
-        return submit(req, fleet)
-
-    sim.scheduler.submit = recorded  # type: ignore[method-assign]
+    recording = _Recording(sim.scheduler)
+    sim.scheduler = recording  # type: ignore[assignment]
     sim.run()
-    return sim, told
+    return sim, recording.told
+
+
+class _Recording:
+    """The simulation's scheduler, keeping every request it is told (a wrapper, not a
+    patched method: the compiled core's classes take no new attributes)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+        self.told: list[RequestInfo] = []
+
+    def submit(self, req: RequestInfo, fleet: BackendsSnapshot) -> Ticket | Decision:
+        self.told.append(req)
+        return self._scheduler.submit(req, fleet)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._scheduler, name)
 
 
 def test_the_engines_serve_the_resent_prefix_and_the_turns_start_sooner() -> None:
