@@ -37,9 +37,7 @@ from simulation.run_cli import (
     write_rows,
 )
 from simulation.run_metrics import RunRecord, summarise_run_records
-from simulation.swarm import is_token, retry_after_s
-
-DEFERRAL_STATUSES = frozenset({429, 503})
+from simulation.swarm import DEFERRAL_STATUSES, is_token, retry_after_s
 
 
 class RunOver(Exception):
