@@ -23,8 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from simulation.policy_file import read_policy_file
 from simulation.workload import BackoffPolicy
 
 NEVER_S = 1.0e9
@@ -153,8 +152,4 @@ def resolve(name_or_path: str) -> tuple[str, dict[str, Any]]:
     if not path.exists():
         known = ", ".join(SEED_POLICIES)
         raise ValueError(f"unknown policy {name_or_path!r}: not one of {known}, nor a file")
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    section = data.get("policy", data)
-    if not isinstance(section, dict):
-        raise ValueError(f"{path}: the policy section must be a mapping")
-    return str(section.get("name", path.stem)), section
+    return read_policy_file(path)

@@ -18,10 +18,11 @@ from simulation.catalog import FRONTIER, resolve
 from simulation.chart import ChartUnavailable, draw, draw_frontier
 from simulation.engine_adapter import knee_agents
 from simulation.fleet_cli import add_arguments, main_fleet
-from simulation.lengths import resolve_lengths
+from simulation.output_flags import add_output_flags
 from simulation.results import Row, format_table, write_csv
 from simulation.run import Candidate, RunSpec, sweep
-from simulation.workload import AgentWorkload, BackoffPolicy
+from simulation.workload import AgentWorkload
+from simulation.workload_flags import add_agent_workload_flags, agent_workload_of
 
 
 def _ints(text: str) -> list[int]:
@@ -30,7 +31,7 @@ def _ints(text: str) -> list[int]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sluicegate simulate", description=__doc__.split("\n")[0])
-    p.add_argument("--profile", default="rx9070xt", help="emulator profile name or YAML path")
+    add_agent_workload_flags(p)
     p.add_argument(
         "--policies", default=None, help="comma-separated catalogue names or preset YAML paths"
     )
@@ -38,30 +39,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=3600.0, help="simulated seconds per run")
     p.add_argument("--warmup", type=float, default=300.0, help="unmeasured seconds at the start")
     p.add_argument("--seeds", type=_ints, default=[1], help="seeds pooled per row, e.g. 1,2,3")
-    p.add_argument(
-        "--lengths",
-        default="profile",
-        help="turn lengths: profile, lognormal-S (profile's mean, shape S) or a "
-        "YAML file with components (see simulation/lengths.py)",
-    )
-    p.add_argument("--think", type=float, default=4.5, help="mean think time (s), exponential")
-    p.add_argument("--prompt-tokens", type=int, default=64, help="prefill per turn (tokens)")
-    p.add_argument("--backoff-base", type=float, default=6.0, help="first backoff (s)")
-    p.add_argument("--backoff-growth", type=float, default=2.0, help="backoff factor per deferral")
-    p.add_argument("--backoff-cap", type=float, default=120.0, help="longest backoff (s)")
-    p.add_argument("--backoff-jitter", type=float, default=0.0, help="jitter fraction in [0,1]")
-    p.add_argument(
-        "--ignore-retry-after",
-        action="store_true",
-        help="agents back off by their own schedule only",
-    )
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=Path("bench/seed000/sim"),
-        help="output prefix: writes PREFIX.csv and PREFIX.png",
-    )
-    p.add_argument("--no-chart", action="store_true")
+    add_output_flags(p, "bench/seed000/sim", "writes PREFIX.csv and PREFIX.png")
     p.add_argument(
         "--max-tokens-hint",
         action="store_true",
@@ -82,20 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.replicas > 0:
         return main_fleet(args)
     profile = load_profile(args.profile)
-    backoff = BackoffPolicy(
-        base_s=args.backoff_base,
-        growth=args.backoff_growth,
-        cap_s=args.backoff_cap,
-        jitter=args.backoff_jitter,
-        honour_retry_after=not args.ignore_retry_after,
-    )
     try:
-        lengths = resolve_lengths(args.lengths, profile.output_lengths)
+        workload = agent_workload_of(args, profile)
         candidates = _candidates(args.policies, args.frontier)
     except ValueError as exc:
         print(f"sluicegate simulate: {exc}", file=sys.stderr)
         return 2
-    workload = AgentWorkload(lengths, args.think, args.prompt_tokens, backoff=backoff)
     agents = args.agents or ([24] if args.frontier else [8, 12, 16, 20, 24])
     base = RunSpec(
         profile,

@@ -9,14 +9,13 @@ at ``duration_s`` and then drains, so every turn ends (completed) before ``run``
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
 from policies.backends import BackendsSnapshot
+from simulation.event_queue import EventQueue, WakeupAlarm
 from simulation.metrics import TurnRecord
 from simulation.ports import (
     AdmissionAnswer,
@@ -28,6 +27,7 @@ from simulation.ports import (
     Queued,
     VirtualClock,
 )
+from simulation.stepping import Stepping
 from simulation.workload import AgentWorkload
 
 DRAIN_LIMIT_S = 3600.0
@@ -41,13 +41,11 @@ class _Kind(Enum):
     WAKEUP = 3
 
 
-@dataclass(order=True, slots=True)
+@dataclass(slots=True)
 class _Event:
-    at: float
-    seq: int
-    kind: _Kind = field(compare=False)
-    agent: int = field(default=-1, compare=False)
-    step: EngineStep | None = field(default=None, compare=False)
+    kind: _Kind
+    agent: int = -1
+    step: EngineStep | None = None
 
 
 class Prompts(Protocol):
@@ -100,27 +98,26 @@ class Simulation:
         self._prompts: Prompts = prompts or FixedPrompts(workload.prompt_tokens)
         self._clock, self._duration = clock, duration_s
         self._rng = random.Random(seed)
-        self._heap: list[_Event] = []
-        self._seq = itertools.count()
+        self._events: EventQueue[_Event] = EventQueue()
         self._open: dict[int, TurnRecord] = {}
         self._by_request: dict[str, int] = {}
         self._attempt_submit: dict[str, float] = {}
         self._served: dict[str, int] = {}
-        self._engine_busy = False
-        self._armed_wakeup: float | None = None
+        self._stepping = Stepping(engine)
+        self._alarm = WakeupAlarm()
         self.records: list[TurnRecord] = []
         for agent in range(n_agents):
             self._push(workload.think_s(self._rng), _Kind.THINK_END, agent=agent)
 
     def run(self) -> list[TurnRecord]:
         """Run to the end of the drain; returns every turn, all of them finished."""
-        while self._heap:
+        while self._events:
             if not self._open and self._clock.now >= self._duration:
                 break  # drained: what is left are idle agents and stale wake-ups
-            event = heapq.heappop(self._heap)
-            if event.at > self._duration + DRAIN_LIMIT_S:
-                raise StuckSimulation(f"{len(self._open)} turns still open at {event.at:.0f}s")
-            self._clock.now = max(self._clock.now, event.at)
+            at, event = self._events.pop()
+            if at > self._duration + DRAIN_LIMIT_S:
+                raise StuckSimulation(f"{len(self._open)} turns still open at {at:.0f}s")
+            self._clock.now = max(self._clock.now, at)
             self._handle(event)
         if self._open:
             raise StuckSimulation(f"{len(self._open)} turns never ended")
@@ -129,7 +126,7 @@ class Simulation:
     def _push(
         self, at: float, kind: _Kind, *, agent: int = -1, step: EngineStep | None = None
     ) -> None:
-        heapq.heappush(self._heap, _Event(at, next(self._seq), kind, agent, step))
+        self._events.push(at, _Event(kind, agent, step))
 
     def _handle(self, event: _Event) -> None:
         now = self._clock.now
@@ -142,7 +139,7 @@ class Simulation:
             self._submit(event.agent)
         elif event.kind is _Kind.STEP_END:
             assert event.step is not None
-            self._engine_busy = False
+            self._stepping.ended()
             self._finish_step(event.step)
             if not event.step.changed:
                 self._kick_engine()  # a plain decode step: skip the policy pump
@@ -213,21 +210,14 @@ class Simulation:
         self._arm_wakeup()
 
     def _kick_engine(self) -> None:
-        if not self._engine_busy:
-            step = self._engine.step(self._clock.now)
-            if step is not None:
-                self._engine_busy = True
-                self._push(self._clock.now + step.duration_s, _Kind.STEP_END, step=step)
+        step = self._stepping.start(self._clock.now)
+        if step is not None:
+            self._push(self._clock.now + step.duration_s, _Kind.STEP_END, step=step)
 
     def _arm_wakeup(self) -> None:
-        wake = self._admission.next_wakeup()
-        now = self._clock.now
-        if wake is None or wake <= now:
-            return
-        if self._armed_wakeup is not None and now < self._armed_wakeup <= wake:
-            return
-        self._armed_wakeup = wake
-        self._push(wake, _Kind.WAKEUP)
+        wake = self._alarm.arm(self._admission.next_wakeup(), self._clock.now)
+        if wake is not None:
+            self._push(wake, _Kind.WAKEUP)
 
     def _snapshot(self) -> BackendsSnapshot:
         now = self._clock.now

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import heapq
 import itertools
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from emulator.profile import Profile
@@ -30,7 +29,9 @@ from policies.fairness.fleet_share import FleetShare, ShareReport, share_of
 from policies.registry import build_policy
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
 from simulation.engine_adapter import EmulatedBackend
+from simulation.event_queue import EventQueue
 from simulation.ports import EngineStep, VirtualClock
+from simulation.stepping import Stepping
 from simulation.workload import AgentWorkload
 
 MODEL = "sim-model"
@@ -84,13 +85,6 @@ class FleetResult:
         return abs(self.solo_share - 0.5) / 0.5
 
 
-@dataclass(order=True, slots=True)
-class _Event:
-    at: float
-    seq: int
-    run: Callable[[], None] = field(compare=False)
-
-
 class FleetSimulation:
     def __init__(self, spec: FleetSpec) -> None:
         self.spec = spec
@@ -103,14 +97,13 @@ class FleetSimulation:
         self.ledger = FleetLedger(ttl_s=max(3 * (spec.fair_share_s or 1.0), 1.0) + 0.1)
         self._rng = random.Random(spec.seed)
         self._lengths = AgentWorkload(spec.profile.output_lengths)
-        self._heap: list[_Event] = []
-        self._seq = itertools.count()
+        self._events: EventQueue[Callable[[], None]] = EventQueue()
         self._ids = itertools.count()
         self._round_robin = itertools.count()
         self._peers = [0] * spec.replicas
         self._open: dict[str, tuple[int, Ticket | None, str, int]] = {}
         """request id -> (replica, ticket once dispatched, tenant, output tokens)."""
-        self._busy = False
+        self._stepping = Stepping(self.engine)
         self._view = self.engine.view(0.0)
         self.served = dict.fromkeys(TENANTS, 0)
         self._over: list[int] = []
@@ -131,17 +124,17 @@ class FleetSimulation:
             for i in range(spec.replicas):
                 phase = spec.fair_share_s * (i + self._rng.random()) / spec.replicas
                 self._at(phase, functools.partial(self._fair_sync, i))
-        while self._heap and self.clock.now < spec.duration_s:
-            event = heapq.heappop(self._heap)
-            self.clock.now = max(self.clock.now, event.at)
-            event.run()
+        while self._events and self.clock.now < spec.duration_s:
+            at, event = self._events.pop()
+            self.clock.now = max(self.clock.now, at)
+            event()
             self._kick_engine()
         mean_over = sum(self._over) / max(1, len(self._over))
         window = self.clock.now - spec.warmup_s
         return FleetResult(spec, self.served, mean_over, self._max_gap, window)
 
     def _at(self, at: float, run: Callable[[], None]) -> None:
-        heapq.heappush(self._heap, _Event(at, next(self._seq), run))
+        self._events.push(at, run)
 
     def _snapshot(self, replica: int) -> BackendsSnapshot:
         view = dataclasses.replace(self._view, peer_in_flight=self._peers[replica])
@@ -163,11 +156,9 @@ class FleetSimulation:
         self._at(self.clock.now + self.spec.scrape_s, self._scrape)
 
     def _kick_engine(self) -> None:
-        if not self._busy:
-            step = self.engine.step(self.clock.now)
-            if step is not None:
-                self._busy = True
-                self._at(self.clock.now + step.duration_s, lambda: self._step_end(step))
+        step = self._stepping.start(self.clock.now)
+        if step is not None:
+            self._at(self.clock.now + step.duration_s, lambda: self._step_end(step))
 
     # -- clients and the engine ------------------------------------------------------------
 
@@ -198,7 +189,7 @@ class FleetSimulation:
             self._at(self.clock.now + (out.retry_after_s or 1.0), lambda: self._send(tenant))
 
     def _step_end(self, step: EngineStep) -> None:
-        self._busy = False
+        self._stepping.ended()
         engine = self.engine.engine
         over = engine.num_running + engine.num_waiting - self.spec.profile.engine.max_num_seqs
         if self.clock.now >= self.spec.warmup_s:

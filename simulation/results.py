@@ -7,25 +7,26 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from simulation.csv_records import write_records
 from simulation.metrics import Summary
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
-    """The seed table's columns plus the agent-felt wait. Seconds, turns/s, fractions."""
+@dataclass(frozen=True)
+class RunKey:
+    """Which run a row is of. No slots of its own (``__slots__ = ()``), so that ``Row`` can
+    take both it and the slotted ``Summary`` as bases."""
 
+    __slots__ = ()
     source: str  # "simulate" or "swarm"
     policy: str
     n_agents: int
     seed: int
-    goodput_tps: float
-    p99_queue_wait_s: float
-    deferral_share: float
-    p99_felt_wait_s: float
-    mean_felt_wait_s: float
-    p50_queue_wait_s: float
-    submissions: int
-    turns_completed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Row(Summary, RunKey):
+    """The seed table's columns: the run's key, then its ``Summary`` (seconds, turns/s,
+    fractions; the agent-felt wait among them)."""
 
     @classmethod
     def of(cls, source: str, policy: str, n_agents: int, seed: int, s: Summary) -> Row:
@@ -36,15 +37,11 @@ COLUMNS = [f.name for f in fields(Row)]
 
 
 def write_csv(rows: list[Row], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        for row in rows:
-            values = asdict(row)
-            writer.writerow(
-                {k: f"{v:.4f}" if isinstance(v, float) else v for k, v in values.items()}
-            )
+    write_records(path, COLUMNS, (_formatted(asdict(row)) for row in rows))
+
+
+def _formatted(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: f"{v:.4f}" if isinstance(v, float) else v for k, v in values.items()}
 
 
 def read_csv(path: Path) -> list[Row]:

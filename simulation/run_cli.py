@@ -10,18 +10,17 @@ Example::
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from emulator.profile import Profile, load_profile
 from simulation.agent_runs import RunWorkload, arrivals, capacity_runs_per_s
+from simulation.csv_records import write_records
 from simulation.lengths import resolve_lengths
+from simulation.policy_file import read_policy_file
 from simulation.ports import VirtualClock
 from simulation.run_core import CuttableBackend, RunSimulation
 from simulation.run_metrics import RunRecord, RunSummary, summarise_run_records
@@ -66,11 +65,7 @@ def resolve_policy(name: str) -> tuple[str, dict[str, Any]]:
     path = next((p for p in shipped if p.exists()), Path(name))
     if not path.exists():
         raise ValueError(f"unknown policy {name!r}: not default, a preset, nor a file")
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    section = data.get("policy", data)
-    if not isinstance(section, dict):
-        raise ValueError(f"{path}: the policy section must be a mapping")
-    return str(section.get("name", path.stem)), section
+    return read_policy_file(path)
 
 
 def simulate_runs(
@@ -150,12 +145,7 @@ COLUMNS = [
 
 
 def write_rows(rows: list[RunRow], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as f:
-        out = csv.DictWriter(f, fieldnames=COLUMNS)
-        out.writeheader()
-        for row in rows:
-            out.writerow(row.flat())
+    write_records(path, COLUMNS, (row.flat() for row in rows))
 
 
 def format_rows(rows: list[RunRow]) -> str:

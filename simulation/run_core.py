@@ -14,8 +14,6 @@ in the engine and released CANCELLED, as the gateway cuts them upstream.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import random
 from dataclasses import dataclass, field
 from enum import Enum
@@ -37,8 +35,10 @@ from policies.types import (
 )
 from simulation.agent_runs import RunPlan, RunWorkload
 from simulation.engine_adapter import EmulatedBackend
+from simulation.event_queue import EventQueue, WakeupAlarm
 from simulation.ports import EngineStep, VirtualClock
 from simulation.run_metrics import RunRecord
+from simulation.stepping import Stepping
 
 TENANT = "agents"
 FLOW = "agent-runs"
@@ -55,14 +55,12 @@ class _Kind(Enum):
     DEADLINE = 5
 
 
-@dataclass(order=True, slots=True)
+@dataclass(slots=True)
 class _Event:
-    at: float
-    seq: int
-    kind: _Kind = field(compare=False)
-    run: int = field(default=-1, compare=False)
-    branch: int = field(default=-1, compare=False)
-    step: EngineStep | None = field(default=None, compare=False)
+    kind: _Kind
+    run: int = -1
+    branch: int = -1
+    step: EngineStep | None = None
 
 
 @dataclass(slots=True)
@@ -111,14 +109,13 @@ class RunSimulation:
         self._workload, self._backend, self._clock, self._model = workload, backend, clock, model
         self._rng = random.Random(seed)
         self._estimator = TokenEstimator()
-        self._heap: list[_Event] = []
-        self._seq = itertools.count()
+        self._events: EventQueue[_Event] = EventQueue()
         self._live: dict[int, _LiveRun] = {}
         self._owner: dict[str, int] = {}
         self._tickets: dict[str, Ticket] = {}
         self._served: dict[str, int] = {}
-        self._engine_busy = False
-        self._armed: float | None = None
+        self._stepping = Stepping(backend)
+        self._alarm = WakeupAlarm()
         self._left = len(plans)
         self._plans = plans
         self.records: list[RunRecord] = []
@@ -127,9 +124,9 @@ class RunSimulation:
 
     def run(self) -> list[RunRecord]:
         """Until every run has ended (completed, given up or abandoned at its deadline)."""
-        while self._heap and (self._left or self._live):
-            event = heapq.heappop(self._heap)
-            self._clock.now = max(self._clock.now, event.at)
+        while self._events and (self._left or self._live):
+            at, event = self._events.pop()
+            self._clock.now = max(self._clock.now, at)
             self._handle(event)
         assert not self._live and not self._left, "a run never ended"
         return sorted(self.records, key=lambda r: r.index)
@@ -143,7 +140,7 @@ class RunSimulation:
         branch: int = -1,
         step: EngineStep | None = None,
     ) -> None:
-        heapq.heappush(self._heap, _Event(at, next(self._seq), kind, run, branch, step))
+        self._events.push(at, _Event(kind, run, branch, step))
 
     def _handle(self, event: _Event) -> None:
         live = self._live.get(event.run)
@@ -157,7 +154,7 @@ class RunSimulation:
             self._give_up(live, at_deadline=True)
         elif event.kind is _Kind.ENGINE:
             assert event.step is not None
-            self._engine_busy = False
+            self._stepping.ended()
             self._engine_step(event.step)
             if not event.step.changed:
                 self._kick_engine()
@@ -343,20 +340,14 @@ class RunSimulation:
         self._arm_wakeup()
 
     def _kick_engine(self) -> None:
-        if not self._engine_busy:
-            step = self._backend.step(self._clock.now)
-            if step is not None:
-                self._engine_busy = True
-                self._push(self._clock.now + step.duration_s, _Kind.ENGINE, step=step)
+        step = self._stepping.start(self._clock.now)
+        if step is not None:
+            self._push(self._clock.now + step.duration_s, _Kind.ENGINE, step=step)
 
     def _arm_wakeup(self) -> None:
-        wake, now = self.scheduler.next_wakeup(), self._clock.now
-        if wake is None or wake <= now:
-            return
-        if self._armed is not None and now < self._armed <= wake:
-            return
-        self._armed = wake
-        self._push(wake, _Kind.WAKEUP)
+        wake = self._alarm.arm(self.scheduler.next_wakeup(), self._clock.now)
+        if wake is not None:
+            self._push(wake, _Kind.WAKEUP)
 
     def _snapshot(self) -> BackendsSnapshot:
         now = self._clock.now

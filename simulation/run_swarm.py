@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import random
 import sys
-import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +36,7 @@ from simulation.run_cli import (
     write_rows,
 )
 from simulation.run_metrics import RunRecord, summarise_run_records
-from simulation.swarm import DEFERRAL_STATUSES, is_token, retry_after_s
+from simulation.swarm import DEFERRAL_STATUSES, LiveLoad, is_token, retry_after_s
 
 
 class RunOver(Exception):
@@ -45,25 +44,12 @@ class RunOver(Exception):
 
 
 @dataclass
-class RunSwarm:
-    """Shared state: times in emulated seconds since ``start``."""
+class RunSwarm(LiveLoad[RunWorkload, RunRecord]):
+    """Shared state of the agent runs: times in emulated seconds since ``start``."""
 
-    client: httpx.AsyncClient
-    model: str
-    workload: RunWorkload
-    speed: float
-    start: float = field(default_factory=time.monotonic)
-    records: list[RunRecord] = field(default_factory=list)
-    failures: int = 0
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     call_ttft: list[tuple[float, float]] = field(default_factory=list)
     """Each served call's (first attempt, time to its first token from then)."""
-
-    def now(self) -> float:
-        return (time.monotonic() - self.start) * self.speed
-
-    async def sleep_until(self, emulated: float) -> None:
-        await asyncio.sleep(max(0.0, emulated - self.now()) / self.speed)
 
 
 async def agent_run(swarm: RunSwarm, plan: RunPlan) -> None:

@@ -21,41 +21,57 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import httpx
 
 from emulator.profile import load_profile
 from simulation.chart import ChartUnavailable, draw
 from simulation.engine_adapter import knee_agents
-from simulation.lengths import resolve_lengths
 from simulation.metrics import TurnRecord, summarise_runs
+from simulation.output_flags import add_output_flags
 from simulation.results import Row, format_table, write_csv
-from simulation.workload import AgentWorkload, BackoffPolicy
+from simulation.workload import AgentWorkload
+from simulation.workload_flags import add_agent_workload_flags, agent_workload_of
 
 DEFERRAL_STATUSES = frozenset({429, 503})
 
 
+W = TypeVar("W")
+R = TypeVar("R")
+
+
 @dataclass
-class SwarmRun:
-    """Shared state of one run: records in wall seconds since ``start`` (already unscaled)."""
+class LiveLoad(Generic[W, R]):
+    """Shared state of a load over HTTP against an emulator running ``speed`` times faster
+    than its profile: the clients' ``workload`` and the ``records`` they append."""
 
     client: httpx.AsyncClient
     model: str
-    workload: AgentWorkload
+    workload: W
     speed: float
-    stop_at: float
     start: float = field(default_factory=time.monotonic)
-    records: list[TurnRecord] = field(default_factory=list)
-    open_turns: int = 0
+    records: list[R] = field(default_factory=list)
     failures: int = 0
-    short_streams: int = 0
 
     def now(self) -> float:
-        """Seconds on the *emulated* clock (wall seconds x speed)."""
+        """Seconds on the *emulated* clock since ``start`` (wall seconds x speed)."""
         return (time.monotonic() - self.start) * self.speed
 
     async def sleep(self, emulated_s: float) -> None:
-        await asyncio.sleep(emulated_s / self.speed)
+        await asyncio.sleep(max(0.0, emulated_s) / self.speed)
+
+    async def sleep_until(self, emulated: float) -> None:
+        await self.sleep(emulated - self.now())
+
+
+@dataclass
+class SwarmRun(LiveLoad[AgentWorkload, TurnRecord]):
+    """Shared state of one run of agents; its turns end at ``stop_at`` emulated seconds."""
+
+    stop_at: float = field(kw_only=True)
+    open_turns: int = 0
+    short_streams: int = 0
 
 
 async def agent(run: SwarmRun, index: int, rng: random.Random) -> None:
@@ -198,20 +214,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=float, default=60.0, help="unmeasured emulated seconds")
     p.add_argument("--drain", type=float, default=120.0, help="emulated seconds to finish")
     p.add_argument("--request-timeout", type=float, default=600.0, help="wall seconds")
-    p.add_argument("--profile", default="rx9070xt", help="output-length mixture from this profile")
-    p.add_argument(
-        "--lengths",
-        default="profile",
-        help="profile, lognormal-S or a YAML file (simulation/lengths.py)",
-    )
-    p.add_argument("--think", type=float, default=4.5)
-    p.add_argument("--prompt-tokens", type=int, default=64)
-    p.add_argument("--backoff-base", type=float, default=6.0)
-    p.add_argument("--backoff-growth", type=float, default=2.0)
-    p.add_argument("--backoff-cap", type=float, default=120.0)
+    add_agent_workload_flags(p)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--out", type=Path, default=Path("bench/seed000/swarm"))
-    p.add_argument("--no-chart", action="store_true")
+    add_output_flags(p, "bench/seed000/swarm", "writes PREFIX.csv and PREFIX.png")
     p.add_argument(
         "--records",
         type=Path,
@@ -232,9 +237,7 @@ def write_records(records: list[TurnRecord], n: int, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     profile = load_profile(args.profile)
-    backoff = BackoffPolicy(args.backoff_base, args.backoff_growth, args.backoff_cap)
-    lengths = resolve_lengths(args.lengths, profile.output_lengths)
-    workload = AgentWorkload(lengths, args.think, args.prompt_tokens, backoff)
+    workload = agent_workload_of(args, profile)
     rows: list[Row] = []
     for n in (int(x) for x in args.agents.split(",") if x):
         run = asyncio.run(swarm_once(args, workload, n))

@@ -8,17 +8,15 @@ from simulation.results import read_csv
 from tests.unit.simulation.timed_argv import timed
 
 
+def _sweep(agents: str, policies: str, out: Path, duration_s: int, *more: str) -> int:
+    """``simulate`` of ``agents`` under each of ``policies`` for ``duration_s`` after a
+    10 s warm-up, into ``out``."""
+    return main(["--agents", agents, "--policies", policies, *timed(out, duration_s, 10, *more)])
+
+
 def test_simulate_writes_one_row_per_policy_and_n(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
-    code = main(
-        [
-            "--agents",
-            "4,10",
-            "--policies",
-            "unbounded",
-            *timed(out, 90, 10, "--no-chart"),
-        ]
-    )
+    code = _sweep("4,10", "unbounded", out, 90, "--no-chart")
     assert code == 0
     rows = read_csv(out.with_suffix(".csv"))
     assert [(r.policy, r.n_agents) for r in rows] == [("unbounded", 4), ("unbounded", 10)]
@@ -33,15 +31,7 @@ def test_a_preset_file_runs_unchanged(tmp_path: Path) -> None:
     preset = tmp_path / "never-queue.yaml"
     preset.write_text("policy:\n  name: never-queue\n  queue:\n    max_queued_tokens: 1\n")
     out = tmp_path / "p"
-    code = main(
-        [
-            "--agents",
-            "16",
-            "--policies",
-            str(preset),
-            *timed(out, 90, 10, "--no-chart"),
-        ]
-    )
+    code = _sweep("16", str(preset), out, 90, "--no-chart")
     assert code == 0
     (row,) = read_csv(out.with_suffix(".csv"))
     assert row.policy == "never-queue" and row.deferral_share > 0.0
@@ -51,15 +41,7 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
     import matplotlib  # noqa: F401  # the [sim] extra: a missing chart fails, never skips
 
     out = tmp_path / "c"
-    code = main(
-        [
-            "--agents",
-            "4,8",
-            "--policies",
-            "unbounded",
-            *timed(out, 60, 10),
-        ]
-    )
+    code = _sweep("4,8", "unbounded", out, 60)
     assert code == 0
     data = out.with_suffix(".png").read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,49 @@
+"""The future of a discrete-event simulation: events by time, those at the same time in the
+order they were pushed (so that a seed replays the same run)."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class EventQueue(Generic[T]):
+    __slots__ = ("_heap", "_seq")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, T]] = []
+        self._seq = itertools.count()
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+    def push(self, at: float, event: T) -> None:
+        """``event`` at ``at`` seconds; the sequence number breaks ties, never ``event``."""
+        heapq.heappush(self._heap, (at, next(self._seq), event))
+
+    def pop(self) -> tuple[float, T]:
+        """The earliest event and its time."""
+        at, _, event = heapq.heappop(self._heap)
+        return at, event
+
+
+class WakeupAlarm:
+    """The policy's next wake-up (``next_wakeup()``) as one event in the queue: a wake-up no
+    earlier than the one still ahead needs no event of its own."""
+
+    __slots__ = ("_armed",)
+
+    def __init__(self) -> None:
+        self._armed: float | None = None
+
+    def arm(self, wake: float | None, now: float) -> float | None:
+        """The time to push a wake-up event at, or None when none is needed."""
+        if wake is None or wake <= now:
+            return None
+        if self._armed is not None and now < self._armed <= wake:
+            return None
+        self._armed = wake
+        return wake
