@@ -72,8 +72,12 @@ class EnvoyEpp(Setup):
     ``-min``: the response headers are not sent to the picker (status and upstream come as
     attributes of the first body piece), so the client gets no ``x-sluicegate-*`` headers."""
 
+    http_port = 0
+    """The picker's HTTP port (``/metrics``, ``/admin/*``, health), once started."""
+
     def start(self) -> None:
         http_port, grpc_port = free_port(), free_port()
+        self.http_port = http_port
         digests = [hashlib.sha256(k.encode()).hexdigest() for k in TENANT_KEYS]
         conf = Template((HOTPATH / "sluicegate.yaml.tmpl").read_text()).substitute(
             {f"digest{i}": d for i, d in enumerate(digests)}

@@ -22,7 +22,7 @@ import os
 import pstats
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -83,16 +83,27 @@ class ProfiledPicker(EnvoyEpp):
         return _profiled(self.tree, self.profile_path, "epp", "--config", str(config))
 
 
+def fake_backend(out: Path) -> tuple[Proc, int]:
+    """The hot path's fake backend on a free port, on CPU 0 (not started yet)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port)]
+    return Proc("fake-backend", argv, "0", out / "backend.log"), port
+
+
+def print_pair(counts: dict[str, float], mode: str, shown: Callable[[float], str]) -> None:
+    """One line per tree (``shown``: its count as printed), then this tree over the
+    baseline when both ran."""
+    for name, count in counts.items():
+        print(f"{name:<20} {mode:<10} {shown(count)}")
+    if len(counts) == 2:
+        print(f"ratio this / baseline: {counts['sluicegate'] / counts['sluicegate-baseline']:.3f}")
+
+
 def calls_per_request(tree: Path, name: str, args: argparse.Namespace) -> float:
     """Start the fake backend and ``tree``'s gateway, send the requests, stop both; the
     gateway's calls divided by the requests."""
-    port, backend_port = free_port(), free_port()
-    backend = Proc(
-        "fake-backend",
-        [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(backend_port)],
-        "0",
-        args.out / "backend.log",
-    )
+    port = free_port()
+    backend, backend_port = fake_backend(args.out)
     setup = (ProfiledPicker if args.picker else Profiled)(name, backend_port, port, args.out)
     setup.tree = tree
     body = {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 16}
@@ -131,10 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         trees.append(("sluicegate-baseline", Path(args.baseline).resolve()))
     counts = {name: calls_per_request(tree, name, args) for name, tree in trees}
     mode = ("stream" if args.stream else "non-stream") + (", picker" if args.picker else "")
-    for name, count in counts.items():
-        print(f"{name:<20} {mode:<10} {count:8.1f} Python calls per request")
-    if len(counts) == 2:
-        print(f"ratio this / baseline: {counts['sluicegate'] / counts['sluicegate-baseline']:.3f}")
+    print_pair(counts, mode, lambda count: f"{count:8.1f} Python calls per request")
     return 0
 
 

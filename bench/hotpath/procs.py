@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scripts.service_argv import start_group
+
 REPO = Path(__file__).resolve().parents[2]
 NOFILE = 65536
 """Open-file limit asked for every child: 10,000 idle streams need 20,000+ sockets."""
@@ -48,17 +50,10 @@ class Proc:
         path = [p for p in (os.environ.get("PYTHONPATH", ""), str(REPO)) if p]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), **self.env}
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as out:
-            self.popen = subprocess.Popen(
-                ["taskset", "-c", self.cpus, *self.argv],
-                cwd=self.cwd,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=raise_nofile,
-            )
+        argv = ["taskset", "-c", self.cpus, *self.argv]
+        self.popen = start_group(
+            argv, self.log, append=True, cwd=self.cwd, env=env, preexec_fn=raise_nofile
+        )
 
     @property
     def pid(self) -> int:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from prometheus_client import Counter
-
 from gateway.async_jobs.store import TERMINAL, JobState, JobStore
 from gateway.metrics.exporter import GatewayMetrics, GaugeSample, forget_series
 
@@ -27,30 +25,19 @@ class AsyncMetrics:
         self._metrics = metrics
         self._store = store
         self._enabled = enabled
-        r = metrics.registry
-        self._queued = Counter(
-            "sluicegate_async_jobs_queued",
-            "Calls handed off as async jobs (202)",
-            ["tenant"],
-            registry=r,
+        self._queued = metrics.counter(
+            "sluicegate_async_jobs_queued", "Calls handed off as async jobs (202)", ["tenant"]
         )
-        self._ended = Counter(
-            "sluicegate_async_jobs_ended",
-            "Async jobs by their one ending",
-            ["tenant", "state"],
-            registry=r,
+        self._ended = metrics.counter(
+            "sluicegate_async_jobs_ended", "Async jobs by their one ending", ["tenant", "state"]
         )
-        self._refused = Counter(
+        self._refused = metrics.counter(
             "sluicegate_async_jobs_refused",
             "Handoffs refused: the tenant's async queue was full",
             ["tenant"],
-            registry=r,
         )
-        self._dropped = Counter(
-            "sluicegate_async_results_dropped",
-            "Async results let go at their TTL",
-            ["fetched"],
-            registry=r,
+        self._dropped = metrics.counter(
+            "sluicegate_async_results_dropped", "Async results let go at their TTL", ["fetched"]
         )
         for fetched in ("true", "false"):
             self._dropped.labels(fetched)

@@ -263,13 +263,11 @@ class BackendPool:
         return until
 
     def _view(self, s: _BackendState, now: float) -> BackendView:
-        extra: dict[str, object] = {}
+        extra: Mapping[str, object] = {}
         if self._signals is not None:
-            extra = {
-                k: v
-                for k, v in self._signals.signals(s.config.name, now).items()
-                if k in _VIEW_FIELDS
-            }
+            extra = self._signals.signals(s.config.name, now)
+            if not extra.keys() <= _VIEW_FIELDS:  # only then a copy without the others
+                extra = {k: v for k, v in extra.items() if k in _VIEW_FIELDS}
         return BackendView(
             name=s.config.name,
             models=frozenset(s.config.models),

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from gateway.config.schema import BackendConfig, host_port
 from policies.backends import BackendsSnapshot
 
 
+@lru_cache(maxsize=1024)
 def endpoint_of(url: str) -> str:
-    """``host:port`` of a backend URL (the scheme's port when none is written)."""
+    """``host:port`` of a backend URL (the scheme's port when none is written); remembered
+    per URL, as every request maps the backends' URLs again (``Endpoints.of``)."""
     host, port = host_port(url)
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 

@@ -84,6 +84,8 @@ class StallBounds:
         self.read_timeout_s = read_timeout_s
         self._progress, self._period_s, self._clock = progress, scrape_period_s, clock
         self._gaps: dict[str, _Quantile] = {}
+        self._floor_s = config.progress_floor_scrapes * scrape_period_s
+        """The progress bound's floor (read on every attempt, so worked out once)."""
 
     def observe_gap(self, backend: str, seconds: float) -> None:
         self._gaps.setdefault(backend, _Quantile()).add(seconds)
@@ -110,10 +112,10 @@ class StallBounds:
         itself only by failed scrapes, each failing at its deadline). None: its progress is
         not watched."""
         found = self._progress(backend) if self._progress is not None else None
-        if found is None:
-            return None
-        floor = self.config.progress_floor_scrapes * self._period_s
-        step = found.step_s
+        return None if found is None else self._bound_of(found)
+
+    def _bound_of(self, found: EngineProgress) -> float:
+        floor, step = self._floor_s, found.step_s
         return floor if step is None else max(floor, self.config.progress_factor * step)
 
     def progress_left(self, backend: str) -> ProgressLeft | None:
@@ -121,14 +123,16 @@ class StallBounds:
         clock, lookup = self._clock, self._progress
         if clock is None or lookup is None or lookup(backend) is None:
             return None
+        floor, bound_of = self._floor_s, self._bound_of
 
         def left(held_s: float) -> float:
-            bound = self.progress_bound_s(backend)
             found = lookup(backend)  # looked up again: a changed target starts afresh
-            quiet = found.unmoved_s(clock(), held_s) if found is not None else None
-            if bound is None or quiet is None:
-                return self.config.progress_floor_scrapes * self._period_s  # ask again then
-            return bound - quiet
+            if found is None:
+                return floor  # ask again then
+            quiet = found.unmoved_s(clock(), held_s)
+            if quiet is None:
+                return floor
+            return bound_of(found) - quiet
 
         return left
 
@@ -188,10 +192,12 @@ class StallWatch:
         self._timer: asyncio.TimerHandle | None = None
         self._down, self._gone, self._ended = down, gone, ended
         self.ended_by: Any = None
-        watched = ((down, self._on_down), (gone, self._on_gone), (ended, self._on_ended))
-        for future, callback in watched:
-            if future is not None:
-                future.add_done_callback(callback)
+        if down is not None:
+            down.add_done_callback(self._on_down)
+        if gone is not None:
+            gone.add_done_callback(self._on_gone)
+        if ended is not None:
+            ended.add_done_callback(self._on_ended)
         self._arm(self.started)
 
     def heard(self) -> float:
@@ -215,7 +221,10 @@ class StallWatch:
         if self._bound is not None:
             at = self.last + self._bound
         if self._progress is not None:
-            at = min(at, now + max(0.0, self._progress(now - self.started)))
+            left = self._progress(now - self.started)
+            due = now + left if left > 0.0 else now  # max(0, left), min(at, due): no C calls
+            if due < at:
+                at = due
         if at < math.inf:
             self._timer = self._loop.call_at(at, self._check)
 
@@ -256,14 +265,13 @@ class StallWatch:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        _unhook(self._down, self._on_down)
-        _unhook(self._gone, self._on_gone)
-        _unhook(self._ended, self._on_ended)
+        down, gone, ended = self._down, self._gone, self._ended
+        if down is not None:
+            down.remove_done_callback(self._on_down)
+        if gone is not None:
+            gone.remove_done_callback(self._on_gone)
+        if ended is not None:
+            ended.remove_done_callback(self._on_ended)
         self._down = self._gone = self._ended = None
         if not self.cut.done():
             self.cut.cancel()
-
-
-def _unhook(future: asyncio.Future[Any] | None, callback: Callable[[Any], None]) -> None:
-    if future is not None:
-        future.remove_done_callback(callback)

@@ -5,7 +5,7 @@ and every outcome answered as an HTTP response."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 import httpx
@@ -48,11 +48,12 @@ from policies.engine.scheduler_types import Ticket
 from policies.types import Decision, Outcome
 
 
-async def handle_completion(
+def handle_completion(
     ctx: GatewayContext, request: Request, path: str, jobs: AsyncJobs | None = None
-) -> Response:
-    """``jobs``: where a refused call that prefers an async answer is handed off."""
-    return await handle(ctx, HttpFront(ctx, request, path, jobs))
+) -> Coroutine[Any, Any, Response]:
+    """The request through the pipeline, to be awaited (``handle``'s own coroutine, none in
+    between). ``jobs``: where a refused call that prefers an async answer is handed off."""
+    return handle(ctx, HttpFront(ctx, request, path, jobs))
 
 
 class HttpFront(Front[Response]):
@@ -82,9 +83,11 @@ class HttpFront(Front[Response]):
         if self.watch is not None:
             self.watch.close()
 
-    async def send(self, flight: Flight, prepared: Prepared, ticket: Ticket) -> Response | Failed:
+    def send(
+        self, flight: Flight, prepared: Prepared, ticket: Ticket
+    ) -> Coroutine[Any, Any, Response | Failed]:
         assert self.watch is not None
-        return await _open(self.ctx, flight, prepared, ticket, self.watch.gone)
+        return _open(self.ctx, flight, prepared, ticket, self.watch.gone)
 
     def refused(self, flight: Flight, prepared: Prepared, decision: Decision) -> Response:
         """A REJECT's answer: the 429 (503), or the async handoff's 202 when the client
@@ -103,17 +106,18 @@ class HttpFront(Front[Response]):
         return Response(status_code=CLIENT_CLOSED_REQUEST)
 
 
-async def read_body(
+def read_body(
     request: Request,
     limit: int,
     hdrs: Mapping[str, str] | None = None,
     timeout_s: float | None = None,
-) -> bytes:
-    """The request body from ASGI ``receive`` (``body.read_body``), as ``Request.stream``
-    reads it minus its async generator. A client that goes away before its body is whole
-    gets 400 (``body.incomplete``)."""
+) -> Coroutine[Any, Any, bytes]:
+    """The request body from ASGI ``receive`` (``body.read_body``, awaited by the caller:
+    no coroutine of its own per request), as ``Request.stream`` reads it minus its async
+    generator. A client that goes away before its body is whole gets 400
+    (``body.incomplete``)."""
     declared = (request.headers if hdrs is None else hdrs).get("content-length")
-    return await body.read_body(_pieces(request.receive), limit, timeout_s, declared)
+    return body.read_body(_pieces(request.receive), limit, timeout_s, declared)
 
 
 def _pieces(receive: Receive) -> body.NextPiece:

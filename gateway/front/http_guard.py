@@ -91,24 +91,29 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._counted(400)
         self.send_400_response(msg)
 
+    # The parser's callbacks call HttpToolsProtocol's by name, not through super(): they
+    # run for every header of every request, and super() builds an object per call.
+
     def on_message_begin(self) -> None:
-        super().on_message_begin()
+        HttpToolsProtocol.on_message_begin(self)
         self._head_bytes = 0
         if self._head_timer is None:
             self._arm()
 
     def on_url(self, url: bytes) -> None:
         self._count(len(url))
-        super().on_url(url)
+        HttpToolsProtocol.on_url(self, url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count(len(name) + len(value) + 4)  # ": " and CRLF
-        super().on_header(name, value)
+        size = self._head_bytes = self._head_bytes + len(name) + len(value) + 4  # ": ", CRLF
+        if size > self.max_header_bytes:
+            self._head_too_large()
+        HttpToolsProtocol.on_header(self, name, value)
 
     def on_headers_complete(self) -> None:
         self._disarm()
         before = self.cycle
-        super().on_headers_complete()
+        HttpToolsProtocol.on_headers_complete(self)
         if self.cycle is not before:
             self.cycle.send = self._early_answer_lingers(self.cycle)  # type: ignore[method-assign,assignment]
 
@@ -116,11 +121,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self, cycle: RequestResponseCycle
     ) -> Callable[[ASGISendEvent], Coroutine[Any, Any, None]]:
         """``cycle.send``, but an answer started before the request body has all arrived
-        says ``connection: close`` and ends in a lingering close, not a close at once."""
+        says ``connection: close`` and ends in a lingering close, not a close at once.
+        Once the body is all in and no answer started early, it is ``cycle.send``'s own
+        coroutine (no frame of its own per message: a stream sends one per event)."""
         send = cycle.send
         early = False
 
-        async def send_then_linger(message: ASGISendEvent) -> None:
+        async def lingering(message: ASGISendEvent) -> None:
             nonlocal early
             if message["type"] == "http.response.start" and cycle.more_body:
                 early = True
@@ -132,6 +139,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             await send(message)
             if linger:
                 self._linger()
+
+        def send_then_linger(message: ASGISendEvent) -> Coroutine[Any, Any, None]:
+            if not early and not cycle.more_body:  # the body is all in: nothing to linger for
+                return send(message)
+            return lingering(message)
 
         return send_then_linger
 
@@ -145,8 +157,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _count(self, size: int) -> None:
         self._head_bytes += size
         if self._head_bytes > self.max_header_bytes:
-            self._refuse(431, f"the request head exceeds {self.max_header_bytes} bytes")
-            raise _Refused
+            self._head_too_large()
+
+    def _head_too_large(self) -> None:
+        self._refuse(431, f"the request head exceeds {self.max_header_bytes} bytes")
+        raise _Refused
 
     def _arm(self) -> None:
         self._head_timer = asyncio.get_running_loop().call_later(

@@ -102,23 +102,20 @@ class GatewayMetrics:
         self.deadlines = self._tally(
             CounterTally("sluicegate_deadlines", "Requests with a deadline, by result", ["result"])
         )
-        self.retries = Counter(
-            "sluicegate_retries", "Requests marked as client retries", labels, registry=r
+        self.retries = self.counter(
+            "sluicegate_retries", "Requests marked as client retries", labels
         )
         self.shed = self._tally(
             CounterTally("sluicegate_shed", "Requests rejected by policy", labels)
         )
-        self.invalid = Counter(
-            "sluicegate_invalid_requests",
-            "Requests refused before scheduling",
-            ["status"],
-            registry=r,
+        self.invalid = self.counter(
+            "sluicegate_invalid_requests", "Requests refused before scheduling", ["status"]
         )
-        self.upstream_errors = Counter(
-            "sluicegate_upstream_errors", "Upstream failures", ["backend", "kind"], registry=r
+        self.upstream_errors = self.counter(
+            "sluicegate_upstream_errors", "Upstream failures", ["backend", "kind"]
         )
-        self.reloads = Counter(
-            "sluicegate_config_reloads", "Config reload attempts", ["result"], registry=r
+        self.reloads = self.counter(
+            "sluicegate_config_reloads", "Config reload attempts", ["result"]
         )
         for result in ("ok", "error"):
             # Exported at 0 from the start, so increase() sees the first failed reload.
@@ -190,6 +187,10 @@ class GatewayMetrics:
         for backend in keep:
             for kind in UPSTREAM_ERROR_KINDS:
                 self.upstream_errors.labels(backend, kind)
+
+    def counter(self, name: str, documentation: str, labels: list[str]) -> Counter:
+        """A labelled counter in this registry (exported as ``name``'s ``_total``)."""
+        return Counter(name, documentation, labels, registry=self.registry)
 
     def add_scrape_time_gauges(self, read: StatsReader) -> None:
         self.registry.register(_ScrapeTimeGauges(read))

@@ -57,7 +57,8 @@ async def attempt(
     last = Failed("busy")
     for n in range(1, tries + 1):
         req = request if n == 1 else replace(request, request_id=f"{request.request_id}~{n}")
-        admitted = await admit(ctx, flight, req, gone, avoid | failed, count_refusal=count_refusal)
+        away = avoid | failed if failed else avoid
+        admitted = await admit(ctx, flight, req, gone, away, count_refusal=count_refusal)
         if admitted is None:
             return GONE
         if isinstance(admitted, Decision):

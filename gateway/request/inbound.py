@@ -75,6 +75,9 @@ class ParsedBody:
     prompt_token_ids: int = 0
     max_tokens_field: str = "max_tokens"
     """The field the backend reads the output bound from (what a degrade rewrites)."""
+    model_limit: int | None = None
+    """The smallest known context of the model's backends, as the body was checked
+    against it (None: none known)."""
 
 
 def header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -295,15 +298,30 @@ def parse_body(
         raise ApiError(400, "'stream' must be a boolean", param="stream")
     wants_usage = _wants_usage(body.get("stream_options"))
     fields = _MAX_TOKENS_FIELDS[path == CHAT]
-    max_tokens = _max_tokens(body, model_limit(model), fields)
-    field = next((f for f in fields if body.get(f) is not None), "max_tokens")
+    limit = model_limit(model)
+    max_tokens = _max_tokens(body, limit, fields)
+    field = "max_tokens"
+    for name in fields:  # the first one set (a loop: no generator per request)
+        if body.get(name) is not None:
+            field = name
+            break
     if path == CHAT:
         prompts, chars, token_ids = 1, len(_encode_unicode(prompt)), 0
     else:
         prompts, chars, token_ids = _completion_sizes(prompt)
     fan_out = fan_out_of(body, prompts, max_sequences)
     return ParsedBody(
-        body, model, stream, wants_usage, max_tokens, prompt, chars, fan_out, token_ids, field
+        body,
+        model,
+        stream,
+        wants_usage,
+        max_tokens,
+        prompt,
+        chars,
+        fan_out,
+        token_ids,
+        field,
+        limit,
     )
 
 

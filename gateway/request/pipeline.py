@@ -9,14 +9,14 @@ call the HTTP front handed off, through the same attempt loop (``attempts.attemp
 
 Until the request is prepared nothing is taken, so every refusal before needs no cleanup
 (``refuse`` counts and records it); after, every path ends the flight once: by the front's
-answer, or by ``flight_of`` when an error or a cancellation escapes.
+answer, or by ``handle`` when an error or a cancellation escapes.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from starlette.responses import Response
@@ -97,7 +97,20 @@ async def handle(
     tracing = ctx.tracing  # None unless the ``tracing:`` section is on: no span is built
     trace = None if tracing is None else tracing.start(front.headers, front.path)
     try:
-        prepared = await _prepare(ctx, runtime, front, request_id, arrival)
+        tenant = front.tenant(runtime)
+        raw, body = await front.body(runtime, tenant)
+        prepared = prepare(
+            ctx,
+            runtime,
+            tenant,
+            front.headers,
+            front.path,
+            request_id,
+            arrival,
+            raw,
+            body,
+            prefer_async=front.prefer_async,
+        )
     except ApiError as err:
         if trace is not None:
             trace.refused_early(err.status, err.reason)
@@ -108,38 +121,26 @@ async def handle(
         raise
     gone = front.listen()
     try:
-        with flight_of(ctx, prepared, arrival, trace) as flight:
+        flight = flight_of(ctx, prepared, arrival, trace)
+        try:
             return await _decide(ctx, front, flight, prepared, gone)
+        except asyncio.CancelledError:  # the client or the front went away
+            flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST, error="cancelled")
+            raise
+        except BaseException:
+            flight.finish(Outcome.FAILED, status=500, error="gateway error")
+            raise
     finally:
         front.stop_listening()
 
 
-async def _prepare(
-    ctx: GatewayContext, runtime: Runtime, front: Front[Any], request_id: str, arrival: float
-) -> Prepared:
-    tenant = front.tenant(runtime)
-    raw, body = await front.body(runtime, tenant)
-    return prepare(
-        ctx,
-        runtime,
-        tenant,
-        front.headers,
-        front.path,
-        request_id,
-        arrival,
-        raw,
-        body,
-        prefer_async=front.prefer_async,
-    )
-
-
-@contextmanager
 def flight_of(
     ctx: GatewayContext, prepared: Prepared, arrival: float, trace: RequestTrace | None = None
-) -> Iterator[Flight]:
-    """The request's flight; ended as cancelled (the client or the front went away) or as
-    a gateway error when either escapes, else by whoever answered. ``trace``: the
-    request's spans (tracing on), told what the flight does."""
+) -> Flight:
+    """The request's flight; ``handle`` ends it as cancelled (the client or the front went
+    away) or as a gateway error when either escapes, else whoever answered ends it.
+    ``trace``: the request's spans (tracing on), told what the flight does. (A plain
+    try in ``handle``, not a context manager: no generator per request.)"""
     record = request_record(prepared, arrival)
     flight = Flight(ctx, record, prepared.request)
     flight.prompt_chars = prepared.parsed.prompt_chars
@@ -149,14 +150,7 @@ def flight_of(
         label = ctx.metrics.tenant_label(req.tenant)
         trace.prepared(req, prepared.path, label, record.extra.get("run_sha256"))
         flight.trace = trace
-    try:
-        yield flight
-    except asyncio.CancelledError:
-        flight.finish(Outcome.CANCELLED, status=CLIENT_CLOSED_REQUEST, error="cancelled")
-        raise
-    except BaseException:
-        flight.finish(Outcome.FAILED, status=500, error="gateway error")
-        raise
+    return flight
 
 
 async def _decide(
@@ -176,9 +170,7 @@ async def _decide(
         if refusal is not None:
             return front.refused(flight, prepared, refusal)
 
-    async def send(ticket: Ticket) -> T | Failed:
-        return await front.send(flight, prepared, ticket)
-
+    send = partial(front.send, flight, prepared)  # no coroutine of its own per attempt
     tries = prepared.runtime.loaded.config.server.max_attempts
     outcome = await attempt(ctx, flight, req, send, tries=tries, gone=gone, avoid=front.avoid)
     if isinstance(outcome, Gone):

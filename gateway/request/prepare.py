@@ -73,13 +73,12 @@ def prepare(
     parsed = parse_body(
         path, body, ctx.pool.known_models(), ctx.pool.model_limit, server.max_sequences_per_request
     )
-    model_limit = ctx.pool.model_limit(parsed.model)
     flow = FlowKey(tenant.name, meta.workload_class, parsed.model, deadline_bucket(meta.deadline_s))
     estimate = ctx.estimator.estimate(
         parsed.model,
         parsed.prompt_chars,
         max_tokens=parsed.max_tokens,
-        max_model_len=model_limit,
+        max_model_len=parsed.model_limit,
         flow=flow,
         fan_out=parsed.fan_out,
         known_prompt_tokens=parsed.prompt_token_ids,

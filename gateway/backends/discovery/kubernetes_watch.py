@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterable, Callable, Coroutine
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import httpx2
@@ -129,15 +129,8 @@ class InferencePoolWatcher:
     async def _watch_pods(
         self, client: AsyncClient, namespace: str, spec: PoolSpec, version: str
     ) -> None:
-        events = client.watch(
-            Pod,
-            namespace=namespace,
-            labels=_selector(spec),
-            resource_version=version,
-            server_timeout=_server_timeout(self._settings),
-        )
-        async for kind, pod in _relisting_on_gone(events):
-            self._relists = 0
+        watch = self._watch(client, Pod, namespace, version, labels=_selector(spec))
+        async for kind, pod in watch:
             name = pod.metadata.name if pod.metadata else None
             if name is None or kind == "BOOKMARK":
                 continue
@@ -150,19 +143,31 @@ class InferencePoolWatcher:
     async def _watch_pool(
         self, client: AsyncClient, namespace: str, spec: PoolSpec, version: str
     ) -> None:
-        events = client.watch(
-            InferencePool,
-            namespace=namespace,
-            resource_version=version,
-            fields={"metadata.name": self._settings.inference_pool},
-            server_timeout=_server_timeout(self._settings),
+        name = self._settings.inference_pool
+        watch = self._watch(
+            client, InferencePool, namespace, version, fields={"metadata.name": name}
         )
-        async for kind, pool in _relisting_on_gone(events):
-            self._relists = 0
+        async for kind, pool in watch:
             if kind == "DELETED":
-                raise LookupError(f"InferencePool {self._settings.inference_pool} was deleted")
+                raise LookupError(f"InferencePool {name} was deleted")
             if kind in ("ADDED", "MODIFIED") and pool_spec(_as_dict(pool)) != spec:
                 raise _Relist("the pool's selector or ports changed")
+
+    async def _watch(
+        self, client: AsyncClient, resource: Any, namespace: str, version: str, **only: Any
+    ) -> AsyncIterator[tuple[str, Any]]:
+        """``resource``'s events from ``version`` on (``only``: the watch's label or field
+        selector); each one shows the API server answering again, so relists start over."""
+        events = client.watch(
+            resource,
+            namespace=namespace,
+            resource_version=version,
+            server_timeout=_server_timeout(self._settings),
+            **only,
+        )
+        async for event in _relisting_on_gone(events):
+            self._relists = 0
+            yield event
 
     @property
     def found(self) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -31,8 +30,10 @@ REPO = Path(__file__).resolve().parents[3]
 ENDPOINT = "10.0.0.7:8000"
 
 
-@contextlib.asynccontextmanager
-async def null_picker(server: str) -> AsyncIterator[grpc.aio.Channel]:
+@pytest.fixture(params=["aio", "sync"])
+async def channel(request: pytest.FixtureRequest) -> AsyncIterator[grpc.aio.Channel]:
+    """A channel to the null picker served by either gRPC server."""
+    server = request.param
     if server == "aio":
         aio_server, port = await serve_aio("127.0.0.1", 0, ENDPOINT)
         stop: Any = aio_server.stop
@@ -53,48 +54,42 @@ def _routed(answer: Any, common: Any) -> tuple[dict[str, str], str]:
     return set_headers(common.header_mutation), meta.string_value
 
 
-@pytest.mark.parametrize("server", ["aio", "sync"])
 async def test_buffered_request_is_routed_on_its_body_and_the_response_continues(
-    server: str,
+    channel: grpc.aio.Channel,
 ) -> None:
-    async with null_picker(server) as channel:
-        call = Call(external_processor_pb2_grpc.ExternalProcessorStub(channel))
-        await call.send(request_headers(buffered=True))
-        first = await call.recv()
-        assert not first.request_headers.response.HasField("header_mutation")
-        await call.send(request_body(b'{"model": "m"}'))
-        answer = await call.recv()
-        common = answer.request_body.response
-        assert _routed(answer, common) == ({DESTINATION: ENDPOINT}, ENDPOINT)
-        assert common.clear_route_cache and not common.HasField("body_mutation")
-        await call.send(response_headers())
-        assert (await call.recv()).HasField("response_headers")
-        await call.send(response_body(b"{}", eos=True))
-        reply = await call.recv()
-        assert reply.HasField("response_body")
-        assert not reply.response_body.response.HasField("body_mutation")
-        await call.end()
+    call = Call(external_processor_pb2_grpc.ExternalProcessorStub(channel))
+    await call.send(request_headers(buffered=True))
+    first = await call.recv()
+    assert not first.request_headers.response.HasField("header_mutation")
+    await call.send(request_body(b'{"model": "m"}'))
+    answer = await call.recv()
+    common = answer.request_body.response
+    assert _routed(answer, common) == ({DESTINATION: ENDPOINT}, ENDPOINT)
+    assert common.clear_route_cache and not common.HasField("body_mutation")
+    await call.send(response_headers())
+    assert (await call.recv()).HasField("response_headers")
+    await call.send(response_body(b"{}", eos=True))
+    reply = await call.recv()
+    assert reply.HasField("response_body")
+    assert not reply.response_body.response.HasField("body_mutation")
+    await call.end()
 
 
-@pytest.mark.parametrize("server", ["aio", "sync"])
-async def test_streamed_request_is_routed_on_its_headers(server: str) -> None:
-    async with null_picker(server) as channel:
-        call = Call(external_processor_pb2_grpc.ExternalProcessorStub(channel))
-        await call.send(request_headers(), request_body(b"{}"))
-        first = await call.recv()
-        assert _routed(first, first.request_headers.response) == ({DESTINATION: ENDPOINT}, ENDPOINT)
-        body = await call.recv()
-        assert body.HasField("request_body")
-        assert not body.request_body.response.HasField("header_mutation")
-        await call.end()
+async def test_streamed_request_is_routed_on_its_headers(channel: grpc.aio.Channel) -> None:
+    call = Call(external_processor_pb2_grpc.ExternalProcessorStub(channel))
+    await call.send(request_headers(), request_body(b"{}"))
+    first = await call.recv()
+    assert _routed(first, first.request_headers.response) == ({DESTINATION: ENDPOINT}, ENDPOINT)
+    body = await call.recv()
+    assert body.HasField("request_body")
+    assert not body.request_body.response.HasField("header_mutation")
+    await call.end()
 
 
-@pytest.mark.parametrize("server", ["aio", "sync"])
-async def test_health_is_serving_for_envoys_check(server: str) -> None:
-    async with null_picker(server) as channel:
-        health = health_pb2_grpc.HealthStub(channel)
-        reply = await health.Check(health_pb2.HealthCheckRequest(service=EXT_PROC))
-        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+async def test_health_is_serving_for_envoys_check(channel: grpc.aio.Channel) -> None:
+    health = health_pb2_grpc.HealthStub(channel)
+    reply = await health.Check(health_pb2.HealthCheckRequest(service=EXT_PROC))
+    assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
