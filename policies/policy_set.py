@@ -8,6 +8,7 @@ and with which parameters, so a hot reload swaps it without losing queues or tic
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, TypeVar, cast
 
 from policies.contracts import Discipline, Fairness, Limit, NamedGate
@@ -51,11 +52,12 @@ class PolicySet:
     runs: RunsParams = field(default_factory=RunsParams)
     cache: CacheParams = field(default_factory=CacheParams)
 
-    @property
+    @cached_property
     def models_prefixes(self) -> bool:
         """Whether the scheduler keeps its model of each backend's prefix cache (and so the
         gateway hashes prompts for it): where locality routing, or a cached-token estimate
-        that something reads (the fair share's or a quota's computed tokens), needs it."""
+        that something reads (the fair share's or a quota's computed tokens), needs it.
+        Read for every request, so worked out once per policy (the set is frozen)."""
         cache = self.cache
         if cache.locality_weight > 0:
             return True

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from policies.native.by_fields import ByFields
 from policies.native.quick_init import quick_init
 from policies.native.read_only import read_only
 
@@ -232,7 +233,7 @@ DECISION_FIELDS = (
 """``Decision``'s fields, in the order of its parameters."""
 
 
-class Decision:
+class Decision(ByFields):
     """The decision object: one per request, read-only, recorded and exposed in headers.
 
     A plain class rather than a frozen dataclass, so that mypyc builds it natively (see
@@ -240,6 +241,7 @@ class Decision:
     """
 
     __slots__ = DECISION_FIELDS
+    FIELDS = DECISION_FIELDS
 
     def __init__(
         self,
@@ -292,18 +294,6 @@ class Decision:
             self.backend,
             self.shadowed,
         )
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Decision):
-            return NotImplemented
-        return self.fields() == other.fields()
-
-    def __hash__(self) -> int:
-        return hash(self.fields())
-
-    def __repr__(self) -> str:
-        pairs = ", ".join(f"{n}={v!r}" for n, v in zip(DECISION_FIELDS, self.fields(), strict=True))
-        return f"Decision({pairs})"
 
     @property
     def admitted(self) -> bool:

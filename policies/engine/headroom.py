@@ -71,6 +71,10 @@ class ActiveTenants:
         seen = self._seen
         return not seen or (len(seen) == 1 and tenant in seen)
 
+    def several(self) -> bool:
+        """Whether two or more tenants are active."""
+        return len(self._seen) >= 2
+
     def weight(self, tenant: str) -> float | None:
         found = self._seen.get(tenant)
         return None if found is None else found[1]

@@ -21,3 +21,8 @@ class HeadroomParams(Params):
     weighted share of the estimated tokens in flight there (of the slots, when its
     sequences are alone in the batch) adds none, so the batch shrinks back until the
     others' decode is within this factor. None: off."""
+    route_around_prefill: bool = False
+    """While two or more tenants are active, a request (without a session) goes to the
+    backend with room whose un-prefilled prompts are estimated to clear first (the least
+    loaded among those that are clear), so a quiet tenant's short prompt does not wait out
+    another tenant's long prefill when another backend has none (``placement.py``)."""

@@ -16,8 +16,10 @@ from policies.engine.headroom_params import HeadroomParams
 from policies.engine.prefill_backlog import PrefillBacklog
 from policies.engine.prefix_model import PrefixModels
 from policies.engine.routing import (
+    Clearing,
     Local,
     any_room,
+    around_prefill,
     choose_backend,
     least_loaded_within,
     most_local,
@@ -30,12 +32,18 @@ from policies.types import RequestInfo
 
 class Placement:
     __slots__ = (
+        "_allowed",
         "_headroom",
         "_limit",
         "_locality",
         "_lstate",
         "_now",
+        "_only_prefill",
+        "_refused",
+        "_room",
         "_room_bound",
+        "_scanning",
+        "_unplaced",
         "active",
         "loads",
         "prefill",
@@ -57,10 +65,17 @@ class Placement:
         """The model of each backend's prefix cache (None: ``cache.estimate: hit_rate``
         and no locality: nothing reads it, nothing is kept)."""
         self._now = now
+        self._scanning = False
+        self._refused: dict[str, int] = {}
+        self._allowed: dict[tuple[str, str, float, bool], bool] = {}
+        self._unplaced: set[tuple[str, int, bool]] = set()
+        self._only_prefill: dict[tuple[str, bool], bool] = {}
+        self._room: dict[str, tuple[BackendView | bool, bool]] = {}
         self.bind(policy, limit_state)
 
     def bind(self, policy: PolicySet, limit_state: Any) -> None:
         """New parameters (a swap): the limit, its state, headroom; room is read afresh."""
+        self._changed()
         self._limit: Limit[Any, Any] = policy.limit
         self._lstate = limit_state
         self._headroom: HeadroomParams = policy.headroom
@@ -74,6 +89,7 @@ class Placement:
             self.prefixes = PrefixModels()
 
     def observe(self, fleet: BackendsSnapshot, now: float) -> None:
+        self._changed()
         view = self.view
         if fleet is not view.fleet:
             if fleet.backends is view.fleet.backends:
@@ -87,6 +103,34 @@ class Placement:
         self.active.expire(now, self._headroom.active_window_s)
         self._now = now
 
+    def scan(self, on: bool) -> None:
+        """A scan of the queue begins (``on``) or ends. Within one, nothing but ``took``
+        changes what ``may_take`` and ``prefill_admits`` read (the clock, the snapshot, the
+        limit's state, the active tenants, the prefill backlog), so their answers are kept
+        until the next ``took``: a poll asks them of many queued requests alike."""
+        self._scanning = on
+        self._changed()
+
+    def _changed(self) -> None:
+        """What the kept answers read may have changed: forget them."""
+        if self._refused:
+            self._refused.clear()
+        if self._allowed:
+            self._allowed.clear()
+        if self._unplaced:
+            self._unplaced.clear()
+        if self._only_prefill:
+            self._only_prefill.clear()
+        if self._room:
+            self._room.clear()
+
+    def _by_prompt(self, req: RequestInfo) -> bool:
+        """Whether ``pick(req)`` finding nothing depends on nothing of ``req`` but its
+        model, its prompt tokens and whether it has a session (no prefix model): it finds
+        nothing exactly when no backend of the model with room admits the prompt, whichever
+        its session's home. Then requests alike get the same answer."""
+        return self._scanning and self.prefixes is None
+
     def load(self, name: str) -> BackendLoad:
         load = self.loads.get(name)
         if load is None:
@@ -99,10 +143,25 @@ class Placement:
 
     def pick(self, req: RequestInfo) -> BackendView | None:
         """The backend ``req`` dispatches to now, or None when none of its model has room."""
+        if self.prefill is None or not self._by_prompt(req):
+            return self._pick(req)
+        key = (req.model, req.estimate.prompt_tokens, not req.session_id)
+        if key in self._unplaced:
+            return None
+        best = self._pick(req)
+        if best is None:
+            self._unplaced.add(key)
+        return best
+
+    def _pick(self, req: RequestInfo) -> BackendView | None:
         if self.local(req):
             local = self._pick_local(req)
             if local is not None:
                 return local
+        if self._clear_routing() and not req.session_id:
+            clear = self._pick_clear(req)
+            if clear is not None:
+                return clear
         bound_of = self._room_bound
         if bound_of is not None and not req.session_id:
             bounded = self.view.room_bounds(req.model, self.load, bound_of)
@@ -131,6 +190,36 @@ class Placement:
             scored.append((b, load, prompt - cached))
         return most_local(scored, self._locality) if any_hit else None
 
+    def _clear_routing(self) -> bool:
+        """Whether ``pick`` routes around pending prefill now (``route_around_prefill``,
+        the prefill backlog on, two or more tenants active)."""
+        return (
+            self._headroom.route_around_prefill
+            and self.prefill is not None
+            and self.active.several()
+        )
+
+    def _pick_clear(self, req: RequestInfo) -> BackendView | None:
+        """``around_prefill`` of the backends with room for ``req``: each one's pending
+        prompts, and ``req``'s own prefill, timed at the fastest prefill rate measured among
+        them (one scale for all: each backend's own estimate is noisy, and the same prompt
+        ahead must weigh the same everywhere). None when fewer than two have room or no
+        rate is measured yet (then load places it)."""
+        prefill = self.prefill
+        assert prefill is not None
+        rooms = self._with_room(req)
+        if len(rooms) < 2:
+            return None
+        rate = prefill.fastest_rate([b.name for b, _ in rooms])
+        if rate is None:
+            return None
+        now = self._now
+        scored: list[Clearing] = [
+            (b, ld, max(0.0, prefill.backend(b.name).clears_at(rate) - now)) for b, ld in rooms
+        ]
+        own_s = min(self.uncached_tokens(b, req) for b, _ in rooms) / rate
+        return around_prefill(scored, own_s)
+
     def _with_room(self, req: RequestInfo) -> list[tuple[BackendView, BackendLoad]]:
         """The backends of ``req``'s model with room for it now (the limit's and the prefill
         backlog bound's)."""
@@ -151,6 +240,15 @@ class Placement:
         backend has room for one more request, just not for this prompt now)."""
         if self.prefill is None:
             return False
+        if self._by_prompt(req):  # without the bound, the prompt plays no part either
+            key = (req.model, not req.session_id)
+            refused = self._only_prefill.get(key)
+            if refused is None:
+                refused = self._only_prefill[key] = self._prefill_refused(req)
+            return refused
+        return self._prefill_refused(req)
+
+    def _prefill_refused(self, req: RequestInfo) -> bool:
         saved, self.prefill = self.prefill, None
         try:
             return self.pick(req) is not None
@@ -164,10 +262,18 @@ class Placement:
         if prefill is None:
             return True
         tokens = self.uncached_tokens(backend, req)
-        if prefill.admits(backend.name, tokens):
+        name = backend.name
+        refused = self._refused.get(name)
+        if refused is not None and tokens >= refused:
+            return False  # the bound is monotone in the prompt: a larger one is refused too
+        if prefill.admits(name, tokens):
             return True
-        prefill.backend(backend.name).estimate(self._now)
-        return prefill.admits(backend.name, tokens)
+        prefill.backend(name).estimate(self._now)
+        if prefill.admits(name, tokens):
+            return True
+        if self._scanning:
+            self._refused[name] = tokens
+        return False
 
     def uncached_tokens(self, backend: BackendView, req: RequestInfo) -> int:
         """``req``'s prompt tokens ``backend`` is expected to compute: those its prefix cache
@@ -183,17 +289,30 @@ class Placement:
         """Cheap pre-check when one model is queued: False when no backend for it has room.
         With room bounds, the least-loaded backend with room: the one ``pick`` picks for
         any request of that model without a session (one scan serves both), and whether
-        room may remain after it takes one (``pick_within``).
+        room may remain after it takes one (``pick_within``); True while ``pick`` routes
+        around pending prefill.
         True: there may be room (several models queued: each request's pick decides)."""
         if len(models) != 1:
             return True, True
-        bound_of = self._room_bound
         (model,) = models
+        if not self._scanning:
+            return self._room_now(model)
+        room = self._room.get(model)
+        if room is None:
+            room = self._room[model] = self._room_now(model)
+        return room
+
+    def _room_now(self, model: str) -> tuple[BackendView | bool, bool]:
+        bound_of = self._room_bound
         if bound_of is None:
             candidates = self.view.candidates(model, self.load)
             return any_room(self._limit, self._lstate, candidates), True
         best, spare = pick_within(self.view.room_bounds(model, self.load, bound_of))
-        return (False if best is None else best), spare
+        if best is None:
+            return False, spare
+        if self._clear_routing():
+            return True, True  # where it goes depends on each one's prompt: ``pick`` says
+        return best, spare
 
     def headroom_on(self) -> bool:
         params = self._headroom
@@ -206,6 +325,15 @@ class Placement:
         """Headroom: may ``req``'s tenant take one more slot of its model's backends?
         ``queued``: ``req`` waits in the queue (else it just arrived to an empty one, and
         the reserve holds it only with ``hold_arrivals``)."""
+        if not self._scanning:
+            return self._may_take(req, queued)
+        key = (req.tenant, req.model, req.weight, queued)
+        allowed = self._allowed.get(key)
+        if allowed is None:
+            allowed = self._allowed[key] = self._may_take(req, queued)
+        return allowed
+
+    def _may_take(self, req: RequestInfo, queued: bool) -> bool:
         params = self._headroom
         reserve = params.reserve_fraction > 0 and (queued or params.hold_arrivals)
         if not (reserve or params.decode_slowdown_max is not None) or self.active.alone(req.tenant):
@@ -234,6 +362,7 @@ class Placement:
 
     def took(self, backend: str, req: RequestInfo, tokens: int) -> None:
         """``req`` (``tokens`` estimated) was dispatched to ``backend``."""
+        self._changed()
         view = self.view.get(backend)
         if self.prefill is not None:
             prompt = req.estimate.prompt_tokens
@@ -256,6 +385,7 @@ class Placement:
     ) -> BackendLoad:
         """``req``'s dispatch to ``backend`` ended (``completed``: it finished); returns the
         backend's load after it."""
+        self._changed()
         if self.prefill is not None:
             self.prefill.backend(backend).ended(req.request_id, completed)
         load = self.load(backend)

@@ -147,6 +147,14 @@ class BackendPrefill:
             return tokens
         return 0
 
+    def clears_at(self, rate: float) -> float:
+        """When the prompts pending here are done prefilling at ``rate`` tokens/s, each
+        starting no earlier than its dispatch (-inf: nothing pending)."""
+        done_at = -math.inf if not self._pending else self._credited_at
+        for tokens, at in self._pending.values():
+            done_at = max(done_at, at) + tokens / rate
+        return done_at
+
     def estimate(self, now: float) -> float | None:
         """Drop the unstreamed entries at the head whose prefill the measured rate says has
         ended by ``now``; returns when the next one will (None: nothing to estimate)."""
@@ -215,6 +223,15 @@ class PrefillBacklog:
             if rate is not None and hit is not None:
                 rate *= 1.0 - min(1.0, max(0.0, hit))
             self.backend(view.name).engine_rate = rate
+
+    def fastest_rate(self, names: list[str]) -> float | None:
+        """The highest prefill rate measured among ``names`` (None: none measured)."""
+        best: float | None = None
+        for name in names:
+            rate = self.backend(name).tokens_per_s()
+            if rate is not None and rate > 0 and (best is None or rate > best):
+                best = rate
+        return best
 
     def pending_tokens(self) -> dict[str, int]:
         return {n: b.pending_tokens for n, b in self._backends.items()}

@@ -1,7 +1,9 @@
 """Routing is part of dispatch: a backend that serves the model and has room, with the
 least outstanding work (estimated tokens in flight), or the session's consistent-hash home,
 or (``cache.locality_weight``) the one where the request adds the least work, counting the
-prompt tokens its prefix cache would not serve (``most_local``).
+prompt tokens its prefix cache would not serve (``most_local``), or (``headroom.
+route_around_prefill``, several tenants active) one whose pending prefill does not hold the
+request longer than its own (``around_prefill``).
 
 Affinity uses rendezvous hashing: adding or removing a backend moves only the sessions that
 hashed to it, so prefix caches stay warm. When the home backend has no room,
@@ -24,6 +26,9 @@ Bounded = tuple[BackendView, BackendLoad, float]
 """A candidate with its limit's room bound: room is ``in_flight == 0 or in_flight < bound``."""
 Local = tuple[BackendView, BackendLoad, int]
 """A candidate with room, and the prompt tokens its prefix cache is not expected to serve."""
+Clearing = tuple[BackendView, BackendLoad, float]
+"""A candidate with room, and the seconds until the prompts already sent to it are
+estimated to have been prefilled (0 when none are pending)."""
 
 
 def affinity_score(session_id: str, backend: str) -> int:
@@ -123,3 +128,24 @@ def most_local(candidates: Sequence[Local], weight: float) -> BackendView | None
         if best_key is None or key < best_key:
             best, best_key = b, key
     return best
+
+
+def around_prefill(candidates: Sequence[Clearing], own_s: float) -> BackendView | None:
+    """The least-loaded candidate (``least_loaded``'s order), unless the prompts pending
+    there would hold a request longer than its own prefill (``own_s``): then the one whose
+    wait is shortest, ties by that order. A prompt like the others waits out about its own
+    prefill wherever it goes and stays where load puts it; a short prompt behind another
+    tenant's long one goes where none is pending."""
+    best: BackendView | None = None
+    best_key: tuple[int, int, str] | None = None
+    best_wait = 0.0
+    clear: BackendView | None = None
+    clear_key: tuple[float, int, int, str] | None = None
+    for b, load, wait_s in candidates:
+        key = (load.in_flight_tokens, load.in_flight, b.name)
+        if best_key is None or key < best_key:
+            best, best_key, best_wait = b, key, wait_s
+        waits = (wait_s, *key)
+        if clear_key is None or waits < clear_key:
+            clear, clear_key = b, waits
+    return best if best_wait <= own_s else clear

@@ -15,7 +15,6 @@ from policies.backends import BackendsSnapshot, BackendView
 from policies.cache_estimate import (
     computed_usage,
     counted,
-    counted_usage,
     expected_cached_tokens,
     with_cached_tokens,
 )
@@ -277,8 +276,28 @@ class Scheduler:
         if queue.due(now):
             out += self._expire(now)
         out += self.runs.expire_held(now)
-        blocked: set[str] = set()
         deferred: list[QueuedEntry] = []
+        fairness, fstate = self._policy.fairness, self._states.fairness
+        place = self._place
+        place.scan(True)
+        try:
+            self._dispatch_queued(now, out, deferred)
+        finally:
+            place.scan(False)
+        for entry in reversed(deferred):
+            fairness.push_back(fstate, entry)
+        if not queue:
+            self._policy.discipline.on_empty(self._states.discipline)
+        self._full_drain.tick(now, bool(queue))
+        return out
+
+    def _dispatch_queued(
+        self, now: float, out: list[Ticket | Decision], deferred: list[QueuedEntry]
+    ) -> None:
+        """Queued requests out (to ``out``) while capacity allows, in fairness's order;
+        those that may not go now are set aside in ``deferred``."""
+        queue = self._queue
+        blocked: set[str] = set()
         fairness, fstate = self._policy.fairness, self._states.fairness
         place = self._place
         allow = place.allow if place.headroom_on() else None
@@ -313,12 +332,6 @@ class Scheduler:
                 continue
             out.append(self._dispatch(entry, backend, now, queue.remove(entry)))
             spare = room_spare or backend is not room
-        for entry in reversed(deferred):
-            fairness.push_back(fstate, entry)
-        if not queue:
-            self._policy.discipline.on_empty(self._states.discipline)
-        self._full_drain.tick(now, bool(queue))
-        return out
 
     def _drop_at_dequeue(self, entry: QueuedEntry, now: float) -> bool:
         sojourn = now - entry.enqueued_at
@@ -398,9 +411,10 @@ class Scheduler:
         charged = self._fair_estimates.pop(ticket.request_id, req.estimate)
         if usage is not None:
             counts = self._policy.cache.fairness_counts
-            spent = counted_usage(counts, charged, usage) - counted(counts, charged)
+            computed = computed_usage(charged, usage)  # counted_usage in computed tokens
+            used = computed if counts is QuotaCounts.COMPUTED_TOKENS else usage.total
+            spent = used - counted(counts, charged)
             self._policy.fairness.charge(self._states.fairness, req, spent)
-            computed = computed_usage(charged, usage)
             self._drain.add(now, computed)
             if self._queue:
                 self._full_drain.add(now, computed)

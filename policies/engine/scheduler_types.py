@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from policies.native.by_fields import ByFields
 from policies.native.read_only import read_only
 from policies.policy_set import PolicySet
 from policies.types import (
@@ -22,7 +23,7 @@ TICKET_FIELDS = ("request_id", "backend", "decision", "dispatched_at", "request"
 """``Ticket``'s fields, in the order of its parameters."""
 
 
-class Ticket:
+class Ticket(ByFields):
     """A dispatched request. ``request`` carries any degraded model/max_tokens already
     applied (see ``decision.degradation``); ``dispatched_at`` is clock seconds.
 
@@ -30,6 +31,7 @@ class Ticket:
     ``policies/native/read_only.py``); equality, hashing and ``repr`` go by its fields, in order."""
 
     __slots__ = TICKET_FIELDS
+    FIELDS = TICKET_FIELDS
 
     def __init__(
         self,
@@ -48,18 +50,6 @@ class Ticket:
     def fields(self) -> tuple[object, ...]:
         """Every field's value, in the order of ``TICKET_FIELDS``."""
         return (self.request_id, self.backend, self.decision, self.dispatched_at, self.request)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Ticket):
-            return NotImplemented
-        return self.fields() == other.fields()
-
-    def __hash__(self) -> int:
-        return hash(self.fields())
-
-    def __repr__(self) -> str:
-        pairs = ", ".join(f"{n}={v!r}" for n, v in zip(TICKET_FIELDS, self.fields(), strict=True))
-        return f"Ticket({pairs})"
 
 
 read_only(Ticket)

@@ -10,7 +10,7 @@ The gateway reads and ends runs through the same object (``Scheduler.runs``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from policies.contracts import QueuedEntry
@@ -21,21 +21,19 @@ from policies.runs.run_state import EndedRunState, RunState, open_state
 from policies.runs.runs_params import RunsParams
 from policies.types import Clock, Decision, Outcome, Reason, RequestInfo, Usage
 
+Refuse = Callable[[RequestInfo, Reason, float | None, float, tuple[str, ...]], Decision]
+"""A REJECT of a request for a reason: (request, reason, seconds, now, the gates that
+shadowed it); ``seconds`` None: the Retry-After the scheduler computes."""
+
 
 class RunHost(Protocol):
     """What the coordinator needs back from the scheduler that holds it."""
 
     def runs_params(self) -> RunsParams: ...
 
-    def refuse(
-        self,
-        req: RequestInfo,
-        reason: Reason,
-        seconds: float | None,
-        now: float,
-        shadowed: tuple[str, ...] = (),
-    ) -> Decision:
-        """A REJECT of ``req`` (``seconds`` None: the Retry-After the scheduler computes)."""
+    @property
+    def refuse(self) -> Refuse:
+        """The scheduler's refusal (``Scheduler.refuse``)."""
 
     def delayed(self, entry: QueuedEntry, position: int) -> Decision:
         """The DELAY decision of ``entry``, waiting at ``position``."""
@@ -122,18 +120,18 @@ class RunCoordinator:
         book, host = self._book, self._host
         refused = book.refusal(req.tenant, hints.run_id)
         if refused is not None:
-            return host.refuse(req, refused, None, now)
+            return host.refuse(req, refused, None, now, ())
         run = book.find(req.tenant, hints.run_id)
         deadline = hints.deadline if run is None else run.deadline
         if deadline is not None and deadline <= now:
-            return host.refuse(req, Reason.RUN_DEADLINE_EXPIRED, None, now)
+            return host.refuse(req, Reason.RUN_DEADLINE_EXPIRED, None, now, ())
         if run is not None:
             return run
         plan = book.plan(params, req)
         rate = host.drain_rate(params.promise_rate == "saturated", now)
         wait = book.promise_wait(params, plan, rate, now, deadline)
         if wait is not None:
-            return host.refuse(req, Reason.RUN_RESERVATIONS_FULL, wait, now)
+            return host.refuse(req, Reason.RUN_RESERVATIONS_FULL, wait, now, ())
         return plan
 
     def admit(
@@ -242,10 +240,10 @@ class RunCoordinator:
             entry = host.queued(rid)
             if entry is not None:
                 host.unserved(entry.request, now, host.unqueue(entry))
-                out.append(host.refuse(entry.request, reason, None, now))
+                out.append(host.refuse(entry.request, reason, None, now, ()))
         for rid in held:
             entry = self._held.get(rid)
             if entry is not None:
                 host.unserved(entry.request, now, self._held.remove(entry))
-                out.append(host.refuse(entry.request, reason, None, now))
+                out.append(host.refuse(entry.request, reason, None, now, ()))
         return out

@@ -152,6 +152,25 @@ async def wait_for(
         await asyncio.sleep(0.02)
 
 
+@contextlib.asynccontextmanager
+async def sampling(sample: Callable[[], None], period_s: float = 0.0) -> AsyncIterator[None]:
+    """Calls ``sample`` every ``period_s`` (0: at every event-loop turn) while the block
+    runs, beside it in the same loop."""
+    done = asyncio.Event()
+
+    async def loop() -> None:
+        while not done.is_set():
+            sample()
+            await asyncio.sleep(period_s)  # a sampling period, not a wait for a condition
+
+    task = asyncio.ensure_future(loop())
+    try:
+        yield
+    finally:
+        done.set()
+        await task
+
+
 @dataclass
 class Gateway:
     app: FastAPI

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import time
+from functools import partial
 
 import httpx
 import pytest
 
 from emulator.embedded import EmbeddedEmulator
+from tests.decode_flood import Phases, flood
 from tests.integration.conftest import StartEmulator
 from tests.integration.harness import MODEL, Gateway, gateway_config, prompt_body, serve_gateway
 
 pytestmark = pytest.mark.emulator
 
-VICTIMS, NOISY = 2, 12
-ALONE_S, SETTLE_S, FLOOD_S = 3.0, 1.5, 8.0
+PHASES = Phases(victims=2, noisy=12, alone_s=3.0, settle_s=1.5, flood_s=8.0, sample_s=0.1)
 
 
 def _has_choices(line: str) -> bool:
@@ -53,36 +53,11 @@ async def _noisy(client: httpx.AsyncClient, stop: asyncio.Event) -> None:
         assert resp.status_code == 200
 
 
-async def _running(url: str, stop: asyncio.Event, seen: list[float]) -> None:
-    async with httpx.AsyncClient(base_url=url, timeout=5.0) as engine:
-        while not stop.is_set():
-            for line in (await engine.get("/metrics")).text.splitlines():
-                if line.startswith("vllm:num_requests_running{"):
-                    seen.append(float(line.rsplit(" ", 1)[1]))
-            await asyncio.sleep(0.1)  # a sampling period, not a wait for a condition
-
-
 async def _flood(gw: Gateway, engine_url: str) -> tuple[float, float]:
     """(the engine's mean running requests, the victims' median turn in seconds)."""
     victim, noisy = gw.client("victim"), gw.client("noisy", timeout=120.0)
-    warm: list[float] = []
-    stop = asyncio.Event()
-    alone = [asyncio.ensure_future(_victim(victim, stop, warm)) for _ in range(VICTIMS)]
-    await asyncio.sleep(ALONE_S)  # the gateway learns the engine's light-batch step
-    stop.set()
-    await asyncio.gather(*alone)
-    stop.clear()
-    turns: list[float] = []
-    running: list[float] = []
-    floods = [asyncio.ensure_future(_noisy(noisy, stop)) for _ in range(NOISY)]
-    await asyncio.sleep(SETTLE_S)
-    tasks = [asyncio.ensure_future(_victim(victim, stop, turns)) for _ in range(VICTIMS)]
-    sampler = asyncio.ensure_future(_running(engine_url, stop, running))
-    await asyncio.sleep(FLOOD_S)
-    stop.set()
-    await asyncio.gather(*tasks, *floods, sampler)
-    assert warm and turns and running
-    return statistics.fmean(running), statistics.median(turns)
+    async with httpx.AsyncClient(base_url=engine_url, timeout=5.0) as engine:
+        return await flood(PHASES, partial(_victim, victim), partial(_noisy, noisy), engine)
 
 
 async def _measure(emulator: EmbeddedEmulator, hold: float | None) -> tuple[float, float]:

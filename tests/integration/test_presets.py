@@ -9,11 +9,11 @@ policy sees the same engine relative to its clock as at K = 1.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import math
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -27,6 +27,7 @@ from tests.integration.harness import (
     engine_gauge,
     gateway_config,
     preset_policy,
+    sampling,
     serve_gateway,
 )
 
@@ -53,26 +54,23 @@ def slots(emulator: EmbeddedEmulator) -> int:
     return emulator.runner.profile.engine.max_num_seqs
 
 
-@contextmanager
-def peak_sampler(gw: Gateway, emulators: list[EmbeddedEmulator]) -> Iterator[dict[str, int]]:
+@contextlib.asynccontextmanager
+async def peak_sampler(
+    gw: Gateway, emulators: list[EmbeddedEmulator]
+) -> AsyncIterator[dict[str, int]]:
     """Samples, until the block ends, the largest number of requests each emulator held
     (running + waiting in its engine) and the gateway's largest in-flight count."""
     peak = {"engine": 0, "gateway": 0}
 
-    async def sample() -> None:
-        while True:
-            for e in emulators:
-                held = e.runner.engine.num_running + e.runner.engine.num_waiting
-                peak["engine"] = max(peak["engine"], held)
-            by_backend = gw.ctx.scheduler.stats().in_flight_by_backend
-            peak["gateway"] = max([peak["gateway"], *by_backend.values()])
-            await asyncio.sleep(0.002)
+    def sample() -> None:
+        for e in emulators:
+            held = e.runner.engine.num_running + e.runner.engine.num_waiting
+            peak["engine"] = max(peak["engine"], held)
+        by_backend = gw.ctx.scheduler.stats().in_flight_by_backend
+        peak["gateway"] = max([peak["gateway"], *by_backend.values()])
 
-    task = asyncio.ensure_future(sample())
-    try:
+    async with sampling(sample, 0.002):
         yield peak
-    finally:
-        task.cancel()
 
 
 def queued_before(r: httpx.Response) -> bool:
@@ -87,7 +85,7 @@ async def test_fixed_cap_holds_the_cap_and_defers_the_excess(
     emu = start_emulator(speed=SPEED)
     n = 3 * cap
     async with serve_gateway(gateway_config([emu.url], policy)) as gw:
-        with peak_sampler(gw, [emu]) as peak:
+        async with peak_sampler(gw, [emu]) as peak:
             responses = await burst(gw.client(), [chat_body(400) for _ in range(n)])
         assert [r.status_code for r in responses] == [200] * n
         assert peak["gateway"] == cap, "the gateway never filled (or exceeded) its cap"

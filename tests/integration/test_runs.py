@@ -20,6 +20,7 @@ from tests.integration.harness import (
     chat_body,
     decode_seconds,
     gateway_config,
+    sampling,
     serve_gateway,
     wait_for,
 )
@@ -44,19 +45,12 @@ async def _engine_peak(engine: Any) -> AsyncIterator[list[int]]:
     """The most requests the engine ran at once while the block ran, sampled from the
     engine itself at every event-loop turn (the emulator runs in this process)."""
     peak = [0]
-    done = asyncio.Event()
 
-    async def sample() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], engine.num_running)
-            await asyncio.sleep(0)
+    def sample() -> None:
+        peak[0] = max(peak[0], engine.num_running)
 
-    task = asyncio.ensure_future(sample())
-    try:
+    async with sampling(sample):
         yield peak
-    finally:
-        done.set()
-        await task
 
 
 async def _agent(gw: Gateway, tenant: str, run_id: str, turns: int, fan_out: int) -> None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-import statistics
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +24,16 @@ import pytest
 
 from gateway.request.auth import key_digest
 from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer
+from tests.decode_flood import Phases, flood
 from tests.vllm.gateway_process import GatewayProcess
 
 pytestmark = pytest.mark.vllm
 
 KEYS = {"victim": "sk-test-victim", "noisy": "sk-test-noisy"}
-VICTIMS, NOISY = 2, 12
 VICTIM_WORDS, NOISY_WORDS = 17, 420
 """~50 and ~1,300 prompt tokens (about three per word) for the tiny model's tokenizer
 (random words: no prefix cache hit between requests)."""
-ALONE_S, SETTLE_S, FLOOD_S = 5.0, 3.0, 12.0
+PHASES = Phases(victims=2, noisy=12, alone_s=5.0, settle_s=3.0, flood_s=12.0, sample_s=0.25)
 
 
 def _config(server: VllmServer, hold: float | None) -> dict[str, Any]:
@@ -100,15 +100,6 @@ async def _noisy(client: httpx.AsyncClient, model: str, stop: asyncio.Event) -> 
         assert resp.status_code in (200, 429), resp.text
 
 
-async def _running(engine: httpx.AsyncClient, stop: asyncio.Event, seen: list[float]) -> None:
-    while not stop.is_set():
-        text = (await engine.get("/metrics")).text
-        for line in text.splitlines():
-            if line.startswith("vllm:num_requests_running{"):
-                seen.append(float(line.rsplit(" ", 1)[1]))
-        await asyncio.sleep(0.25)  # a sampling period, not a wait for a condition
-
-
 def _client(url: str, tenant: str) -> httpx.AsyncClient:
     return httpx.AsyncClient(
         base_url=url, timeout=180.0, headers={"Authorization": f"Bearer {KEYS[tenant]}"}
@@ -124,24 +115,9 @@ async def _flood(gw: GatewayProcess, server: VllmServer) -> tuple[float, float]:
         _client(gw.url, "noisy") as noisy,
         httpx.AsyncClient(base_url=server.url, timeout=10.0) as engine,
     ):
-        warm: list[float] = []
-        stop_alone = asyncio.Event()
-        alone = [
-            asyncio.create_task(_victim(victim, model, stop_alone, warm)) for _ in range(VICTIMS)
-        ]
-        await asyncio.sleep(ALONE_S)  # the gateway learns the engine's light-batch steps
-        stop_alone.set()
-        await asyncio.gather(*alone)
-        stop, turns, running = asyncio.Event(), [], []  # type: ignore[var-annotated]
-        floods = [asyncio.create_task(_noisy(noisy, model, stop)) for _ in range(NOISY)]
-        await asyncio.sleep(SETTLE_S)
-        tasks = [asyncio.create_task(_victim(victim, model, stop, turns)) for _ in range(VICTIMS)]
-        sampler = asyncio.create_task(_running(engine, stop, running))
-        await asyncio.sleep(FLOOD_S)
-        stop.set()
-        await asyncio.gather(*tasks, *floods, sampler)
-    assert warm and turns and running
-    return statistics.fmean(running), statistics.median(turns)
+        return await flood(
+            PHASES, partial(_victim, victim, model), partial(_noisy, noisy, model), engine
+        )
 
 
 def _measure(server: VllmServer, hold: float | None, tmp: Path) -> tuple[float, float]:

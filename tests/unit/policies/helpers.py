@@ -80,20 +80,37 @@ def kind(x: Decision | Ticket) -> DecisionKind:
     return x.decision.decision if isinstance(x, Ticket) else x.decision
 
 
-def queued_entry(seq: int, now: float, wait_s: float, tenant: str = "t") -> QueuedEntry:
-    """A queue entry as the scheduler makes one: enqueued at ``now``, expiring ``wait_s`` later."""
-    req = RequestInfo(f"r{seq}", tenant, "interactive", "m", WorkEstimate(seq % 97, 5), now)
+def queued(req: RequestInfo, seq: int, enqueued_at: float, expires_at: float) -> QueuedEntry:
+    """``req`` queued as the scheduler queues one: to be admitted undegraded, held for
+    OVERLOADED, in its own flow, with no gates to hand back."""
     return QueuedEntry(
         req,
         DecisionKind.ADMIT,
         NO_DEGRADATION,
         (),
-        now,
-        now + wait_s,
+        enqueued_at,
+        expires_at,
         Reason.OVERLOADED,
         seq,
         req.flow,
     )
+
+
+def queued_entry(seq: int, now: float, wait_s: float, tenant: str = "t") -> QueuedEntry:
+    """A queue entry as the scheduler makes one: enqueued at ``now``, expiring ``wait_s`` later."""
+    req = RequestInfo(f"r{seq}", tenant, "interactive", "m", WorkEstimate(seq % 97, 5), now)
+    return queued(req, seq, now, now + wait_s)
+
+
+_tenant_seq = itertools.count(1)
+
+
+def tenant_entry(tenant: str, weight: float = 1.0, expires_at: float = 100.0) -> QueuedEntry:
+    """A queued chat entry of ``tenant`` (10 prompt and 10 output tokens), enqueued at 0, as
+    the fairness disciplines take them: each one a new request and sequence number."""
+    n = next(_tenant_seq)
+    req = RequestInfo(f"r{n}", tenant, "chat", "m", WorkEstimate(10, 10), 0.0, weight=weight)
+    return queued(req, n, 0.0, expires_at)
 
 
 def refused_after(out: Decision | Ticket, reason: Reason) -> float:

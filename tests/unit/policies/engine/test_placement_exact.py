@@ -12,6 +12,7 @@ from policies.contracts import BackendLoad
 from policies.engine.placement import Placement
 from policies.engine.routing import affinity_score
 from policies.registry import build_policy
+from policies.types import RequestInfo
 from tests.unit.policies.helpers import ManualClock, backend, queued_entry, request
 
 FIXED = {"limit": {"type": "fixed", "parameters": {"max_in_flight": 3}}}
@@ -31,13 +32,22 @@ def _two(**kw_b2: Any) -> tuple[BackendView, BackendView]:
     return backend("b1", max_num_seqs=3), backend("b2", max_num_seqs=5, **kw_b2)
 
 
-def test_took_and_gave_back_count_requests_tokens_and_tenants_exactly() -> None:
-    clock = ManualClock()
+def _a_twice_b_once(
+    clock: ManualClock, a2_on: str
+) -> tuple[Placement, RequestInfo, RequestInfo, RequestInfo]:
+    """On ``_two``: tenant a's first request (120 tokens) taken by b1, its second (30) by
+    ``a2_on``, tenant b's (7) by b2."""
     place = _placement(clock, NO_PREFILL, *_two())
     a1, a2, b = request(clock, tenant="a"), request(clock, tenant="a"), request(clock, tenant="b")
     place.took("b1", a1, 120)
-    place.took("b1", a2, 30)
+    place.took(a2_on, a2, 30)
     place.took("b2", b, 7)
+    return place, a1, a2, b
+
+
+def test_took_and_gave_back_count_requests_tokens_and_tenants_exactly() -> None:
+    clock = ManualClock()
+    place, a1, a2, b = _a_twice_b_once(clock, a2_on="b1")
     assert place.loads == {"b1": BackendLoad(2, 150), "b2": BackendLoad(1, 7)}
     assert place.tenant_in_flight == {"a": 2, "b": 1}
     left = place.gave_back("b1", a1, 120)
@@ -344,11 +354,7 @@ def test_a_backend_without_a_step_floor_is_left_out_of_the_mean_slowdown() -> No
 
 def test_tenant_tokens_follow_dispatch_release_and_a_new_dispatch_after_a_full_release() -> None:
     clock = ManualClock()
-    place = _placement(clock, NO_PREFILL, *_two())
-    a1, a2, b = request(clock, tenant="a"), request(clock, tenant="a"), request(clock, tenant="b")
-    place.took("b1", a1, 120)
-    place.took("b2", a2, 30)
-    place.took("b2", b, 7)
+    place, a1, a2, b = _a_twice_b_once(clock, a2_on="b2")
     assert place.tenant_tokens == {"a": 150, "b": 7}
     place.gave_back("b1", a1, 120)
     assert place.tenant_tokens == {"a": 30, "b": 7}

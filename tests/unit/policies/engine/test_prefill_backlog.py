@@ -3,8 +3,12 @@ measured prefill rate x the TTFT target; the rest waits in the gateway queue."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pytest
 
+from policies.backends import BackendsSnapshot
 from policies.engine.prefill_backlog import BackendPrefill, PrefillBacklog, PrefillRate
 from policies.engine.prefill_backlog_params import PrefillBacklogParams
 from policies.engine.scheduler import Scheduler, Ticket
@@ -101,19 +105,23 @@ def test_a_head_within_the_bound_still_counts() -> None:
     assert backlog.admits("b1", 100) and not backlog.admits("b1", 101)
 
 
-def _measure_rate(s: Scheduler, clock: ManualClock, f: object, tokens: int, seconds: float) -> None:
-    probe = s.submit(request(clock, tenant="probe", prompt=tokens, stream=True), f)  # type: ignore[arg-type]
+def _measured(raw: Mapping[str, Any] = ON) -> tuple[ManualClock, Scheduler, BackendsSnapshot]:
+    """A scheduler of ``raw`` over one backend of 64 slots that has measured a prefill rate
+    of 1,000 tokens/s (a probe of 1,000 prompt tokens, its first token 1 s later): with
+    ``ON``, a bound of 500 tokens."""
+    clock = ManualClock()
+    s = scheduler(clock, raw)
+    f = fleet(clock, backend(max_num_seqs=64))
+    probe = s.submit(request(clock, tenant="probe", prompt=1000, stream=True), f)
     assert isinstance(probe, Ticket)
-    clock.advance(seconds)
+    clock.advance(1.0)
     s.first_token(probe)
     s.release(probe, Outcome.COMPLETED)
+    return clock, s, f
 
 
 def test_scheduler_holds_a_flood_of_long_prompts_in_its_queue_and_lets_a_short_one_pass() -> None:
-    clock = ManualClock()
-    s = scheduler(clock, ON)
-    f = fleet(clock, backend(max_num_seqs=64))
-    _measure_rate(s, clock, f, 1000, 1.0)  # 1,000 tokens/s: a bound of 500 tokens
+    clock, s, f = _measured()  # 1,000 tokens/s: a bound of 500 tokens
     flood = [s.submit(request(clock, tenant="noisy", prompt=1500), f) for _ in range(8)]
     assert sum(isinstance(x, Ticket) for x in flood) == 1  # the rest waits in the gateway
     victim = s.submit(request(clock, tenant="victim", prompt=50, stream=True), f)
@@ -128,19 +136,13 @@ def test_scheduler_holds_a_flood_of_long_prompts_in_its_queue_and_lets_a_short_o
 
 
 def test_without_the_bound_the_whole_flood_goes_to_the_engine() -> None:
-    clock = ManualClock()
-    s = scheduler(clock, OFF)
-    f = fleet(clock, backend(max_num_seqs=64))
-    _measure_rate(s, clock, f, 1000, 1.0)
+    clock, s, f = _measured(OFF)
     flood = [s.submit(request(clock, tenant="noisy", prompt=1500), f) for _ in range(8)]
     assert all(isinstance(x, Ticket) for x in flood)
 
 
 def test_next_wakeup_is_the_estimated_end_of_the_prefill_ahead() -> None:
-    clock = ManualClock()
-    s = scheduler(clock, ON)
-    f = fleet(clock, backend(max_num_seqs=64))
-    _measure_rate(s, clock, f, 1000, 1.0)
+    clock, s, f = _measured()
     start = clock.now
     first = s.submit(request(clock, tenant="noisy", prompt=1500), f)
     second = s.submit(request(clock, tenant="noisy", prompt=1500), f)
@@ -149,10 +151,7 @@ def test_next_wakeup_is_the_estimated_end_of_the_prefill_ahead() -> None:
 
 
 def test_a_streamed_first_token_opens_room_at_once() -> None:
-    clock = ManualClock()
-    s = scheduler(clock, ON)
-    f = fleet(clock, backend(max_num_seqs=64))
-    _measure_rate(s, clock, f, 1000, 1.0)
+    clock, s, f = _measured()
     first = s.submit(request(clock, tenant="a", prompt=1500, stream=True), f)
     second = s.submit(request(clock, tenant="b", prompt=1500, stream=True), f)
     assert isinstance(first, Ticket) and isinstance(second, Decision)
@@ -164,10 +163,7 @@ def test_a_streamed_first_token_opens_room_at_once() -> None:
 
 
 def test_released_requests_leave_no_backlog_behind() -> None:
-    clock = ManualClock()
-    s = scheduler(clock, ON)
-    f = fleet(clock, backend(max_num_seqs=64))
-    _measure_rate(s, clock, f, 1000, 1.0)
+    clock, s, f = _measured()
     t = s.submit(request(clock, tenant="a", prompt=1500, stream=True), f)
     assert isinstance(t, Ticket)
     s.release(t, Outcome.FAILED)
@@ -191,10 +187,7 @@ def test_the_bound_picks_another_backend_with_room() -> None:
 
 
 def test_a_swap_keeps_the_measured_rate_and_the_pending_prompts() -> None:
-    clock = ManualClock()
-    s = scheduler(clock, ON)
-    f = fleet(clock, backend(max_num_seqs=64))
-    _measure_rate(s, clock, f, 1000, 1.0)
+    clock, s, f = _measured()
     s.submit(request(clock, tenant="noisy", prompt=1500), f)
     before = s._place.prefill
     s.swap(scheduler(clock, {"prefill_backlog": {"ttft_target_s": 2.0}}).policy)
@@ -204,10 +197,7 @@ def test_a_swap_keeps_the_measured_rate_and_the_pending_prompts() -> None:
 
 
 def test_a_long_prompt_held_by_the_bound_does_not_block_a_short_one_behind_it() -> None:
-    clock = ManualClock()
-    s = scheduler(clock, ON)
-    f = fleet(clock, backend(max_num_seqs=64))
-    _measure_rate(s, clock, f, 1000, 1.0)  # a bound of 500 tokens
+    clock, s, f = _measured()  # a bound of 500 tokens
     first = s.submit(request(clock, tenant="noisy", prompt=300, stream=True), f)
     held = s.submit(request(clock, tenant="noisy", prompt=1500), f)
     short = s.submit(request(clock, tenant="victim", prompt=50, stream=True), f)
@@ -218,10 +208,7 @@ def test_a_long_prompt_held_by_the_bound_does_not_block_a_short_one_behind_it() 
 
 
 def test_a_short_turn_is_dispatched_at_once_behind_an_oversized_prompt() -> None:
-    clock = ManualClock()
-    s = scheduler(clock, ON)
-    f = fleet(clock, backend(max_num_seqs=64))
-    _measure_rate(s, clock, f, 1000, 1.0)  # a bound of 500 tokens
+    clock, s, f = _measured()  # a bound of 500 tokens
     big = s.submit(request(clock, tenant="noisy", prompt=3000), f)
     short = s.submit(request(clock, tenant="victim", prompt=50, stream=True), f)
     other_big = s.submit(request(clock, tenant="noisy", prompt=3000), f)

@@ -6,22 +6,13 @@ from __future__ import annotations
 
 from policies.contracts import QueuedEntry
 from policies.engine.queue_book import QueueBook
-from policies.types import NO_DEGRADATION, DecisionKind, Reason, RequestInfo, WorkEstimate
+from policies.types import RequestInfo, WorkEstimate
+from tests.unit.policies.helpers import queued
 
 
 def _entry(seq: int, model: str, prompt: int, output: int, expires_at: float) -> QueuedEntry:
     req = RequestInfo(f"r{seq}", "t", "interactive", model, WorkEstimate(prompt, output), 0.0)
-    return QueuedEntry(
-        req,
-        DecisionKind.ADMIT,
-        NO_DEGRADATION,
-        (),
-        0.0,
-        expires_at,
-        Reason.OVERLOADED,
-        seq,
-        req.flow,
-    )
+    return queued(req, seq, 0.0, expires_at)
 
 
 def _three() -> tuple[QueueBook, QueuedEntry, QueuedEntry, QueuedEntry]:

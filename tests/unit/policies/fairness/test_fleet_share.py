@@ -5,21 +5,10 @@ tenants of different weights)."""
 
 from __future__ import annotations
 
-from policies.contracts import QueuedEntry
 from policies.fairness.fleet_ledger import FleetLedger
 from policies.fairness.fleet_share import ShareReport, share_of
 from policies.fairness.vtc import Vtc, VtcState
-from policies.types import NO_DEGRADATION, DecisionKind, Reason, RequestInfo, WorkEstimate
-
-_seq = iter(range(1, 10**6))
-
-
-def entry(tenant: str, weight: float = 1.0) -> QueuedEntry:
-    n = next(_seq)
-    req = RequestInfo(f"r{n}", tenant, "chat", "m", WorkEstimate(10, 10), 0.0, weight=weight)
-    return QueuedEntry(
-        req, DecisionKind.ADMIT, NO_DEGRADATION, (), 0.0, 100.0, Reason.OVERLOADED, n, req.flow
-    )
+from tests.unit.policies.helpers import tenant_entry as entry
 
 
 def sharing() -> tuple[Vtc, VtcState]:

@@ -8,41 +8,22 @@ from policies.contracts import QueuedEntry
 from policies.engine.scheduler import Ticket
 from policies.fairness.fleet_share import share_of
 from policies.fairness.vtc import Vtc, VtcState
-from policies.types import (
-    NO_DEGRADATION,
-    Decision,
-    DecisionKind,
-    Outcome,
-    Reason,
-    RequestInfo,
-    WorkEstimate,
-)
+from policies.types import Decision, DecisionKind, Outcome
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
+from tests.unit.policies.helpers import tenant_entry as entry
 
-_seq = iter(range(1, 10**6))
 
-
-def entry(tenant: str, weight: float = 1.0, expires_at: float = 100.0) -> QueuedEntry:
-    n = next(_seq)
-    req = RequestInfo(f"r{n}", tenant, "chat", "m", WorkEstimate(10, 10), 0.0, weight=weight)
-    return QueuedEntry(
-        req,
-        DecisionKind.ADMIT,
-        NO_DEGRADATION,
-        (),
-        0.0,
-        expires_at,
-        Reason.OVERLOADED,
-        n,
-        req.flow,
-    )
+def backlogged(*entries: QueuedEntry) -> tuple[Vtc, VtcState]:
+    """New VTC books with ``entries`` pushed, in this order, at 0."""
+    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    for e in entries:
+        vtc.push(state, e, 0.0)
+    return vtc, state
 
 
 def test_a_charge_adds_tokens_over_the_weight_also_below_one() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     heavy, light, tiny = entry("heavy", 4.0), entry("light", 0.5), entry("tiny", 0.0)
-    for e in (heavy, light, tiny):
-        vtc.push(state, e, 0.0)
+    vtc, state = backlogged(heavy, light, tiny)
     for e in (heavy, light, tiny):
         vtc.charge(state, e.request, 100.0)
     assert state.counters["heavy"] == 25.0
@@ -53,10 +34,8 @@ def test_a_charge_adds_tokens_over_the_weight_also_below_one() -> None:
 
 
 def test_the_least_served_tenant_goes_first_whatever_it_weighs() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a, b = entry("a", 0.5), entry("b", 2.0)
-    vtc.push(state, a, 0.0)
-    vtc.push(state, b, 0.0)
+    vtc, state = backlogged(a, b)
     vtc.charge(state, a.request, 10.0)  # a: 20
     vtc.charge(state, b.request, 30.0)  # b: 15
     assert vtc.pop(state, 0.0) is b
@@ -65,10 +44,8 @@ def test_the_least_served_tenant_goes_first_whatever_it_weighs() -> None:
 
 
 def test_deficits_are_counters_above_the_least_backlogged() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a, b, c = entry("a"), entry("b", 0.5), entry("c", 2.0)
-    for e in (a, b, c):
-        vtc.push(state, e, 0.0)
+    vtc, state = backlogged(a, b, c)
     vtc.charge(state, a.request, 30.0)
     vtc.charge(state, b.request, 30.0)
     vtc.charge(state, c.request, 30.0)
@@ -78,10 +55,8 @@ def test_deficits_are_counters_above_the_least_backlogged() -> None:
 
 
 def test_with_nobody_backlogged_deficits_count_from_the_last_served() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a, b = entry("a"), entry("b")
-    vtc.push(state, a, 0.0)
-    vtc.push(state, b, 0.0)
+    vtc, state = backlogged(a, b)
     vtc.charge(state, a.request, 50.0)  # started at 0: last served stays 0
     assert state.last_served == 0.0
     vtc.charge(state, a.request, 20.0)  # started at 50
@@ -93,9 +68,8 @@ def test_with_nobody_backlogged_deficits_count_from_the_last_served() -> None:
 
 
 def test_a_newly_backlogged_tenant_is_lifted_to_the_floor_and_cannot_bank_idle_time() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     busy, idle = entry("busy"), entry("idle")
-    vtc.push(state, busy, 0.0)
+    vtc, state = backlogged(busy)
     vtc.charge(state, busy.request, 300.0)  # busy: 300
     vtc.push(state, entry("busy"), 0.0)
     vtc.push(state, idle, 0.0)  # lifted to the least backlogged: 300
@@ -105,9 +79,8 @@ def test_a_newly_backlogged_tenant_is_lifted_to_the_floor_and_cannot_bank_idle_t
 
 
 def test_a_tenant_returning_to_an_empty_queue_starts_at_the_last_served() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a = entry("a")
-    vtc.push(state, a, 0.0)
+    vtc, state = backlogged(a)
     assert vtc.pop(state, 0.0) is a
     vtc.charge(state, a.request, 80.0)
     vtc.charge(state, a.request, 40.0)  # started at 80: last served 80
@@ -119,10 +92,8 @@ def test_a_tenant_returning_to_an_empty_queue_starts_at_the_last_served() -> Non
 
 
 def test_live_counts_follow_push_pop_discard_and_push_back() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     e1, e2, e3 = entry("a"), entry("a"), entry("a")
-    for e in (e1, e2, e3):
-        vtc.push(state, e, 0.0)
+    vtc, state = backlogged(e1, e2, e3)
     assert state.live == {"a": 3}
     got = vtc.pop(state, 0.0)
     assert got is e1 and state.live == {"a": 2}
@@ -139,9 +110,8 @@ def test_live_counts_follow_push_pop_discard_and_push_back() -> None:
 
 
 def test_an_entry_handed_back_alone_is_popped_again() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a = entry("a")
-    vtc.push(state, a, 0.0)
+    vtc, state = backlogged(a)
     assert vtc.pop(state, 0.0) is a
     vtc.push_back(state, a)
     assert vtc.pop(state, 0.0, allow=lambda e: True) is a
@@ -152,10 +122,8 @@ def test_an_entry_handed_back_alone_is_popped_again() -> None:
 def test_an_entry_handed_back_after_its_tenant_left_the_heap_is_popped_again() -> None:
     """A pop after ``a`` went idle drops a's heap item: handing ``a`` back must restore it."""
     for allow in (None, lambda e: True):
-        vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
         a, b = entry("a"), entry("b")
-        vtc.push(state, a, 0.0)
-        vtc.push(state, b, 0.0)
+        vtc, state = backlogged(a, b)
         assert vtc.pop(state, 0.0, allow) is a
         assert vtc.pop(state, 0.0, allow) is b  # a is idle now: its item is dropped
         vtc.push_back(state, b)
@@ -165,10 +133,8 @@ def test_an_entry_handed_back_after_its_tenant_left_the_heap_is_popped_again() -
 
 
 def test_an_entry_handed_back_keeps_its_place_among_other_tenants() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a, b = entry("a"), entry("b")
-    vtc.push(state, a, 0.0)
-    vtc.push(state, b, 0.0)
+    vtc, state = backlogged(a, b)
     vtc.charge(state, b.request, 5.0)  # b: 5, a: 0
     assert vtc.pop(state, 0.0) is a
     vtc.push_back(state, a)
@@ -176,10 +142,8 @@ def test_an_entry_handed_back_keeps_its_place_among_other_tenants() -> None:
 
 
 def test_a_refused_tenant_keeps_its_place_and_the_next_one_goes() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a, b, c = entry("a"), entry("b"), entry("c")
-    for e in (a, b, c):
-        vtc.push(state, e, 0.0)
+    vtc, state = backlogged(a, b, c)
     vtc.charge(state, b.request, 1.0)
     vtc.charge(state, c.request, 2.0)
     assert vtc.pop(state, 0.0, allow=lambda e: e is not a) is b
@@ -190,10 +154,8 @@ def test_a_refused_tenant_keeps_its_place_and_the_next_one_goes() -> None:
 
 def test_a_tenant_left_with_dead_entries_only_is_dropped_from_the_backlog() -> None:
     for allow in (None, lambda e: True):
-        vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
         gone, other = entry("gone"), entry("other")
-        vtc.push(state, gone, 0.0)
-        vtc.push(state, other, 0.0)
+        vtc, state = backlogged(gone, other)
         vtc.charge(state, other.request, 1.0)
         gone.alive = False  # marked dead without a discard: the count still says 1
         assert vtc.pop(state, 0.0, allow) is other
@@ -202,25 +164,20 @@ def test_a_tenant_left_with_dead_entries_only_is_dropped_from_the_backlog() -> N
 
 
 def test_within_a_tenant_the_earliest_expiry_goes_first() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     late, soon = entry("a", expires_at=50.0), entry("a", expires_at=20.0)
-    vtc.push(state, late, 0.0)
-    vtc.push(state, soon, 0.0)
+    vtc, state = backlogged(late, soon)
     assert vtc.pop(state, 0.0) is soon and vtc.pop(state, 0.0) is late
 
 
 def test_tenants_with_equal_counters_go_in_the_order_they_became_backlogged() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     first, second, third = entry("zed"), entry("mid"), entry("abe")  # not alphabetical
-    for e in (first, second, third):
-        vtc.push(state, e, 0.0)
+    vtc, state = backlogged(first, second, third)
     assert [vtc.pop(state, 0.0) for _ in range(3)] == [first, second, third]
 
 
 def test_only_a_charge_of_service_moves_the_last_served_floor() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a = entry("a")
-    vtc.push(state, a, 0.0)
+    vtc, state = backlogged(a)
     vtc.charge(state, a.request, 50.0)  # a: 50
     vtc.charge(state, a.request, 0.0)  # a correction of nothing
     assert state.last_served == 0.0
@@ -229,10 +186,8 @@ def test_only_a_charge_of_service_moves_the_last_served_floor() -> None:
 
 
 def test_tenants_with_one_entry_each_survive_a_rebuild_of_the_tenant_heap() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a, b = entry("a"), entry("b")
-    vtc.push(state, a, 0.0)
-    vtc.push(state, b, 0.0)
+    vtc, state = backlogged(a, b)
     for _ in range(80):  # each charge of a backlogged tenant adds a heap item: past the bound
         vtc.charge(state, a.request, 1.0)
     assert len(state.heap) < 80  # rebuilt
@@ -266,9 +221,8 @@ def test_a_lone_entry_whose_model_had_no_room_dispatches_once_room_returns() -> 
 
 
 def test_a_rebuild_of_the_tenant_heap_keeps_the_order_of_tenants_with_equal_counters() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     early = entry("a")
-    vtc.push(state, early, 0.0)  # "a" enters the books first...
+    vtc, state = backlogged(early)  # "a" enters the books first...
     assert vtc.pop(state, 0.0) is early  # ...and goes idle
     z, x, a = entry("z"), entry("x"), entry("a")
     for e in (z, x, a):  # backlogged in this order, all at counter 0
@@ -280,9 +234,8 @@ def test_a_rebuild_of_the_tenant_heap_keeps_the_order_of_tenants_with_equal_coun
 
 
 def test_a_correction_charged_while_idle_does_not_move_the_tenant_ahead_later() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a1 = entry("a")
-    vtc.push(state, a1, 0.0)
+    vtc, state = backlogged(a1)
     assert vtc.pop(state, 0.0) is a1
     vtc.charge(state, a1.request, 10.0)  # a: 10, charged after it went idle
     z = entry("z")
@@ -305,19 +258,15 @@ def charge_until_rebuilt(vtc: Vtc, state: VtcState, e: QueuedEntry) -> None:
 
 
 def test_a_rebuild_keeps_a_tenant_by_its_current_item_not_a_stale_one() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a, x = entry("a"), entry("x")
-    vtc.push(state, a, 0.0)
-    vtc.push(state, x, 0.0)
+    vtc, state = backlogged(a, x)
     charge_until_rebuilt(vtc, state, x)  # x's older items (lower counters) are stale
     assert vtc.pop(state, 0.0) is a and vtc.pop(state, 0.0) is x
 
 
 def test_a_rebuild_restores_backlogged_tenants_whose_heap_items_were_lost() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     zed, abe, x = entry("zed"), entry("abe"), entry("x")
-    for e in (zed, abe, x):
-        vtc.push(state, e, 0.0)
+    vtc, state = backlogged(zed, abe, x)
     state.heap.clear()  # the books lost every item
     charge_until_rebuilt(vtc, state, x)  # x's charges push items for x only
     assert [vtc.pop(state, 0.0) for _ in range(3)] == [zed, abe, x]
@@ -326,10 +275,8 @@ def test_a_rebuild_restores_backlogged_tenants_whose_heap_items_were_lost() -> N
 def test_a_correction_charged_while_idle_leaves_no_item_behind() -> None:
     """An item pushed for an idle tenant would come back to life, with its early seq, when
     the tenant returns at the same counter, and put it ahead of a tenant backlogged before."""
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     y, a1, z, a2 = entry("y"), entry("a"), entry("z"), entry("a")
-    vtc.push(state, y, 0.0)
-    vtc.push(state, a1, 0.0)
+    vtc, state = backlogged(y, a1)
     assert vtc.pop(state, 0.0, allow=lambda e: e is a1) is a1  # y keeps the top
     vtc.charge(state, a1.request, 10.0)  # a: 10, charged while idle
     vtc.push(state, z, 0.0)  # z: 0 (y is the floor)
@@ -342,10 +289,8 @@ def order_after_a_tenant_left_and_came_back(compact: bool) -> list[str]:
     """y and a are backlogged at 0; a's only entry is cancelled, which leaves its heap item
     behind y's; z, then a again, become backlogged at 0. ``compact``: the heap is rebuilt
     (x's charges) while a is away."""
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     y, a1, x, z, a2 = entry("y"), entry("a"), entry("x"), entry("z"), entry("a")
-    for e in (y, a1, x):
-        vtc.push(state, e, 0.0)
+    vtc, state = backlogged(y, a1, x)
     vtc.discard(state, a1)
     a1.alive = False
     if compact:
@@ -368,10 +313,8 @@ def test_the_order_of_equal_counters_does_not_depend_on_when_the_heap_is_compact
 
 def test_an_entry_handed_back_keeps_its_place_across_a_rebuild_of_the_tenant_heap() -> None:
     for compact in (False, True):
-        vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
         a, b, x = entry("a"), entry("b"), entry("x")
-        for e in (a, b, x):
-            vtc.push(state, e, 0.0)
+        vtc, state = backlogged(a, b, x)
         assert vtc.pop(state, 0.0) is a  # a has nothing else queued: idle until handed back
         if compact:
             charge_until_rebuilt(vtc, state, x)
@@ -382,26 +325,22 @@ def test_an_entry_handed_back_keeps_its_place_across_a_rebuild_of_the_tenant_hea
 
 
 def test_a_charge_that_leaves_the_counter_as_it_was_keeps_the_tenants_place() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a, b = entry("a"), entry("b")
-    vtc.push(state, a, 0.0)
-    vtc.push(state, b, 0.0)
+    vtc, state = backlogged(a, b)
     vtc.charge(state, a.request, 0.0)  # nothing served: a stays ahead of b
     assert vtc.pop(state, 0.0) is a and vtc.pop(state, 0.0) is b
 
 
 def test_equal_counters_go_in_the_order_the_counters_took_that_value() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a, b = entry("a"), entry("b")
-    vtc.push(state, a, 0.0)
-    vtc.push(state, b, 0.0)
+    vtc, state = backlogged(a, b)
     vtc.charge(state, b.request, 10.0)  # b reaches 10 first
     vtc.charge(state, a.request, 10.0)
     assert vtc.pop(state, 0.0) is b and vtc.pop(state, 0.0) is a
 
 
 def sharing() -> tuple[Vtc, VtcState]:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
+    vtc, state = backlogged()
     vtc.share_report(state)  # starts the accounting
     return vtc, state
 
@@ -476,10 +415,8 @@ def test_with_a_floor_here_and_one_elsewhere_the_lift_is_to_the_lower() -> None:
 def test_a_correction_charged_while_an_entry_is_out_keeps_no_place_it_had_before() -> None:
     """a's counter reaches 10 after b's did (a correction while a's entry is out): when the
     entry is handed back, b, at 10 first, goes first."""
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a, b = entry("a"), entry("b")
-    vtc.push(state, a, 0.0)
-    vtc.push(state, b, 0.0)
+    vtc, state = backlogged(a, b)
     vtc.charge(state, b.request, 10.0)  # b: 10
     assert vtc.pop(state, 0.0) is a
     vtc.charge(state, a.request, 10.0)  # a: 10, while its entry is out
@@ -488,10 +425,8 @@ def test_a_correction_charged_while_an_entry_is_out_keeps_no_place_it_had_before
 
 
 def test_the_last_served_floor_never_moves_back() -> None:
-    vtc, state = Vtc(None), VtcState()  # type: ignore[arg-type]
     a, b, c = entry("a"), entry("b"), entry("c")
-    vtc.push(state, a, 0.0)
-    vtc.push(state, b, 0.0)
+    vtc, state = backlogged(a, b)
     vtc.charge(state, a.request, 50.0)
     vtc.charge(state, a.request, 20.0)  # started at 50: the floor is 50
     vtc.charge(state, b.request, 10.0)  # started at 0, below the floor: it stays 50

@@ -42,6 +42,16 @@ def _slot_refusal(out: Decision | Ticket) -> float:
     return refused_after(out, Reason.TENANT_CONCURRENCY)
 
 
+def _promise_due(clock: ManualClock) -> tuple[Scheduler, BackendsSnapshot, list[Ticket]]:
+    """``_full``, then a newcomer refused with the promise of a slot in 2 s (one departure
+    at 0.5 a second), and the clock at that promise's due time, nothing having left."""
+    s, f, held = _full(clock)
+    start = clock.now
+    assert _slot_refusal(s.submit(request(clock), f)) == 2.0
+    clock.now = start + 2.0
+    return s, f, held
+
+
 def test_refused_together_each_told_the_time_its_slot_is_due_to_free() -> None:
     clock = ManualClock()
     s, f, _ = _full(clock)
@@ -51,10 +61,7 @@ def test_refused_together_each_told_the_time_its_slot_is_due_to_free() -> None:
 
 def test_a_freed_slot_is_kept_for_the_client_it_was_promised_to() -> None:
     clock = ManualClock()
-    s, f, held = _full(clock)
-    start = clock.now
-    assert _slot_refusal(s.submit(request(clock), f)) == 2.0
-    clock.now = start + 2.0
+    s, f, held = _promise_due(clock)
     s.release(held[0], Outcome.COMPLETED, Usage(100, 100), latency_s=2.0)
     # busy 6 s, 3 left: 0.5 a second; the free slot is promised, so a newcomer waits for
     # the one still in flight to leave
@@ -64,10 +71,7 @@ def test_a_freed_slot_is_kept_for_the_client_it_was_promised_to() -> None:
 
 def test_a_promised_slot_is_not_taken_past_the_cap() -> None:
     clock = ManualClock()
-    s, f, _ = _full(clock)
-    start = clock.now
-    _slot_refusal(s.submit(request(clock), f))
-    clock.now = start + 2.0  # due, but nothing has left: the cap still holds
+    s, f, _ = _promise_due(clock)  # due, but nothing has left: the cap still holds
     assert _slot_refusal(s.submit(request(clock, is_retry=True), f)) > 0.0
 
 
@@ -106,10 +110,7 @@ def test_the_departure_rate_counts_the_time_the_tenant_still_had_one_in_the_syst
 
 def test_a_retry_refused_again_gives_up_its_old_promise_for_the_new_one() -> None:
     clock = ManualClock()
-    s, f, _ = _full(clock)
-    start = clock.now
-    assert _slot_refusal(s.submit(request(clock), f)) == 2.0
-    clock.now = start + 2.0  # due, but nothing has left: refused again, a promise of 1 slot
+    s, f, _ = _promise_due(clock)  # nothing has left: refused again, a promise of 1 slot
     # its own departure at 0.5 a second (the meter has seen 4 busy seconds, 2 departures)
     assert _slot_refusal(s.submit(request(clock, is_retry=True), f)) == 2.0
     # a newcomer waits behind the one slot promised (the retry's second promise), not two:
@@ -119,10 +120,7 @@ def test_a_retry_refused_again_gives_up_its_old_promise_for_the_new_one() -> Non
 
 def test_a_newcomer_admitted_beside_a_due_promise_leaves_the_promise_in_the_book() -> None:
     clock = ManualClock()
-    s, f, held = _full(clock)
-    start = clock.now
-    assert _slot_refusal(s.submit(request(clock), f)) == 2.0
-    clock.now = start + 2.0
+    s, f, held = _promise_due(clock)
     for t in held:
         s.release(t, Outcome.COMPLETED, Usage(100, 100), latency_s=2.0)
     # none in the system, one slot promised: a newcomer fits beside it

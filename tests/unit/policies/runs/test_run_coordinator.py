@@ -10,14 +10,13 @@ from policies.runs.run import Reservation
 from policies.runs.run_state import OpenRunState
 from policies.runs.runs_params import RunsParams
 from policies.types import (
-    NO_DEGRADATION,
     Decision,
     DecisionKind,
     Reason,
     RequestInfo,
     RunHints,
 )
-from tests.unit.policies.helpers import ManualClock, request
+from tests.unit.policies.helpers import ManualClock, queued, request
 
 
 class Host:
@@ -28,14 +27,7 @@ class Host:
     def runs_params(self) -> RunsParams:
         return self.params
 
-    def refuse(
-        self,
-        req: RequestInfo,
-        reason: Reason,
-        seconds: float | None,
-        now: float,
-        shadowed: tuple[str, ...] = (),
-    ) -> Decision:
+    def refuse(self, req: RequestInfo, reason: Reason, *_: object) -> Decision:
         self.calls.append(("refuse", reason))
         return _decision(req, DecisionKind.REJECT, reason)
 
@@ -68,17 +60,7 @@ class Host:
 
 
 def entry(req: RequestInfo, now: float, seq: int) -> QueuedEntry:
-    return QueuedEntry(
-        req,
-        DecisionKind.ADMIT,
-        NO_DEGRADATION,
-        (),
-        now,
-        now + 30.0,
-        Reason.OVERLOADED,
-        seq,
-        req.flow,
-    )
+    return queued(req, seq, now, now + 30.0)
 
 
 def _decision(req: RequestInfo, kind: DecisionKind, reason: Reason) -> Decision:

@@ -74,49 +74,41 @@ def test_a_flow_learns_its_runs_from_those_that_completed() -> None:
     assert s.runs.stats().reservation_error == (800 - 480) / 480  # the default reserved 800
 
 
-def _started_run_then_new_run_queued(s: Scheduler, clock: ManualClock) -> tuple[str, str]:
-    """One slot. Run ``a``'s first call ran; run ``b``'s first call queued; then ``a``'s
-    second call queued behind it. Returns (a's second, b's first) request ids."""
+def _next_after_a_started_run_and_a_new_run(
+    s: Scheduler, clock: ManualClock, a_calls: int = 4, a_tokens: int = 1000
+) -> tuple[str, str, list[str]]:
+    """One slot. Run ``a``'s first call (of ``a_calls`` reserved, ``a_tokens``) ran; run
+    ``b``'s first call queued; then ``a``'s second call queued behind it. Returns (a's
+    second, b's first) request ids and those the next poll dispatches."""
     f = fleet(clock, backend(max_num_seqs=1))
-    a1 = s.submit(call(clock, "a", calls=4, tokens=1000), f)
+    a1 = s.submit(call(clock, "a", calls=a_calls, tokens=a_tokens), f)
     assert isinstance(a1, Ticket)
     clock.advance(1)
     b1 = s.submit(call(clock, "b", calls=4, tokens=1000), f)
     s.release(a1, Outcome.COMPLETED, Usage(100, 100))
     a2 = s.submit(call(clock, "a"), f)
     assert isinstance(b1, Decision) and isinstance(a2, Decision)
-    return a2.request_id, b1.request_id
+    out = s.poll(fleet(clock, backend(max_num_seqs=1)))
+    return a2.request_id, b1.request_id, [t.request_id for t in out if isinstance(t, Ticket)]
 
 
 def test_a_started_run_goes_before_the_first_call_of_a_new_run() -> None:
     clock = ManualClock()
-    s = runs_on(clock)
-    a2, _b1 = _started_run_then_new_run_queued(s, clock)
-    out = s.poll(fleet(clock, backend(max_num_seqs=1)))
-    assert [t.request_id for t in out if isinstance(t, Ticket)] == [a2]
+    a2, _b1, dispatched = _next_after_a_started_run_and_a_new_run(runs_on(clock), clock)
+    assert dispatched == [a2]
 
 
 def test_without_runs_the_older_first_call_goes_first() -> None:
     clock = ManualClock()
-    s = scheduler(clock)
-    _a2, b1 = _started_run_then_new_run_queued(s, clock)
-    out = s.poll(fleet(clock, backend(max_num_seqs=1)))
-    assert [t.request_id for t in out if isinstance(t, Ticket)] == [b1]
+    _a2, b1, dispatched = _next_after_a_started_run_and_a_new_run(scheduler(clock), clock)
+    assert dispatched == [b1]
 
 
 def test_a_call_beyond_the_reservation_has_no_precedence() -> None:
     clock = ManualClock()
-    s = runs_on(clock)
-    f = fleet(clock, backend(max_num_seqs=1))
-    a1 = s.submit(call(clock, "a", calls=1, tokens=200), f)
-    assert isinstance(a1, Ticket)
-    clock.advance(1)
-    b1 = s.submit(call(clock, "b", calls=4, tokens=1000), f)
-    s.release(a1, Outcome.COMPLETED, Usage(100, 100))
-    s.submit(call(clock, "a"), f)  # its second call: one was reserved
-    out = s.poll(f)
-    assert isinstance(b1, Decision)
-    assert [t.request_id for t in out if isinstance(t, Ticket)] == [b1.request_id]
+    s = runs_on(clock)  # a reserved one call: its second is beyond
+    _a2, b1, dispatched = _next_after_a_started_run_and_a_new_run(s, clock, 1, 200)
+    assert dispatched == [b1]
 
 
 def test_precedence_stays_inside_the_tenant_fair_share() -> None:
