@@ -2,8 +2,8 @@
 
 Each profile's cells run for ``DURATION_S`` simulated seconds of arrivals (the first
 quarter unmeasured): long enough for hundreds of requests at 0.5x on each profile. The
-whole matrix does not fit in 30 minutes on 2 cores yet; the ``mi300x`` cells cost most of
-it (docs/evaluate.md, "What a run of the matrix costs").
+``mi300x`` cells cost most of the whole matrix's time (docs/evaluate.md, "What a run of the
+matrix costs").
 """
 
 from __future__ import annotations

@@ -21,6 +21,14 @@ from simulation.hashed_prompts import HashedPrompt, Message, hash_chat
 from simulation.matrix.traffic import Shape
 
 
+def ask_room(messages: list[Message], total_chars: int) -> int:
+    """Characters left for the text of one more user message after ``messages`` when the
+    rendered chat (``emulator.text.chat_prompt_text``: the template's markers and the
+    assistant's opening included) is to be ``total_chars`` long; negative when ``messages``
+    alone leave no room."""
+    return total_chars - len(chat_prompt_text([*messages, {"role": "user", "content": ""}]))
+
+
 class ChatClient:
     """One closed-loop client's conversation, as messages."""
 
@@ -32,18 +40,16 @@ class ChatClient:
 
     def start(self) -> None:
         """A new conversation: one ask of ``prompt_tokens`` (template included)."""
-        self.messages = [{"role": "user", "content": ""}]
-        overhead = len(chat_prompt_text(self.messages))
-        self.messages[0]["content"] = self._words(self._shape.prompt_tokens, overhead)
+        room = ask_room([], round(self._shape.prompt_tokens * self._cpt))
+        self.messages = [{"role": "user", "content": self._words(room)}]
 
     def answered(self, output_tokens: int) -> None:
         """The last turn came back: the next carries its answer and one more question."""
         reply = "".join(token_text(i) for i in range(output_tokens))
         before = len(chat_prompt_text(self.messages)) + len(reply)
         self.messages.append({"role": "assistant", "content": reply})
-        self.messages.append({"role": "user", "content": ""})
-        markers = len(chat_prompt_text(self.messages)) - before  # what the two messages add
-        self.messages[-1]["content"] = self._words(self._shape.question_tokens, markers)
+        room = ask_room(self.messages, before + round(self._shape.question_tokens * self._cpt))
+        self.messages.append({"role": "user", "content": self._words(room)})
 
     def prompt(self, max_tokens: int) -> HashedPrompt:
         """The next turn's prompt, its oldest turns dropped until it has at most
@@ -54,9 +60,9 @@ class ChatClient:
             del self.messages[1:3]
         return hash_chat(self.messages, self._profile, self._model)
 
-    def _words(self, tokens: int, overhead_chars: int) -> str:
-        """Seeded words of ``tokens`` tokens' characters less ``overhead_chars``."""
-        size = max(1, round(tokens * self._cpt) - overhead_chars)
+    def _words(self, chars: int) -> str:
+        """Seeded words of ``chars`` characters (at least one)."""
+        size = max(1, chars)
         words: list[str] = []
         length = -1
         while length < size:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from simulation.matrix.cells import CI_SLICE, Cell, full_matrix
 from simulation.matrix.evaluate import chosen_policies, evaluate
 from simulation.matrix.report import draw, summary, write_csv
+from simulation.output_flags import add_output_flags
 
 
 def _names(text: str | None) -> set[str] | None:
@@ -43,13 +43,7 @@ def parser() -> argparse.ArgumentParser:
         "them as candidates (default kept)",
     )
     p.add_argument("--workers", type=int, default=2, help="worker processes")
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=Path("bench/evaluate/matrix"),
-        help="output prefix: PREFIX.csv, PREFIX.png, PREFIX.txt",
-    )
-    p.add_argument("--no-chart", action="store_true")
+    add_output_flags(p, "bench/evaluate/matrix", "PREFIX.csv, PREFIX.png, PREFIX.txt")
     return p
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from simulation.matrix.chat_clients import ask_room
 from simulation.matrix.loop import (
     MAX_ATTEMPTS,
     CellRun,
@@ -54,29 +55,21 @@ class LiveClock:
         await asyncio.sleep(max(0.0, emulated_s) / self.speed)
 
 
-def _rendered(role: str, content: str) -> int:
-    """Characters of one message as the chat template renders it (``emulator.text``)."""
-    return len(f"<|{role}|>\n{content}\n")
-
-
-ASSISTANT_TAIL = len("<|assistant|>\n")
-
-
 def prompt_messages(
     history: list[dict[str, str]], prompt_tokens: int, tag: str = ""
 ) -> list[dict[str, str]]:
     """``history`` and one more user message that opens with ``tag``, rendered to exactly
-    ``prompt_tokens``; the history is dropped when it alone is longer (the client drops the
+    ``prompt_tokens`` (``chat_clients.ask_room``, which the simulator's clients size their
+    messages by); the history is dropped when it alone is longer (the client drops the
     oldest context). A distinct ``tag`` per conversation keeps the engine's prefix cache
     from matching one request's prompt to another's: the simulated engine is given no
     prompt hashes, so it never hits, and only a conversation's own turns share a prefix."""
-    budget = prompt_tokens * CHARS_PER_TOKEN - ASSISTANT_TAIL
-    used = sum(_rendered(m["role"], m["content"]) for m in history)
-    if used + _rendered("user", "") > budget:
-        history, used = [], 0
-    chars = max(0, budget - used - _rendered("user", ""))
-    text = tag + "word " * math.ceil(chars / 5)
-    return [*history, {"role": "user", "content": text[:chars]}]
+    total = prompt_tokens * CHARS_PER_TOKEN
+    room = ask_room(history, total)
+    if room < 0:
+        history, room = [], ask_room([], total)
+    text = tag + "word " * math.ceil(max(0, room) / 5)
+    return [*history, {"role": "user", "content": text[: max(0, room)]}]
 
 
 @dataclass

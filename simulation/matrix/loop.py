@@ -16,7 +16,6 @@ Stops admitting new requests at ``duration_s``, then drains.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import random
 from dataclasses import dataclass, field
@@ -29,11 +28,13 @@ from policies.estimate import TokenEstimator
 from policies.registry import build_policy
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
 from simulation.engine_adapter import EmulatedBackend
+from simulation.event_queue import EventQueue, WakeupAlarm
 from simulation.hashed_prompts import HashedPrompt
 from simulation.matrix.chat_clients import ChatClient
 from simulation.matrix.probe import PROBE_REQUESTS, probe
 from simulation.matrix.traffic import Tenant, draw_length
 from simulation.ports import EngineStep, VirtualClock
+from simulation.stepping import Stepping
 
 MODEL = "sim-model"
 MAX_ATTEMPTS = 12
@@ -102,12 +103,10 @@ def retry_wait(retry_after_s: float | None, attempts: int) -> float:
     return retry_after_s if retry_after_s else min(30.0, 2.0 ** (attempts - 1))
 
 
-@dataclass(order=True, slots=True)
+@dataclass(slots=True)
 class _Event:
-    at: float
-    seq: int
-    what: str = field(compare=False)
-    payload: Any = field(default=None, compare=False)
+    what: str
+    payload: Any = None
 
 
 class MatrixSimulation:
@@ -129,19 +128,19 @@ class MatrixSimulation:
         self.engines = {
             f"b{i}": EmulatedBackend(profile, name=f"b{i}", model=MODEL) for i in range(backends)
         }
-        self._busy = dict.fromkeys(self.engines, False)
+        self._stepping = {name: Stepping(e) for name, e in self.engines.items()}
         self._tenants = {t.name: t for t in tenants}
         self._profile = profile
         self._chats: dict[tuple[str, int], ChatClient] = {}
         self._duration, self._rng = duration_s, random.Random(seed)
         self._max_len = profile.engine.max_model_len
         self._estimator = TokenEstimator()
-        self._heap: list[_Event] = []
-        self._seq, self._ids = itertools.count(), itertools.count()
+        self._events: EventQueue[_Event] = EventQueue()
+        self._ids = itertools.count()
         self._open: dict[str, Request] = {}
         self._tickets: dict[str, Ticket] = {}
         self._pending_return: dict[str, Return] = {}
-        self._armed: float | None = None
+        self._alarm = WakeupAlarm()
         self.out = CellRun()
         self._start(tenants, probe)
 
@@ -159,16 +158,16 @@ class MatrixSimulation:
             self._push(self._duration, "probe")
 
     def _push(self, at: float, what: str, payload: Any = None) -> None:
-        heapq.heappush(self._heap, _Event(at, next(self._seq), what, payload))
+        self._events.push(at, _Event(what, payload))
 
     def run(self) -> CellRun:
-        while self._heap:
+        while self._events:
             if not self._open and self.clock.now >= self._duration:
                 break
-            event = heapq.heappop(self._heap)
-            if event.at > self._duration + DRAIN_LIMIT_S:
-                raise RuntimeError(f"{len(self._open)} requests still open at {event.at:.0f}s")
-            self.clock.now = max(self.clock.now, event.at)
+            at, event = self._events.pop()
+            if at > self._duration + DRAIN_LIMIT_S:
+                raise RuntimeError(f"{len(self._open)} requests still open at {at:.0f}s")
+            self.clock.now = max(self.clock.now, at)
             self._handle(event)
         return self.out
 
@@ -179,7 +178,7 @@ class MatrixSimulation:
             self._submit(event.payload)
         elif event.what == "step":
             name, step = event.payload
-            self._busy[name] = False
+            self._stepping[name].ended()
             self._step_end(step)
             if not step.changed:
                 self._kick(name)  # a plain decode step: skip the policy pump (as core.py)
@@ -321,22 +320,14 @@ class MatrixSimulation:
             self._answer(out)
         for name in self.engines:
             self._kick(name)
-        wake, now = self.scheduler.next_wakeup(), self.clock.now
-        if (
-            wake is not None
-            and wake > now
-            and not (self._armed is not None and now < self._armed <= wake)
-        ):
-            self._armed = wake
+        wake = self._alarm.arm(self.scheduler.next_wakeup(), self.clock.now)
+        if wake is not None:
             self._push(wake, "wake")
 
     def _kick(self, name: str) -> None:
         """Start ``name``'s next step if it is idle and has work."""
-        if self._busy[name]:
-            return
-        step = self.engines[name].step(self.clock.now)
+        step = self._stepping[name].start(self.clock.now)
         if step is not None:
-            self._busy[name] = True
             self._push(self.clock.now + step.duration_s, "step", (name, step))
 
     def _snapshot(self) -> BackendsSnapshot:

@@ -3,11 +3,11 @@ marked where a check is missed) and its summary per preset."""
 
 from __future__ import annotations
 
-import csv
 import math
 from collections import defaultdict
 from pathlib import Path
 
+from simulation.csv_records import write_records
 from simulation.matrix.guard import (
     EXCUSED,
     FRONTIER_GAP,
@@ -102,13 +102,8 @@ def _yes_no(x: bool | None) -> str:
 
 
 def write_csv(rows: list[CellRow], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     base = defaults(rows)
-    with path.open("w", newline="", encoding="utf-8") as f:
-        out = csv.DictWriter(f, fieldnames=COLUMNS)
-        out.writeheader()
-        for row in rows:
-            out.writerow(csv_row(row, base[row.cell]))
+    write_records(path, COLUMNS, (csv_row(row, base[row.cell]) for row in rows))
 
 
 def summary(rows: list[CellRow]) -> list[str]:
