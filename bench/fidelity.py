@@ -42,7 +42,7 @@ import httpx
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from emulator.embedded import EmulatorSpec, start_emulator
+from emulator.embedded import EmulatorSpec, start_emulators
 from emulator.fit import fit_step_time
 from emulator.profile import load_profile
 
@@ -205,11 +205,8 @@ def calibrated_profile(url: str, model: str, base_profile: str) -> Path:
 
 
 def run_emulator(profile: str, jobs: list[Job]) -> RunStats:
-    emulator = start_emulator(EmulatorSpec(profile=profile, model_name="medium", speed=1.0))
-    try:
-        return asyncio.run(run(emulator.url, "medium", jobs))
-    finally:
-        emulator.stop()
+    with start_emulators([EmulatorSpec(profile=profile, model_name="medium", speed=1.0)]) as one:
+        return asyncio.run(run(one.urls[0], "medium", jobs))
 
 
 def main(argv: list[str] | None = None) -> int:

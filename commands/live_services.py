@@ -10,7 +10,6 @@ import copy
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from emulator.profile import load_profile
 from gateway.request.auth import key_digest
 from policies.params import Params
 from policies.registry import build_policy
-from scripts.service_argv import emulate, serve, stop_group
+from scripts.service_argv import emulate, serve, start_group, stop_group, wait_ready
 from scripts.vllm.serve import free_port
 from simulation.matrix.live_cells import LiveCell
 from simulation.matrix.loop import MODEL
@@ -174,25 +173,10 @@ def _start(argv: list[str], port: int, ready: str, services: list[Service]) -> S
     """Starts ``argv`` (appended to ``services`` at once, so it is stopped whatever
     happens next) and waits until ``ready`` answers 200."""
     log = Path(tempfile.mkstemp(prefix="sluicegate-live-", suffix=".log")[1])
-    with log.open("wb") as out:
-        popen = subprocess.Popen(
-            argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    service = Service(popen, f"http://127.0.0.1:{port}", log)
+    service = Service(start_group(argv, log), f"http://127.0.0.1:{port}", log)
     services.append(service)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if popen.poll() is not None:
-            raise RuntimeError(f"{argv[3]} exited early:\n{log.read_text()[-2000:]}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(service.url + ready, timeout=1.0).status_code == 200:
-                return service
-        time.sleep(0.2)  # a starting process: there is no event to wait on
-    raise TimeoutError(f"{argv[3]} not ready at {service.url}:\n{log.read_text()[-2000:]}")
+    wait_ready(service.popen, service.url + ready, log, START_TIMEOUT_S, argv[3])
+    return service
 
 
 @contextlib.contextmanager

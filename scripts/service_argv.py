@@ -1,6 +1,7 @@
 """The command lines of the services that tests and benchmarks start on loopback:
 ``sluicegate``'s own commands from this checkout, and a throwaway ``redis-server``; and
-how one started in its own session is stopped (``stop_group``)."""
+how one is started in its own session (``start_group``), waited for (``wait_ready``) and
+stopped (``stop_group``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+
+import httpx
 
 
 def sluicegate(*args: str) -> list[str]:
@@ -53,6 +58,46 @@ def redis_server(binary: str, port: int, directory: Path | str) -> list[str]:
         "--logfile",
         "",
     ]
+
+
+def start_group(
+    argv: Sequence[str],
+    log: Path,
+    *,
+    append: bool = False,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    preexec_fn: Callable[[], object] | None = None,
+) -> subprocess.Popen[bytes]:
+    """``argv`` in its own session (so that ``stop_group`` ends it and its children), stdin
+    closed, stdout and stderr into ``log`` (appended to with ``append``)."""
+    with log.open("ab" if append else "wb") as out:
+        return subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=preexec_fn,
+        )
+
+
+def wait_ready(
+    popen: subprocess.Popen[bytes], url: str, log: Path, timeout_s: float, name: str
+) -> None:
+    """Until ``url`` answers 200; ``RuntimeError`` when the process exits first,
+    ``TimeoutError`` after ``timeout_s``, each with the tail of its ``log``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if popen.poll() is not None:
+            raise RuntimeError(f"{name} exited early:\n{log.read_text()[-3000:]}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        time.sleep(0.2)  # polling a starting process: there is no event to wait on
+    raise TimeoutError(f"{name} not ready at {url}:\n{log.read_text()[-3000:]}")
 
 
 def stop_group(popen: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from bench.prefix_cache.traffic import TrafficResult, drive
-from emulator.embedded import EmulatorSpec, start_emulator
+from emulator.embedded import EmulatorSpec, start_emulators
 from emulator.profile import load_profile
 from scripts.vllm.serve import VllmServer, vllm_venv
 from simulation.conversations import ConversationShape
@@ -75,11 +75,8 @@ def run_emulator(
         spec = EmulatorSpec(
             profile=str(profile), model_name=args.model, enable_prompt_tokens_details=True
         )
-        emulator = start_emulator(spec)
-        try:
-            return asyncio.run(drive(emulator.url, args.model, shape, duration_s=args.duration))
-        finally:
-            emulator.stop()
+        with start_emulators([spec]) as one:
+            return asyncio.run(drive(one.urls[0], args.model, shape, duration_s=args.duration))
 
 
 def main(argv: list[str] | None = None) -> int:

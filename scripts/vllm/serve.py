@@ -34,6 +34,7 @@ from pathlib import Path
 import httpx
 
 from scripts.cache_dirs import cache_dir
+from scripts.service_argv import start_group
 from scripts.vllm.engine_affinity import pin_engine_core_beside_worker
 
 DEFAULT_START_TIMEOUT_S = float(os.environ.get("SLUICEGATE_VLLM_START_TIMEOUT_S", "240"))
@@ -141,15 +142,12 @@ class VllmServer:
             tempfile.mkstemp(prefix=f"vllm-{served_name}-", suffix=".log")[1]
         )
         started = time.monotonic()
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                server_command(model_dir, served_name, port, extra_args),
-                env={**server_env(Path(cache_dir.name)), **(env or {})},
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # own process group: stop() reaches the engine core too
-            )
+        # Its own process group: stop() reaches the engine core too.
+        process = start_group(
+            server_command(model_dir, served_name, port, extra_args),
+            log_path,
+            env={**server_env(Path(cache_dir.name)), **(env or {})},
+        )
         server = cls(process, f"http://127.0.0.1:{port}", served_name, log_path, 0.0, cache_dir)
         try:
             server.wait_healthy(timeout_s, on_wait)
