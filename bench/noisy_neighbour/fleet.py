@@ -3,7 +3,6 @@ variant, each in its own process group, stopped in ``finally`` by the caller."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import tempfile
@@ -18,7 +17,7 @@ import yaml
 from gateway.backends.scrape.engines import ENGINES
 from gateway.backends.scrape.parse import parse_narrow, wanted_names
 from gateway.backends.scrape.sample import MetricsSample, extract
-from scripts.service_argv import emulate, serve, stop_group
+from scripts.service_argv import emulate, serve, start_group, stop_group, wait_ready
 from scripts.vllm.serve import MAX_NUM_SEQS, VllmServer, free_port, model_cache
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,34 +41,14 @@ class Process:
                 p for p in (os.environ.get("PYTHONPATH", ""), str(REPO)) if p
             ),
         }
-        with log.open("wb") as out:
-            popen = subprocess.Popen(
-                argv,
-                cwd=REPO,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        proc = cls(popen, f"http://127.0.0.1:{port}", log)
+        proc = cls(start_group(argv, log, cwd=REPO, env=env), f"http://127.0.0.1:{port}", log)
         try:
-            proc.wait_healthy("/health" if name != "gateway" else "/healthz")
+            path = "/health" if name != "gateway" else "/healthz"
+            wait_ready(proc.popen, proc.url + path, log, 60.0, name)
         except BaseException:
             proc.stop()
             raise
         return proc
-
-    def wait_healthy(self, path: str, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.popen.poll() is not None:
-                raise RuntimeError(f"exited early:\n{self.log.read_text()[-3000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url + path, timeout=1.0).status_code == 200:
-                    return
-            time.sleep(0.2)  # polling a starting process: there is no event to wait on
-        raise TimeoutError(f"{self.url} not healthy:\n{self.log.read_text()[-3000:]}")
 
     def stop(self) -> None:
         stop_group(self.popen)

@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 KEYS = {"victim": "sk-bench-victim", "noisy": "sk-bench-noisy"}
 VARIANTS = (
     "direct",
+    "shipped-default",
     "default",
     "fair-share",
     "prefill-bound",
@@ -45,6 +46,8 @@ def _fair_share(reserve: float, bound: bool) -> dict[str, Any]:
 
 
 POLICIES: dict[str, Any] = {
+    # the policy a config without a ``policy:`` section gets (docs/policies.md)
+    "shipped-default": lambda: {},
     # the default policy without, then with, the prefill backlog bound (now the default)
     "default": lambda: {"prefill_backlog": {"enabled": False}},
     "prefill-bound": lambda: {"prefill_backlog": {"enabled": True}},
