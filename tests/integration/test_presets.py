@@ -81,10 +81,11 @@ async def test_fixed_cap_holds_the_cap_and_defers_the_excess(
     start_emulator: StartEmulator,
 ) -> None:
     policy = preset_policy("fixed-cap")
-    cap = policy["limit"]["parameters"]["max_in_flight"]
+    assert "parameters" not in policy["limit"], "the preset types in a cap"
     emu = start_emulator(speed=SPEED)
+    cap = slots(emu)  # the engine's own number, as the operator's backend config states it
     n = 3 * cap
-    async with serve_gateway(gateway_config([emu.url], policy)) as gw:
+    async with serve_gateway(gateway_config([emu.url], policy, max_num_seqs=cap)) as gw:
         async with peak_sampler(gw, [emu]) as peak:
             responses = await burst(gw.client(), [chat_body(400) for _ in range(n)])
         assert [r.status_code for r in responses] == [200] * n

@@ -54,3 +54,13 @@ def test_agent_runs_queues_a_new_run_after_the_fleet_was_full_instead_of_refusin
     # 19 400 + 19 800 promised + 20 000: 197 s at 300/s, far past any horizon
     late = first_call("c")
     assert isinstance(late, Decision) and late.decision is DecisionKind.DELAY
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=lambda p: p.stem)
+def test_no_preset_types_in_a_backends_capacity(path: Path) -> None:
+    """A cap typed into a preset fits one engine: `fixed-cap` shipped `max_in_flight: 8`,
+    which starved the 1,024-slot mi300x profile in every matrix cell. Per-backend caps come
+    from the engine (its max_num_seqs, its KV cache, what it was seen running)."""
+    limit = yaml.safe_load(path.read_text())["policy"].get("limit", {})
+    typed = set(limit.get("parameters") or {}) & {"max_in_flight", "fuse", "min_limit"}
+    assert not typed, f"{path.name} types in {sorted(typed)}"

@@ -79,9 +79,13 @@ def test_plugin_spec_errors_are_located_and_name_the_known_types() -> None:
     assert errors({"limit": "fixed"}) == [
         (("limit",), "must be a mapping with 'type' and optional 'parameters'")
     ]
-    assert errors({"limit": {"type": "fixed", "paramters": {}}}) == [
-        (("limit", "paramters"), "unknown key 'paramters'; did you mean 'parameters'?"),
-        (("limit", "parameters", "max_in_flight"), "Field required"),
+    typo = (("limit", "paramters"), "unknown key 'paramters'; did you mean 'parameters'?")
+    assert errors({"limit": {"type": "fixed", "paramters": {}}}) == [typo]
+    assert errors(
+        {"limit": {"type": "fixed", "paramters": {}, "parameters": {"max_in_flight": 0}}}
+    ) == [
+        typo,
+        (("limit", "parameters", "max_in_flight"), "Input should be greater than 0"),
     ]
     assert errors({"queue": 3}) == [(("queue",), "must be a mapping")]
 
