@@ -54,6 +54,12 @@ def parser() -> argparse.ArgumentParser:
         "--duration", type=float, default=None, help="emulated seconds of arrivals (both sides)"
     )
     p.add_argument(
+        "--drain",
+        type=float,
+        default=None,
+        help="emulated seconds the drain waits at most for open requests (default: --duration's)",
+    )
+    p.add_argument(
         "--engine",
         action="append",
         default=None,
@@ -128,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.duration is not None:
         cells = [replace(c, duration_s=args.duration) for c in cells]
+    if args.drain is not None:
+        cells = [replace(c, drain_s=args.drain) for c in cells]
     if engines is not None:  # a real engine runs at real time
         cells = [replace(c, speed=1.0) for c in cells]
     started = time.monotonic()

@@ -29,6 +29,9 @@ class LiveCell:
     cell: Cell
     speed: float
     duration_s: float
+    drain_s: float | None = None
+    """Emulated seconds the drain waits at most for the requests still open after the
+    arrivals (None: as long as the arrivals); a request open past it is counted cut."""
 
     @property
     def key(self) -> str:

@@ -116,7 +116,7 @@ async def drive(
                 clock=LiveClock(lc.speed),
                 seed=seed,
             )
-            out = await clients.run(drain_s=lc.duration_s)
+            out = await clients.run(drain_s=lc.duration_s if lc.drain_s is None else lc.drain_s)
             measured = measure_requests(out, start, end)
             cut, failures = clients.cut, clients.failures
     outcomes = await settled_outcomes(url, transport.sent)
