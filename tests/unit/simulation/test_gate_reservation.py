@@ -19,7 +19,12 @@ def req(session: str | None, tokens: int = 100) -> RequestInfo:
 
 def ctx(now: float, queued: int, rate: float | None = 100.0) -> GateContext:
     return GateContext(
-        now=now, queued_tokens=queued, drain_tokens_per_s=rate, exec_p95_s=None, room_now=False
+        now=now,
+        queued_tokens=queued,
+        drain_tokens_per_s=None,
+        exec_p95_s=None,
+        room_now=False,
+        full_drain_tokens_per_s=rate,
     )
 
 
@@ -101,10 +106,11 @@ def _saturated_scheduler(shadow: bool) -> tuple[Scheduler, ManualClock]:
     f = fleet(clock, backend("a", max_num_seqs=1))
     first = sched.submit(request(clock, session_id="s0"), f)
     assert isinstance(first, Ticket)
-    clock.advance(2.0)
-    sched.release(first, Outcome.COMPLETED, Usage(100, 100))  # a drain rate is measured
     for i in range(1, 6):
         sched.submit(request(clock, session_id=f"s{i}"), f)
+    clock.advance(2.0)
+    sched.release(first, Outcome.COMPLETED, Usage(100, 100))  # drained with a queue: full
+    sched.poll(fleet(clock, backend("a", max_num_seqs=1)))
     return sched, clock
 
 
@@ -121,3 +127,23 @@ def test_shadow_mode_leaves_no_reservation_in_the_scheduler(shadow: bool) -> Non
     else:
         assert getattr(out, "decision", None) is DecisionKind.REJECT
         assert "late" in state.held
+
+
+def test_a_fleet_never_seen_full_refuses_no_momentary_queue() -> None:
+    """Served without a queue, the busy drain is the demand (here 20 tok/s), not what a
+    queue would drain at: a queue formed for a moment predicts no wait from it."""
+    gate = {"type": "wait_reservation", "parameters": {"target_wait_s": 0.5}}
+    clock = ManualClock()
+    sched = Scheduler(build_policy({"gates": [gate], "queue": {"max_wait_s": 600}}), clock=clock)
+    f = fleet(clock, backend("a", max_num_seqs=1))
+    first = sched.submit(request(clock, session_id="s0"), f)
+    assert isinstance(first, Ticket)
+    clock.advance(10.0)
+    sched.release(first, Outcome.COMPLETED, Usage(100, 100))  # 200 tokens in 10 busy s
+    assert sched.stats().drain_tokens_per_s == pytest.approx(20.0)
+    f = fleet(clock, backend("a", max_num_seqs=1))
+    assert isinstance(sched.submit(request(clock, session_id="s1"), f), Ticket)
+    queued = [sched.submit(request(clock, session_id=f"s{i}"), f) for i in (2, 3, 4)]
+    # 200 and 400 tokens ahead at 20 tok/s would be 10 and 20 s: all wait in the queue
+    assert [getattr(d, "decision", None) for d in queued] == [DecisionKind.DELAY] * 3
+    assert sched._states.gates["wait_reservation"].held == {}
