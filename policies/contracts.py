@@ -110,7 +110,6 @@ class GateContext:
         "appointment",
         "drain_tokens_per_s",
         "exec_p95_s",
-        "full_drain_tokens_per_s",
         "now",
         "oldest_queued_s",
         "queued_tokens",
@@ -126,7 +125,6 @@ class GateContext:
         room_now: bool,
         oldest_queued_s: float | None = None,
         appointment: bool = False,
-        full_drain_tokens_per_s: float | None = None,
     ) -> None:
         self.now: Final = now
         self.queued_tokens: Final = queued_tokens
@@ -138,11 +136,6 @@ class GateContext:
         self.appointment: Final = appointment
         """A retry back when a Retry-After of the gateway told its tenant to return: it keeps
         an appointment (``policies/engine/promise_book.py``) and is no retry storm."""
-        self.full_drain_tokens_per_s: Final = full_drain_tokens_per_s
-        """Tokens the engines computed per second while the gateway queue was not empty (the
-        fleet full): the rate a queue drains at, i.e. the fleet's capacity. None until the
-        queue has been non-empty in the meter's window. ``drain_tokens_per_s`` counts every
-        second something is in flight, so below saturation it is the demand, not this."""
 
     def __repr__(self) -> str:
         names = (
@@ -153,7 +146,6 @@ class GateContext:
             "room_now",
             "oldest_queued_s",
             "appointment",
-            "full_drain_tokens_per_s",
         )
         return f"GateContext({', '.join(f'{n}={getattr(self, n)!r}' for n in names)})"
 

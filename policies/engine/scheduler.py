@@ -220,7 +220,6 @@ class Scheduler:
             room_now,
             None if room_now or oldest is None else now - oldest.enqueued_at,  # oldest_queued_s
             appointment,
-            self._full_drain.rate(now) if rates else None,  # full_drain_tokens_per_s
         )
 
     def _new_entry(

@@ -26,9 +26,7 @@ def req(session: str | None, prompt: int = 200, output: int = 100) -> RequestInf
 
 
 def ctx(now: float, queued: int, rate: float | None = RATE) -> GateContext:
-    """No room now; ``rate`` is the drain while the queue was not empty (the busy drain of
-    a fleet below saturation is another number the gate must not read)."""
-    return GateContext(now, queued, 1.0, None, False, full_drain_tokens_per_s=rate)
+    return GateContext(now, queued, rate, None, False)
 
 
 def wait(verdict: Verdict | None) -> float | None:
@@ -168,21 +166,8 @@ def test_a_session_reserves_the_tokens_its_engine_computes_not_its_cached_prompt
 def test_room_now_lets_a_new_arrival_in_whatever_is_reserved() -> None:
     g, st = gate()
     refused(g, st, req("s1", 900, 600), ctx(0.0, 1500))  # 1,500 tokens held until 5
-    roomy = GateContext(1.0, 0, 1.0, None, True, full_drain_tokens_per_s=RATE)
+    roomy = GateContext(1.0, 0, RATE, None, True)
     # no room: (100 + 1500) / 100 = 16 s, 6 s past the target
     assert wait(g.check(st, req("s2", 1, 0), ctx(1.0, 100))) == 6.0
     assert g.check(st, req("s2", 1, 0), roomy) is None  # room now: no wait to predict
     assert held(st) == {"s1": (5.0, 1500)}  # the holder keeps its place
-
-
-def test_the_wait_is_the_queue_over_the_full_drain_not_the_busy_drain() -> None:
-    g, st = gate()
-    # busy 10 tok/s (the demand of a quiet fleet), full 100 tok/s (its capacity)
-    both = GateContext(0.0, 1500, 10.0, None, False, full_drain_tokens_per_s=RATE)
-    assert wait(g.check(st, req("s"), both)) == 5.0  # 1500 / 100 - 10, not 1500 / 10 - 10
-    # never full in the window: a busy drain alone is no evidence of a queue's wait
-    busy_only = GateContext(0.0, 10**6, 10.0, None, False)
-    assert g.check(st, req("s"), busy_only) is None
-    refused(g, st, req("h"), ctx(0.0, 1500))  # due at 5
-    late = GateContext(5.0, 1200, 10.0, None, False, full_drain_tokens_per_s=RATE)
-    assert wait(g.check(st, req("h"), late)) == 2.0  # 12 s queued at 100 tok/s: 2 s late
