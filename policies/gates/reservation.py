@@ -11,10 +11,15 @@ it comes back. The queue then holds about ``target_wait_s`` of work, and the tot
 each agent feels stays what a FCFS queue would give it.
 
 Predicted wait = (queued tokens + reserved tokens) / measured drain rate (tokens per second
-of busy time). No evidence never rejects: without a drain rate, a session, or with room
-now, the gate says yes. A reservation not claimed within ``grace_s`` of its time lapses.
-``check`` only answers; ``commit`` records the reservation (or moves its time) when the
-refusal is enforced. A shadow gate's "no" reaches no client, so it reserves nothing.
+of busy time), and only for a request that finds no room now. With room, the fleet is below
+its limit and the busy drain is the demand, not what a queue drains at: by Little's law
+reserved tokens over the demand stay near the time they are held, so each refusal would
+predict the next one's wait, reserve more, and the appointments would grow to the
+Retry-After cap on a fleet with room to spare. No evidence never rejects: without a drain
+rate, a session, or with room now, the gate says yes. A reservation not claimed within
+``grace_s`` of its time lapses. ``check`` only answers; ``commit`` records the reservation
+(or moves its time) when the refusal is enforced. A shadow gate's "no" reaches no client, so
+it reserves nothing.
 """
 
 from __future__ import annotations
@@ -67,8 +72,8 @@ class WaitReservation(Gate[ReservationState, ReservationParams]):
             # early, or the queue drained slower than predicted: keep the place, move the time
             return Verdict(Reason.OVERLOADED, max(mine.due, ctx.now + late_s) - ctx.now)
         rate = ctx.drain_tokens_per_s
-        if session is None or rate is None or rate <= 0:
-            return None
+        if session is None or rate is None or rate <= 0 or ctx.room_now:
+            return None  # with room now it goes straight in: no wait, whatever is reserved
         reserved = state.reserved_tokens(ctx.now, p.grace_s)
         wait_s = (ctx.queued_tokens + reserved) / rate
         if wait_s <= p.target_wait_s:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from policies.backends import BackendsSnapshot
 from policies.contracts import GateContext, Verdict
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.gates.reservation import ReservationState, WaitReservation
@@ -121,3 +122,36 @@ def test_shadow_mode_leaves_no_reservation_in_the_scheduler(shadow: bool) -> Non
     else:
         assert getattr(out, "decision", None) is DecisionKind.REJECT
         assert "late" in state.held
+
+
+def test_a_reservation_holds_no_place_from_an_arrival_the_fleet_takes_now() -> None:
+    """A fleet with room below saturation: its busy drain is the demand, so reserved tokens
+    over it predict long waits; an arrival that goes straight in waits for none of them
+    (else each refusal reserves more, and the Retry-Afters grow to their cap)."""
+    gate = {"type": "wait_reservation", "parameters": {"target_wait_s": 0.2}}
+    clock = ManualClock()
+    sched = Scheduler(build_policy({"gates": [gate], "queue": {"max_wait_s": 600}}), clock=clock)
+
+    def f() -> BackendsSnapshot:
+        return fleet(clock, backend("a", max_num_seqs=2))
+
+    first = sched.submit(request(clock, session_id="s0"), f())
+    assert isinstance(first, Ticket)
+    clock.advance(10.0)
+    sched.release(first, Outcome.COMPLETED, Usage(100, 100))  # 20 tok/s busy
+    one, two = (sched.submit(request(clock, session_id=s), f()) for s in ("s1", "s2"))
+    assert isinstance(one, Ticket) and isinstance(two, Ticket)
+    assert getattr(sched.submit(request(clock, session_id="s3"), f()), "decision", None) is (
+        DecisionKind.DELAY
+    )  # no room, nothing queued yet: no wait
+    later = sched.submit(request(clock, session_id="s4"), f())  # 200 queued: 10 s
+    assert getattr(later, "decision", None) is DecisionKind.REJECT
+    state = sched._states.gates["wait_reservation"]
+    assert set(state.held) == {"s4"}
+    clock.advance(1.0)
+    for ticket in (one, two):
+        sched.release(ticket, Outcome.COMPLETED, Usage(100, 100))
+    assert [type(t) for t in sched.poll(f())] == [Ticket]  # s3 goes; a slot is free
+    # 200 reserved at the busy drain (600 tokens in 11 s) would be 3.7 s, past the target
+    assert isinstance(sched.submit(request(clock, session_id="s5"), f()), Ticket)
+    assert set(state.held) == {"s4"}  # s4 keeps its place

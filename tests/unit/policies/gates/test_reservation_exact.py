@@ -161,3 +161,13 @@ def test_a_session_reserves_the_tokens_its_engine_computes_not_its_cached_prompt
     )
     assert refused(g, st, cached, ctx(0.0, 1500)) == 5.0
     assert held(st) == {"s": (5.0, 150)}  # 50 uncached prompt + 100 output
+
+
+def test_room_now_lets_a_new_arrival_in_whatever_is_reserved() -> None:
+    g, st = gate()
+    refused(g, st, req("s1", 900, 600), ctx(0.0, 1500))  # 1,500 tokens held until 5
+    roomy = GateContext(1.0, 0, RATE, None, True)
+    # no room: (100 + 1500) / 100 = 16 s, 6 s past the target
+    assert wait(g.check(st, req("s2", 1, 0), ctx(1.0, 100))) == 6.0
+    assert g.check(st, req("s2", 1, 0), roomy) is None  # room now: no wait to predict
+    assert held(st) == {"s1": (5.0, 1500)}  # the holder keeps its place
