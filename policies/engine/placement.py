@@ -143,7 +143,7 @@ class Placement:
 
     def pick(self, req: RequestInfo) -> BackendView | None:
         """The backend ``req`` dispatches to now, or None when none of its model has room."""
-        if self.prefill is None or not self._by_prompt(req):
+        if not self.prefill_binds(req) or not self._by_prompt(req):
             return self._pick(req)
         key = (req.model, req.estimate.prompt_tokens, not req.session_id)
         if key in self._unplaced:
@@ -238,7 +238,7 @@ class Placement:
     def prefill_refused(self, req: RequestInfo) -> bool:
         """After ``pick(req)`` found nothing: whether only the prefill bound refused it (a
         backend has room for one more request, just not for this prompt now)."""
-        if self.prefill is None:
+        if not self.prefill_binds(req):
             return False
         if self._by_prompt(req):  # without the bound, the prompt plays no part either
             key = (req.model, not req.session_id)
@@ -255,11 +255,19 @@ class Placement:
         finally:
             self.prefill = saved
 
+    def prefill_binds(self, req: RequestInfo) -> bool:
+        """Whether the prefill backlog bound may hold ``req``: it is on and, with
+        ``between_tenants``, a tenant other than ``req``'s is active."""
+        prefill = self.prefill
+        if prefill is None:
+            return False
+        return not (prefill.params.between_tenants and self.active.alone(req.tenant))
+
     def prefill_admits(self, backend: BackendView, req: RequestInfo) -> bool:
         """The prefill backlog bound (see ``prefill_backlog.py``), with the rate estimate
         brought up to now before a refusal."""
         prefill = self.prefill
-        if prefill is None:
+        if prefill is None or not self.prefill_binds(req):
             return True
         tokens = self.uncached_tokens(backend, req)
         name = backend.name

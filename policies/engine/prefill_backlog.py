@@ -12,6 +12,8 @@ whatever is dispatched after it by its whole prefill, whether that waits here or
 engine; holding short prompts here meanwhile only adds the gateway's wait and its estimate's
 lag to theirs. So the bound counts the backlog behind an oversized head: short prompts line
 up in the engine right behind it, up to the bound, while another oversized one waits.
+With ``between_tenants`` the bound holds a request only while another tenant is active
+(``Placement.prefill_binds``): a tenant alone waits behind its own prompts either way.
 
 What is measured, never typed in:
 

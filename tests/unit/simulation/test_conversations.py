@@ -57,13 +57,13 @@ def test_prompts_share_their_blocks_with_the_previous_turn() -> None:
 
 
 def _fair_share(counts: str) -> dict[str, Any]:
-    """The preset with its quota counting ``counts``, at 60,000 tokens a minute a tenant."""
+    """The preset with a quota counting ``counts``, at 60,000 tokens a minute a tenant."""
     policy: dict[str, Any] = yaml.safe_load((REPO / "presets/fair-share.yaml").read_text())[
         "policy"
     ]
     policy = copy.deepcopy(policy)
-    policy["gates"][0]["parameters"]["counts"] = counts
-    policy["gates"][0]["parameters"]["default"]["tokens_per_minute"] = 60_000
+    quota = {"counts": counts, "default": {"tokens_per_minute": 60_000}}
+    policy["gates"].insert(0, {"type": "tenant_quota", "parameters": quota})
     return policy
 
 

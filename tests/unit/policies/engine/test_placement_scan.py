@@ -15,17 +15,19 @@ from tests.unit.policies.helpers import ManualClock, backend, queued_entry, requ
 RAW = {"limit": {"type": "server_signals"}, "headroom": {"reserve_fraction": 0.25}}
 
 
-def _placement(clock: ManualClock) -> Placement:
+def _placement(
+    clock: ManualClock, raw: dict[str, Any] = RAW, active: tuple[str, ...] = ("hog", "other")
+) -> Placement:
     """b1 prefills 1,000 tokens/s (a bound of 250 prompt tokens), b2 4,000 (1,000); 8 + 4
-    slots, 3 of them reserved."""
-    policy = build_policy(RAW)
+    slots, 3 of them reserved; the tenants ``active`` have submitted."""
+    policy = build_policy(raw)
     place = Placement(policy, policy.limit.new_state(), clock.now)
     views = (
         backend("b1", max_num_seqs=8, prefill_tokens_per_s=1000.0),
         backend("b2", max_num_seqs=4, prefill_tokens_per_s=4000.0),
     )
     place.observe(BackendsSnapshot(at=clock.now, backends=views), clock.now)
-    for tenant in ("hog", "other"):
+    for tenant in active:
         place.active.touch(tenant, 1.0, clock.now)
     return place
 
@@ -48,10 +50,23 @@ def _answers(place: Placement, asks: list[RequestInfo]) -> list[Any]:
 def test_answers_within_a_scan_are_those_outside_it_before_and_after_each_change() -> None:
     """Ten dispatches of one tenant fill both backlogs and take it past its share (from the
     ninth on it may not take a slot); two releases then free a backlog and the share."""
+    _same_answers_within_a_scan(RAW, ("hog", "other"), ("hog", "other"))
+
+
+def test_a_refusal_kept_within_a_scan_does_not_hold_a_tenant_the_bound_lets_pass() -> None:
+    """With ``between_tenants`` and only the hog active, the bound holds another tenant's
+    prompt (one whose submission left the window) but not the hog's of the same size."""
+    raw = {**RAW, "prefill_backlog": {"between_tenants": True}}
+    _same_answers_within_a_scan(raw, ("hog",), ("other", "hog"))
+
+
+def _same_answers_within_a_scan(
+    raw: dict[str, Any], active: tuple[str, ...], tenants: tuple[str, ...]
+) -> None:
     clock = ManualClock()
-    scanning, plain = _placement(clock), _placement(clock)
+    scanning, plain = _placement(clock, raw, active), _placement(clock, raw, active)
     prompts = (300, 101, 1200, 60, 101, 40, 1200, 240, 20)
-    asks = [request(clock, tenant=t, prompt=p) for t in ("hog", "other") for p in prompts]
+    asks = [request(clock, tenant=t, prompt=p) for t in tenants for p in prompts]
     asks += [request(clock, prompt=p, session_id=f"s{p}") for p in prompts]  # homes b1 and b2
     sent = [("b1", 200), ("b1", 30), ("b1", 5), ("b1", 5), ("b2", 900), ("b1", 5), ("b2", 40)]
     sent += [("b1", 5), ("b1", 5), ("b2", 5)]

@@ -105,14 +105,16 @@ def test_a_head_within_the_bound_still_counts() -> None:
     assert backlog.admits("b1", 100) and not backlog.admits("b1", 101)
 
 
-def _measured(raw: Mapping[str, Any] = ON) -> tuple[ManualClock, Scheduler, BackendsSnapshot]:
+def _measured(
+    raw: Mapping[str, Any] = ON, prober: str = "probe"
+) -> tuple[ManualClock, Scheduler, BackendsSnapshot]:
     """A scheduler of ``raw`` over one backend of 64 slots that has measured a prefill rate
-    of 1,000 tokens/s (a probe of 1,000 prompt tokens, its first token 1 s later): with
-    ``ON``, a bound of 500 tokens."""
+    of 1,000 tokens/s (a probe of 1,000 prompt tokens from tenant ``prober``, its first
+    token 1 s later): with ``ON``, a bound of 500 tokens."""
     clock = ManualClock()
     s = scheduler(clock, raw)
     f = fleet(clock, backend(max_num_seqs=64))
-    probe = s.submit(request(clock, tenant="probe", prompt=1000, stream=True), f)
+    probe = s.submit(request(clock, tenant=prober, prompt=1000, stream=True), f)
     assert isinstance(probe, Ticket)
     clock.advance(1.0)
     s.first_token(probe)
@@ -214,3 +216,43 @@ def test_a_short_turn_is_dispatched_at_once_behind_an_oversized_prompt() -> None
     other_big = s.submit(request(clock, tenant="noisy", prompt=3000), f)
     assert isinstance(big, Ticket) and isinstance(short, Ticket)
     assert isinstance(other_big, Decision)
+
+
+BETWEEN = {"prefill_backlog": {"enabled": True, "ttft_target_s": 0.5, "between_tenants": True}}
+
+
+def test_between_tenants_a_tenant_alone_sends_its_prompts_to_the_engine() -> None:
+    """Alone, its prompts wait behind its own in its own order wherever they wait."""
+    clock, s, f = _measured(BETWEEN, prober="agents")  # a bound of 500 tokens
+    flood = [s.submit(request(clock, tenant="agents", prompt=1500), f) for _ in range(8)]
+    assert all(isinstance(x, Ticket) for x in flood)
+
+
+def test_between_tenants_the_bound_holds_while_another_tenant_is_active() -> None:
+    clock, s, f = _measured(BETWEEN, prober="victim")
+    flood = [s.submit(request(clock, tenant="noisy", prompt=1500), f) for _ in range(8)]
+    assert sum(isinstance(x, Ticket) for x in flood) == 1  # the victim is active: held
+    victim = s.submit(request(clock, tenant="victim", prompt=50, stream=True), f)
+    assert isinstance(victim, Decision)  # behind the queue, not behind the whole flood
+    (out,) = [t for t in s.poll(f) if isinstance(t, Ticket)]
+    assert out.request.tenant == "victim"
+
+
+def test_between_tenants_the_bound_lifts_once_the_other_tenant_left_the_window() -> None:
+    clock, s, f = _measured({**BETWEEN, "headroom": {"active_window_s": 2.0}}, prober="victim")
+    first = s.submit(request(clock, tenant="noisy", prompt=1500, stream=True), f)
+    held = s.submit(request(clock, tenant="noisy", prompt=1500), f)
+    assert isinstance(first, Ticket) and isinstance(held, Decision)
+    assert s.poll(f) == []  # its first token not back: the victim is still active
+    clock.advance(1.5)  # past the window since the victim submitted (1 s before the flood)
+    f = fleet(clock, backend(max_num_seqs=64))
+    later = s.submit(request(clock, tenant="noisy", prompt=1500), f)
+    assert isinstance(later, Decision)  # behind the one queued
+    out = [t for t in s.poll(f) if isinstance(t, Ticket)]
+    assert [t.request.request_id for t in out] == [held.request_id, later.request_id]
+
+
+def test_by_default_the_bound_holds_a_tenant_alone_too() -> None:
+    clock, s, f = _measured(prober="agents")
+    flood = [s.submit(request(clock, tenant="agents", prompt=1500), f) for _ in range(8)]
+    assert sum(isinstance(x, Ticket) for x in flood) == 1

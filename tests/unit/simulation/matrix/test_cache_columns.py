@@ -9,6 +9,9 @@ from simulation.matrix.evaluate import shipped_policies
 from simulation.matrix.guard import CellRow, TenantRow
 
 FAIR = dict(shipped_policies())["fair-share"]
+QUOTA = {"type": "tenant_quota", "parameters": {"counts": "computed_tokens"}}
+FAIR_QUOTA = {**FAIR, "gates": [QUOTA, *FAIR["gates"]]}
+"""The preset with a quota, as a deployment with agreed quotas runs it."""
 
 
 def _quota_counts(policy: dict) -> list[str]:
@@ -16,14 +19,14 @@ def _quota_counts(policy: dict) -> list[str]:
 
 
 def test_blind_counts_every_token_and_the_aware_columns_what_the_engine_computes() -> None:
-    blind, cost, local = (variant(FAIR, c) for c in ("blind", "cost", "locality"))
+    blind, cost, local = (variant(FAIR_QUOTA, c) for c in ("blind", "cost", "locality"))
     assert _quota_counts(blind) == ["prompt_tokens"]
     assert _quota_counts(cost) == _quota_counts(local) == ["computed_tokens"]
     assert not build_policy(blind).models_prefixes
     assert build_policy(cost).cache.fairness_counts is QuotaCounts.COMPUTED_TOKENS
     assert build_policy(cost).cache.locality_weight == 0.0
     assert build_policy(local).cache.locality_weight == 4.0
-    assert _quota_counts(FAIR) == ["computed_tokens"]  # the preset itself is untouched
+    assert _quota_counts(FAIR_QUOTA) == ["computed_tokens"]  # the policy itself is untouched
 
 
 def test_the_defaults_blind_column_is_the_matrixs_default() -> None:
