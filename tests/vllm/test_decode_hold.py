@@ -7,7 +7,10 @@ switched off by config (the mutation), the flood fills every slot the headroom l
 Both runs are measured side by side in one test; only their comparison is asserted, never
 an absolute time. The margins are what a 2-core machine under a full flood keeps apart:
 the engine's mean batch (running requests, sampled from its /metrics) and the quiet
-tenant's median turn (request to last token).
+tenant's median turn (request to last token). Five runs on 2026-12-05, quiet and loaded,
+this tree and the two before it: the batch 5.8-6.6 -> 4.8-5.0 (0.74-0.81 of it), the turn
+6.3-13.2 s -> 0.46-6.8 s (0.07-0.51 of it). The batch's fall is the smaller signal, so its
+margin is the wider one; the turn must at least lose 40 %.
 """
 
 from __future__ import annotations
@@ -137,5 +140,5 @@ def test_the_decode_hold_keeps_the_flood_out_of_the_quiet_tenants_decode(
         f"\nengine batch {batch_off:.2f} -> {batch_on:.2f}; victim turn s "
         f"{turn_off:.4f} -> {turn_on:.4f}"
     )
-    assert batch_on < 0.8 * batch_off, (batch_off, batch_on)
-    assert turn_on < turn_off, (turn_off, turn_on)
+    assert batch_on < 0.9 * batch_off, (batch_off, batch_on)
+    assert turn_on < 0.6 * turn_off, (turn_off, turn_on)
