@@ -90,13 +90,17 @@ def fake_backend(out: Path) -> tuple[Proc, int]:
     return Proc("fake-backend", argv, "0", out / "backend.log"), port
 
 
-def print_pair(counts: dict[str, float], mode: str, shown: Callable[[float], str]) -> None:
+def print_pair(
+    counts: dict[str, float], args: argparse.Namespace, shown: Callable[[float], str]
+) -> int:
     """One line per tree (``shown``: its count as printed), then this tree over the
-    baseline when both ran."""
+    baseline when both ran; the command's exit code."""
+    mode = ("stream" if args.stream else "non-stream") + (", picker" if args.picker else "")
     for name, count in counts.items():
         print(f"{name:<20} {mode:<10} {shown(count)}")
     if len(counts) == 2:
         print(f"ratio this / baseline: {counts['sluicegate'] / counts['sluicegate-baseline']:.3f}")
+    return 0
 
 
 def calls_per_request(tree: Path, name: str, args: argparse.Namespace) -> float:
@@ -141,9 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.baseline:
         trees.append(("sluicegate-baseline", Path(args.baseline).resolve()))
     counts = {name: calls_per_request(tree, name, args) for name, tree in trees}
-    mode = ("stream" if args.stream else "non-stream") + (", picker" if args.picker else "")
-    print_pair(counts, mode, lambda count: f"{count:8.1f} Python calls per request")
-    return 0
+    return print_pair(counts, args, lambda count: f"{count:8.1f} Python calls per request")
 
 
 if __name__ == "__main__":

@@ -206,9 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         base = _counted_picker(EnvoyEppBaseline) if args.picker else _counted(SluicegateBaseline)
         trees.append(("sluicegate-baseline", base))
     counts = {name: instructions_per_request(cls, name, args) for name, cls in trees}
-    mode = ("stream" if args.stream else "non-stream") + (", picker" if args.picker else "")
-    print_pair(counts, mode, lambda count: f"{count / 1e3:8.0f} k instructions per request")
-    return 0
+    return print_pair(counts, args, lambda count: f"{count / 1e3:8.0f} k instructions per request")
 
 
 if __name__ == "__main__":
