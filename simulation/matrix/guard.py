@@ -125,6 +125,13 @@ def harms(row: CellRow, default: CellRow) -> list[str]:
     return missed
 
 
+def beaten_by(default: CellRow, presets: list[CellRow]) -> list[str]:
+    """The presets that beat ``default`` in its cell past the do-no-harm margin, read the
+    other way round (Must-have 5: the default is never worse than 0.95x the best preset
+    on any guard metric)."""
+    return [p.policy for p in presets if harms(default, p)]
+
+
 def goals_missed(row: CellRow, default: CellRow) -> list[str]:
     """The goals of Must-haves 3 and 6 that ``row`` misses in its cell."""
     missed = []

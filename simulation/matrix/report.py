@@ -12,6 +12,7 @@ from simulation.matrix.guard import (
     EXCUSED,
     FRONTIER_GAP,
     CellRow,
+    beaten_by,
     completed_ratio,
     frontier_gap,
     goals_missed,
@@ -133,7 +134,31 @@ def summary(rows: list[CellRow]) -> list[str]:
             f"{ttft_ratio(worst_t, base[worst_t.cell]):.2f}x ({worst_t.cell}); "
             f"goals missed {dict(goals) or 'none'}{near}"
         )
+    lines.append(_best_line(rows, base))
     return lines
+
+
+def _best_line(rows: list[CellRow], base: dict[str, CellRow]) -> str:
+    """The default against the best preset, cell by cell: where some preset beats it past
+    the do-no-harm margin, counted by workload and by preset."""
+    presets: dict[str, list[CellRow]] = defaultdict(list)
+    for r in rows:
+        if r.policy != "default":
+            presets[r.cell].append(r)
+    by_workload: dict[str, int] = defaultdict(int)
+    by_preset: dict[str, int] = defaultdict(int)
+    for cell, default in base.items():
+        winners = beaten_by(default, presets[cell])
+        if winners:
+            by_workload[default.workload] += 1
+        for name in winners:
+            by_preset[name] += 1
+    beaten = sum(by_workload.values())
+    return (
+        f"default against the best preset: within the margin in {len(base) - beaten}/"
+        f"{len(base)} cells; beaten in {beaten}, by workload {dict(by_workload) or 'none'}, "
+        f"by preset {dict(by_preset) or 'none'}"
+    )
 
 
 def _frontier_line(rows: list[CellRow]) -> str:

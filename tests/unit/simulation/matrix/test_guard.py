@@ -6,7 +6,15 @@ from dataclasses import replace
 
 import pytest
 
-from simulation.matrix.guard import CellRow, TenantRow, fair_shares, goals_missed, harms
+from simulation.matrix.guard import (
+    CellRow,
+    TenantRow,
+    beaten_by,
+    fair_shares,
+    goals_missed,
+    harms,
+)
+from simulation.matrix.report import summary
 
 
 def row(
@@ -83,3 +91,20 @@ def test_fair_shares_give_a_light_tenant_its_demand_and_split_the_rest() -> None
 def test_fair_shares_follow_weights_when_everyone_is_backlogged() -> None:
     shares = fair_shares({"a": 100.0, "b": 100.0}, {"a": 3.0, "b": 1.0}, 100.0)
     assert shares == pytest.approx({"a": 0.75, "b": 0.25})
+
+
+def test_the_default_is_beaten_only_by_a_preset_past_the_margin() -> None:
+    better = row("fast", goodput=106.0)
+    close = row("close", goodput=105.0, victim_ttft=0.091)
+    quieter = row("quiet", victim_ttft=0.09)
+    assert beaten_by(row(), [better, close, quieter]) == ["fast", "quiet"]
+    assert beaten_by(row(), []) == []
+
+
+def test_the_summary_counts_the_cells_where_a_preset_beats_the_default() -> None:
+    other = replace(row(), workload="chat")
+    rows = [row(), row("fast", goodput=200.0), other, replace(other, policy="fast")]
+    assert summary(rows)[-1] == (
+        "default against the best preset: within the margin in 1/2 cells; beaten in 1, "
+        "by workload {'noisy-1500': 1}, by preset {'fast': 1}"
+    )
