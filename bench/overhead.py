@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from scripts.service_argv import serve
+from scripts.service_argv import poll_ready, serve
 
 BODY = {"model": "fake", "messages": [{"role": "user", "content": "hello " * 50}], "max_tokens": 16}
 
@@ -125,15 +125,7 @@ def free_port() -> int:
 
 
 def wait_healthy(url: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=0.5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{url} not healthy within {timeout_s}s")
+    poll_ready(url, timeout_s, every_s=0.1, answer_s=0.5)
 
 
 def gateway_config(backend_url: str, port: int, **sections: object) -> str:
