@@ -26,8 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.hotpath.procs import Proc, free_port, raise_nofile, wait_http
+from bench.hotpath.procs import Proc, raise_nofile, wait_http
 from bench.hotpath.setups import MODEL, TENANT_KEYS, Sluicegate
+from scripts.vllm.serve import free_port
 
 FIRST_EVENT = b"data: "
 

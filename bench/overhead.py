@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 import httpx
 
 from scripts.service_argv import poll_ready, serve
+from scripts.vllm.serve import free_port
 
 BODY = {"model": "fake", "messages": [{"role": "user", "content": "hello " * 50}], "max_tokens": 16}
 
@@ -116,12 +116,6 @@ def run_fake_backend(port: int, tokens: int) -> None:
 
 
 # -- orchestration -------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_healthy(url: str, timeout_s: float = 20.0) -> None:

@@ -130,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     sys.path.insert(0, str(REPO))
-    from bench.hotpath.procs import Proc, free_port, wait_http
+    from bench.hotpath.procs import Proc, wait_http
+    from scripts.vllm.serve import free_port
 
     trees = [("this checkout", REPO)]
     if args.baseline:

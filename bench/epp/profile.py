@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.epp.run import SETUPS
-from bench.hotpath.procs import Proc, free_port, wait_http
+from bench.hotpath.procs import Proc, wait_http
 from bench.hotpath.profile import (
     folded_stacks,
     profile_args,
@@ -24,6 +24,7 @@ from bench.hotpath.profile import (
     record_under_load,
     summarize,
 )
+from scripts.vllm.serve import free_port
 
 LAYERS = {
     "grpc": ("grpc/", "cygrpc", "_cygrpc"),

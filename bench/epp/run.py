@@ -27,9 +27,10 @@ from bench.hotpath import machine
 from bench.hotpath.cpu import group_cpu_s
 from bench.hotpath.loadgen import CellResult
 from bench.hotpath.payloads import STREAM_TOKENS
-from bench.hotpath.procs import Proc, free_port, wait_http
+from bench.hotpath.procs import Proc, wait_http
 from bench.hotpath.run import cell_args, cell_line, load, measured, publish, rotated_cells
 from bench.hotpath.setups import Direct, Setup, Sluicegate
+from scripts.vllm.serve import free_port
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SETUPS = {

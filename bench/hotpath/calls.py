@@ -28,8 +28,9 @@ from pathlib import Path
 import httpx
 
 from bench.epp.setups import EnvoyEpp
-from bench.hotpath.procs import REPO, Proc, free_port, wait_http
+from bench.hotpath.procs import REPO, Proc, wait_http
 from bench.hotpath.setups import MODEL, TENANT_KEYS, Sluicegate
+from scripts.vllm.serve import free_port
 
 _PROFILED = (
     "import cProfile, runpy, sys\n"

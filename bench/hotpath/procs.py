@@ -109,10 +109,3 @@ def wait_http(
             pass
         time.sleep(0.1)
     raise RuntimeError(f"{proc.name} not answering on {host}:{port}:\n{proc.tail()}")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port

@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from bench.hotpath.loadgen import run_wrk
-from bench.hotpath.procs import Proc, free_port, wait_http
+from bench.hotpath.procs import Proc, wait_http
 from bench.hotpath.setups import MODEL, SETUP_CLASSES
+from scripts.vllm.serve import free_port
 
 
 def profile_args(

@@ -27,9 +27,10 @@ from typing import TypeVar
 from bench.hotpath import machine
 from bench.hotpath.cpu import group_cpu_s, settle
 from bench.hotpath.loadgen import CellResult, run_wrk
-from bench.hotpath.procs import Proc, free_port, wait_http
+from bench.hotpath.procs import Proc, wait_http
 from bench.hotpath.report import MODES, Cell, Sample, Table, markdown_tables, target_lines
 from bench.hotpath.setups import MODEL, SETUP_CLASSES, Direct, Setup
+from scripts.vllm.serve import free_port
 
 RESULTS = Path(__file__).resolve().parents[1] / "RESULTS.md"
 ALL_SETUPS = ("direct", "nginx", "litellm", "sluicegate", "naive")

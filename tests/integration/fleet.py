@@ -19,7 +19,7 @@ import yaml
 
 from scripts.child_process import stop
 from scripts.service_argv import poll_ready, serve
-from tests.redis_server import free_port
+from scripts.vllm.serve import free_port
 
 START_TIMEOUT_S = 30.0
 

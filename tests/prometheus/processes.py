@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,17 +18,11 @@ import yaml
 
 from scripts.child_process import passing, stop
 from scripts.service_argv import NotReady, poll_ready
+from scripts.vllm.serve import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY_PROMETHEUS = REPO / "deploy" / "prometheus"
 START_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_http(proc: subprocess.Popen[bytes], url: str, timeout_s: float = START_TIMEOUT_S) -> None:
