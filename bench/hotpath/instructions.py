@@ -47,8 +47,8 @@ from pathlib import Path
 import httpx
 
 from bench.epp.setups import EnvoyEpp, EnvoyEppBaseline
-from bench.hotpath.calls import fake_backend, print_pair
-from bench.hotpath.procs import wait_http
+from bench.hotpath.calls import print_pair
+from bench.hotpath.procs import fake_backend, wait_http
 from bench.hotpath.setups import MODEL, TENANT_KEYS, Setup, Sluicegate, SluicegateBaseline
 from gateway.backends.pool import SNAPSHOT_MAX_AGE_S
 from scripts.vllm.serve import free_port

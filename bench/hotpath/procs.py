@@ -12,12 +12,14 @@ import resource
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.service_argv import start_group
+from scripts.vllm.serve import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 NOFILE = 65536
@@ -109,3 +111,11 @@ def wait_http(
             pass
         time.sleep(0.1)
     raise RuntimeError(f"{proc.name} not answering on {host}:{port}:\n{proc.tail()}")
+
+
+def fake_backend(out: Path, cpus: str = "0", *options: str) -> tuple[Proc, int]:
+    """The hot path's fake backend (``bench/hotpath/fake_backend.py``, with ``options``) on a
+    free port, pinned to ``cpus``, logging to ``out/backend.log`` (not started yet)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port), *options]
+    return Proc("fake-backend", argv, cpus, out / "backend.log"), port
