@@ -36,7 +36,6 @@ import redis
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 from bench.decision_bench import POLICY, Fleet, VirtualClock, population_args, request
-from bench.overhead import free_port
 from commands.gc_tuning import tune_gc
 from gateway.config.schema import StateConfig
 from gateway.replicas.contract import Grant, Refusal, SharedState
@@ -50,6 +49,7 @@ from policies.registry import build_policy
 from policies.shared_mode import for_mode
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
 from scripts.service_argv import redis_server
+from scripts.vllm.serve import free_port
 
 Samples = tuple[list[int], list[int]]
 

@@ -33,9 +33,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.fleet_state import cpu_s, processes
-from bench.overhead import free_port, wait_healthy
+from bench.overhead import wait_healthy
 from gateway.request.auth import key_digest
 from scripts.service_argv import redis_server, serve
+from scripts.vllm.serve import free_port
 
 USAGE = {"prompt_tokens": 60, "completion_tokens": 16, "total_tokens": 76}
 BODY = {"model": "fake", "messages": [{"role": "user", "content": "hello " * 50}], "max_tokens": 16}

@@ -27,8 +27,9 @@ from pathlib import Path
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.overhead import free_port, gateway_config, measure, pct, wait_healthy
+from bench.overhead import gateway_config, measure, pct, wait_healthy
 from scripts.service_argv import redis_server, serve
+from scripts.vllm.serve import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 QUOTA = {"tokens_per_minute": 10**9, "max_concurrent": 10**6}

@@ -26,8 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.hotpath.procs import Proc, free_port, raise_nofile, wait_http
+from bench.hotpath.procs import fake_backend, raise_nofile, wait_http
 from bench.hotpath.setups import MODEL, TENANT_KEYS, Sluicegate
+from scripts.vllm.serve import free_port
 
 FIRST_EVENT = b"data: "
 
@@ -154,13 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         args.streams = fits
     with tempfile.TemporaryDirectory(prefix="sluicegate-memory-") as tmp:
         workdir = Path(tmp)
-        port = free_port()
-        backend = Proc(
-            "fake-backend",
-            [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port), "--hold"],
-            "0",
-            workdir / "backend.log",
-        )
+        backend, port = fake_backend(workdir, "0", "--hold")
         gateway = Sluicegate("sluicegate", port, free_port(), workdir, "1")
         gateway.max_num_seqs = gateway.max_concurrent_per_tenant = 2 * args.streams
         try:

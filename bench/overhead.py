@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,7 +25,8 @@ from typing import Any
 
 import httpx
 
-from scripts.service_argv import serve
+from scripts.service_argv import poll_ready, serve
+from scripts.vllm.serve import free_port
 
 BODY = {"model": "fake", "messages": [{"role": "user", "content": "hello " * 50}], "max_tokens": 16}
 
@@ -118,22 +118,8 @@ def run_fake_backend(port: int, tokens: int) -> None:
 # -- orchestration -------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def wait_healthy(url: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=0.5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{url} not healthy within {timeout_s}s")
+    poll_ready(url, timeout_s, every_s=0.1, answer_s=0.5)
 
 
 def gateway_config(backend_url: str, port: int, **sections: object) -> str:

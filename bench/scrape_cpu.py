@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from gateway.backends.scrape.scraper import MetricsScraper, ScrapeSettings, ScrapeTarget
+from scripts.vllm.serve import free_port
 
 DUMP = Path(__file__).parent.parent / "tests/fixtures/vllm-0.32-metrics-under-load.txt"
 SERVER = """
@@ -60,13 +60,6 @@ async def scrape_for(targets: list[ScrapeTarget], interval_s: float, duration_s:
     if failures:
         print(f"  warning: {failures} failed scrapes", file=sys.stderr)
     return cpu / wall
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_until_serving(url: str, timeout_s: float = 10.0) -> None:

@@ -130,19 +130,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     sys.path.insert(0, str(REPO))
-    from bench.hotpath.procs import Proc, free_port, wait_http
+    from bench.hotpath.procs import fake_backend, wait_http
 
     trees = [("this checkout", REPO)]
     if args.baseline:
         trees.append(("baseline", args.baseline.resolve()))
-    port = free_port()
     with tempfile.TemporaryDirectory(prefix="sluicegate-walk-") as tmp:
-        backend = Proc(
-            "fake-backend",
-            [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port)],
-            "0",
-            Path(tmp) / "backend.log",
-        )
+        backend, port = fake_backend(Path(tmp))
         try:
             backend.start()
             wait_http(backend, "127.0.0.1", port)

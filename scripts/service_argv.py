@@ -84,20 +84,48 @@ def start_group(
         )
 
 
+class NotReady(RuntimeError):
+    """A URL polled by ``poll_ready`` did not answer 200: its process exited first
+    (``exited``: the exit code), or the time ran out (``exited`` None)."""
+
+    def __init__(self, message: str, exited: int | None) -> None:
+        super().__init__(message)
+        self.exited = exited
+
+
+def poll_ready(
+    url: str,
+    timeout_s: float,
+    popen: subprocess.Popen[bytes] | None = None,
+    every_s: float = 0.2,
+    answer_s: float = 1.0,
+) -> None:
+    """Until ``url`` answers 200, asked every ``every_s`` (each GET given ``answer_s``);
+    ``NotReady`` at once when ``popen`` exits, or after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if popen is not None and popen.poll() is not None:
+            exited = popen.returncode
+            raise NotReady(f"exited with {exited} before {url} answered", exited)
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=answer_s).status_code == 200:
+                return
+        time.sleep(every_s)  # polling a starting process: there is no event to wait on
+    raise NotReady(f"{url} did not answer 200 within {timeout_s} s", None)
+
+
 def wait_ready(
     popen: subprocess.Popen[bytes], url: str, log: Path, timeout_s: float, name: str
 ) -> None:
     """Until ``url`` answers 200; ``RuntimeError`` when the process exits first,
     ``TimeoutError`` after ``timeout_s``, each with the tail of its ``log``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if popen.poll() is not None:
-            raise RuntimeError(f"{name} exited early:\n{log.read_text()[-3000:]}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=1.0).status_code == 200:
-                return
-        time.sleep(0.2)  # polling a starting process: there is no event to wait on
-    raise TimeoutError(f"{name} not ready at {url}:\n{log.read_text()[-3000:]}")
+    try:
+        poll_ready(url, timeout_s, popen)
+    except NotReady as not_ready:
+        tail = log.read_text()[-3000:]
+        if not_ready.exited is not None:
+            raise RuntimeError(f"{name} exited early:\n{tail}") from None
+        raise TimeoutError(f"{name} not ready at {url}:\n{tail}") from None
 
 
 def stop_group(popen: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:

@@ -36,7 +36,7 @@ from simulation.run_cli import (
     write_rows,
 )
 from simulation.run_metrics import RunRecord, summarise_run_records
-from simulation.swarm import DEFERRAL_STATUSES, LiveLoad, is_token, retry_after_s
+from simulation.swarm import DEFERRAL_STATUSES, LiveLoad, is_token, streamed_chat
 
 
 class RunOver(Exception):
@@ -137,31 +137,25 @@ async def _attempt(
     }
     headers = run_headers(w, plan, deadline - swarm.now(), swarm.speed)
     headers |= {"x-session-id": f"run-{plan.index}-b{branch}", "x-retry-attempt": str(retry)}
-    try:
-        async with swarm.client.stream(
-            "POST", "/v1/chat/completions", json=body, headers=headers
-        ) as r:
-            if r.status_code != 200:
-                await r.aread()
-                if r.status_code not in (*DEFERRAL_STATUSES, 409):
-                    swarm.failures += 1
-                return r.status_code, retry_after_s(r.headers) * swarm.speed
-            record.spent_tokens += w.prompt_tokens
-            spent_before = record.spent_tokens
-            record.started = True
-            async for line in r.aiter_lines():
-                if is_token(line):
-                    if record.spent_tokens == spent_before:  # the call's first token
-                        swarm.call_ttft.append((first_try, swarm.now() - first_try))
-                    record.spent_tokens += 1
-                    if record.first_token is None:
-                        record.first_token = swarm.now()
-                elif '"error"' in line:
-                    raise RunOver  # the gateway cut the stream: the run ended
-    except httpx.HTTPError:
+
+    async def served(r: httpx.Response) -> None:
+        record.spent_tokens += w.prompt_tokens
+        spent_before = record.spent_tokens
+        record.started = True
+        async for line in r.aiter_lines():
+            if is_token(line):
+                if record.spent_tokens == spent_before:  # the call's first token
+                    swarm.call_ttft.append((first_try, swarm.now() - first_try))
+                record.spent_tokens += 1
+                if record.first_token is None:
+                    record.first_token = swarm.now()
+            elif '"error"' in line:
+                raise RunOver  # the gateway cut the stream: the run ended
+
+    status, retry_after = await streamed_chat(swarm.client, body, headers, swarm.speed, served)
+    if status not in (200, *DEFERRAL_STATUSES, 409):
         swarm.failures += 1
-        return 0, 0.0
-    return 200, 0.0
+    return status, retry_after
 
 
 def run_headers(w: RunWorkload, plan: RunPlan, left_s: float, speed: float) -> dict[str, str]:

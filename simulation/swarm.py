@@ -19,9 +19,10 @@ import json
 import random
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -151,6 +152,26 @@ def is_token(line: str) -> bool:
     it is never taken as the first token.
     """
     return line.startswith("data: {") and '"content"' in line and '"role":' not in line
+
+
+async def streamed_chat(
+    client: httpx.AsyncClient,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    speed: float,
+    served: Callable[[httpx.Response], Awaitable[None]],
+) -> tuple[int, float]:
+    """One streamed chat request whose 200 answer ``served`` reads: (status, emulated
+    Retry-After), a refusal read to its end; (0, 0.0) when the transport failed."""
+    try:
+        async with client.stream("POST", "/v1/chat/completions", json=body, headers=headers) as r:
+            if r.status_code != 200:
+                await r.aread()
+                return r.status_code, retry_after_s(r.headers) * speed
+            await served(r)
+    except httpx.HTTPError:
+        return 0, 0.0
+    return 200, 0.0
 
 
 def retry_after_s(headers: httpx.Headers) -> float:

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from scripts.cache_dirs import cache_dir
-from tests.redis_server import free_port
+from scripts.vllm.serve import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 INSTALL = REPO / "scripts" / "phoenix" / "install.sh"

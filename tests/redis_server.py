@@ -18,19 +18,13 @@ import time
 from pathlib import Path
 
 from scripts.service_argv import redis_server
+from scripts.vllm.serve import free_port
 
 START_TIMEOUT_S = 10.0
 
 
 def redis_binary() -> str | None:
     return os.environ.get("REDIS_SERVER") or shutil.which("redis-server")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class RedisServer:

@@ -10,13 +10,12 @@ gateway's own frames, and the share of frames from grpc, protobuf and asyncio.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from bench.epp.run import SETUPS
-from bench.hotpath.procs import Proc, free_port, wait_http
+from bench.hotpath.procs import fake_backend, wait_http
 from bench.hotpath.profile import (
     folded_stacks,
     profile_args,
@@ -24,6 +23,7 @@ from bench.hotpath.profile import (
     record_under_load,
     summarize,
 )
+from scripts.vllm.serve import free_port
 
 LAYERS = {
     "grpc": ("grpc/", "cygrpc", "_cygrpc"),
@@ -61,9 +61,7 @@ def layers(folded: Path) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    argv = [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port)]
-    backend = Proc("fake-backend", argv, "0", args.out / "backend.log")
+    backend, port = fake_backend(args.out)
     setup = SETUPS[args.setup](args.setup, port, free_port(), args.out, "1")
     folded = args.out / f"{args.setup}-{args.mode}-c{args.conns}.folded"
     try:

@@ -27,9 +27,10 @@ from bench.hotpath import machine
 from bench.hotpath.cpu import group_cpu_s
 from bench.hotpath.loadgen import CellResult
 from bench.hotpath.payloads import STREAM_TOKENS
-from bench.hotpath.procs import Proc, free_port, wait_http
+from bench.hotpath.procs import Proc, fake_backend, wait_http
 from bench.hotpath.run import cell_args, cell_line, load, measured, publish, rotated_cells
 from bench.hotpath.setups import Direct, Setup, Sluicegate
+from scripts.vllm.serve import free_port
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SETUPS = {
@@ -63,13 +64,7 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def start_all(args: argparse.Namespace, workdir: Path) -> tuple[Proc, list[Setup]]:
-    port = free_port()
-    backend = Proc(
-        "fake-backend",
-        [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port)],
-        "0",
-        workdir / "backend.log",
-    )
+    backend, port = fake_backend(workdir)
     backend.start()
     wait_http(backend, "127.0.0.1", port)
     setups: list[Setup] = [Direct(port, workdir)]

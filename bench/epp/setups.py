@@ -16,9 +16,10 @@ from string import Template
 import yaml
 
 from bench.epp.envoy_config import render_envoy
-from bench.hotpath.procs import Proc, free_port, wait_http
+from bench.hotpath.procs import Proc, wait_http
 from bench.hotpath.setups import HERE as HOTPATH
 from bench.hotpath.setups import MODEL, TENANT_KEYS, Setup, Sluicegate
+from scripts.vllm.serve import free_port
 
 ENVOY_VENV = Path(
     os.environ.get("SLUICEGATE_ENVOY_VENV", Path.home() / ".cache/sluicegate/envoy-venv")

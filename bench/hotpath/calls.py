@@ -28,8 +28,9 @@ from pathlib import Path
 import httpx
 
 from bench.epp.setups import EnvoyEpp
-from bench.hotpath.procs import REPO, Proc, free_port, wait_http
+from bench.hotpath.procs import REPO, fake_backend, wait_http
 from bench.hotpath.setups import MODEL, TENANT_KEYS, Sluicegate
+from scripts.vllm.serve import free_port
 
 _PROFILED = (
     "import cProfile, runpy, sys\n"
@@ -81,13 +82,6 @@ class ProfiledPicker(EnvoyEpp):
 
     def picker_command(self, config: Path) -> tuple[list[str], dict[str, str]]:
         return _profiled(self.tree, self.profile_path, "epp", "--config", str(config))
-
-
-def fake_backend(out: Path) -> tuple[Proc, int]:
-    """The hot path's fake backend on a free port, on CPU 0 (not started yet)."""
-    port = free_port()
-    argv = [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port)]
-    return Proc("fake-backend", argv, "0", out / "backend.log"), port
 
 
 def print_pair(

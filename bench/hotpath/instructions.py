@@ -47,10 +47,11 @@ from pathlib import Path
 import httpx
 
 from bench.epp.setups import EnvoyEpp, EnvoyEppBaseline
-from bench.hotpath.calls import fake_backend, print_pair
-from bench.hotpath.procs import free_port, wait_http
+from bench.hotpath.calls import print_pair
+from bench.hotpath.procs import fake_backend, wait_http
 from bench.hotpath.setups import MODEL, TENANT_KEYS, Setup, Sluicegate, SluicegateBaseline
 from gateway.backends.pool import SNAPSHOT_MAX_AGE_S
+from scripts.vllm.serve import free_port
 
 SCRAPE_INTERVAL_S = 60
 _SLOW_BACKGROUND = {"interval_s: 0.5": "interval_s: 60", "interval_s: 2.0": "interval_s: 60"}

@@ -12,12 +12,14 @@ import resource
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.service_argv import start_group
+from scripts.vllm.serve import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 NOFILE = 65536
@@ -111,8 +113,9 @@ def wait_http(
     raise RuntimeError(f"{proc.name} not answering on {host}:{port}:\n{proc.tail()}")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+def fake_backend(out: Path, cpus: str = "0", *options: str) -> tuple[Proc, int]:
+    """The hot path's fake backend (``bench/hotpath/fake_backend.py``, with ``options``) on a
+    free port, pinned to ``cpus``, logging to ``out/backend.log`` (not started yet)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port), *options]
+    return Proc("fake-backend", argv, cpus, out / "backend.log"), port

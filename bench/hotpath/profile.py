@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 import tempfile
 import threading
 from collections import Counter
@@ -19,8 +18,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from bench.hotpath.loadgen import run_wrk
-from bench.hotpath.procs import Proc, free_port, wait_http
+from bench.hotpath.procs import fake_backend, wait_http
 from bench.hotpath.setups import MODEL, SETUP_CLASSES
+from scripts.vllm.serve import free_port
 
 
 def profile_args(
@@ -115,13 +115,7 @@ def summarize(folded: Path, top: int) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    backend = Proc(
-        "fake-backend",
-        [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port)],
-        "0",
-        args.out / "backend.log",
-    )
+    backend, port = fake_backend(args.out)
     backend.start()
     setup = SETUP_CLASSES[args.setup](args.setup, port, free_port(), args.out)
     folded = args.out / f"{args.setup}-{args.mode}-c{args.conns}.folded"

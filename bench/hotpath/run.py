@@ -27,9 +27,10 @@ from typing import TypeVar
 from bench.hotpath import machine
 from bench.hotpath.cpu import group_cpu_s, settle
 from bench.hotpath.loadgen import CellResult, run_wrk
-from bench.hotpath.procs import Proc, free_port, wait_http
+from bench.hotpath.procs import Proc, fake_backend, wait_http
 from bench.hotpath.report import MODES, Cell, Sample, Table, markdown_tables, target_lines
 from bench.hotpath.setups import MODEL, SETUP_CLASSES, Direct, Setup
+from scripts.vllm.serve import free_port
 
 RESULTS = Path(__file__).resolve().parents[1] / "RESULTS.md"
 ALL_SETUPS = ("direct", "nginx", "litellm", "sluicegate", "naive")
@@ -77,13 +78,7 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def start_all(args: argparse.Namespace, workdir: Path) -> tuple[Proc, list[Setup], list[str]]:
-    port = free_port()
-    backend = Proc(
-        "fake-backend",
-        [sys.executable, "-m", "bench.hotpath.fake_backend", "--port", str(port)],
-        args.load_cpus,
-        workdir / "backend.log",
-    )
+    backend, port = fake_backend(workdir, args.load_cpus)
     backend.start()
     wait_http(backend, "127.0.0.1", port)
     setups: list[Setup] = [Direct(port, workdir)]

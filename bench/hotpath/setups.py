@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
-from bench.hotpath.procs import REPO, Proc, free_port, wait_http
+from bench.hotpath.procs import REPO, Proc, wait_http
+from scripts.vllm.serve import free_port
 
 HERE = Path(__file__).resolve().parent
 LITELLM_VENV = Path(

@@ -37,6 +37,11 @@ def _key(tenant: str) -> str:
     return f"sk-bench-{tenant}"
 
 
+def tenant_headers(tenant: str) -> dict[str, str]:
+    """The headers of ``tenant``'s requests to the gateway (its API key)."""
+    return {"authorization": f"Bearer {_key(tenant)}"}
+
+
 QUOTA_TOKENS_PER_MINUTE = 200_000
 """The quota a tenant the bench puts on the preset (which ships none): the one the
 measurements in docs/performance.md ran with."""
@@ -88,7 +93,6 @@ def run_variant(
             if policy is not None:
                 gateway = start_gateway(gateway_config(policy, urls[0], shape))
                 url = gateway.url
-            headers = lambda tenant: {"authorization": f"Bearer {_key(tenant)}"}  # noqa: E731
             return asyncio.run(
                 drive(
                     url,
@@ -96,7 +100,7 @@ def run_variant(
                     shape,
                     duration_s=args.duration,
                     metrics_url=urls[0],
-                    headers_of=headers,
+                    headers_of=tenant_headers,
                 )
             )
         finally:

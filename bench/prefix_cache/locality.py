@@ -45,7 +45,7 @@ from bench.prefix_cache.engines import (
     engine_set,
     start_emulator,
 )
-from bench.prefix_cache.gateway import REPO, _key, gateway_config
+from bench.prefix_cache.gateway import REPO, gateway_config, tenant_headers
 from bench.prefix_cache.traffic import HEADER, TrafficResult, columns, drive
 from emulator.profile import load_profile
 from simulation.conversations import ConversationShape
@@ -103,7 +103,6 @@ def run_variant(
     with engines.variant() as urls:
         gateway: Process | None = None
         try:
-            headers = lambda tenant: {"authorization": f"Bearer {_key(tenant)}"}  # noqa: E731
             if variant == "direct":
                 result = asyncio.run(
                     drive(
@@ -119,7 +118,7 @@ def run_variant(
                     MODEL,
                     shape,
                     duration_s=args.duration,
-                    headers_of=headers,
+                    headers_of=tenant_headers,
                     sessions=False,
                     engines=urls,
                 )

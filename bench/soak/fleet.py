@@ -13,9 +13,10 @@ from typing import Any
 
 import yaml
 
-from bench.hotpath.procs import Proc, free_port, wait_http
+from bench.hotpath.procs import Proc, wait_http
 from bench.soak.traffic import MODEL, TENANTS, api_key
 from scripts.service_argv import emulate
+from scripts.vllm.serve import free_port
 
 CPUS = "0-1"
 RUN_IDLE_S = 3.0

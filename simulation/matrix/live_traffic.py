@@ -35,7 +35,7 @@ from simulation.matrix.loop import (
     retry_wait,
 )
 from simulation.matrix.traffic import Tenant
-from simulation.swarm import DEFERRAL_STATUSES, is_token, retry_after_s
+from simulation.swarm import DEFERRAL_STATUSES, is_token, streamed_chat
 
 CHARS_PER_TOKEN = 4
 """The emulator's prompt count: one token per 4 characters of the rendered chat."""
@@ -189,22 +189,20 @@ class LiveRequests:
         }
         if t.shape.turns > 1:
             headers["x-session-id"] = f"{t.name}-c{req.client}"
-        try:
-            async with self.client.stream(
-                "POST", "/v1/chat/completions", json=body, headers=headers
-            ) as r:
-                if r.status_code != 200:
-                    await r.aread()
-                    if r.status_code not in DEFERRAL_STATUSES:
-                        self.failures += 1
-                    return r.status_code, retry_after_s(r.headers) * self.clock.speed
-                req.dispatched = self.clock.now()
-                async for line in r.aiter_lines():
-                    if req.first_token is None and (not req.stream or is_token(line)):
-                        req.first_token = self.clock.now()
-        except httpx.HTTPError:
-            self.failures += 1
-            return 0, 0.0
+
+        async def served(r: httpx.Response) -> None:
+            req.dispatched = self.clock.now()
+            async for line in r.aiter_lines():
+                if req.first_token is None and (not req.stream or is_token(line)):
+                    req.first_token = self.clock.now()
+
+        status, retry_after = await streamed_chat(
+            self.client, body, headers, self.clock.speed, served
+        )
+        if status != 200:
+            if status not in DEFERRAL_STATUSES:
+                self.failures += 1
+            return status, retry_after
         req.finished = self.clock.now()
         if req.first_token is None:
             req.first_token = req.finished

@@ -25,7 +25,8 @@ import yaml
 from bench.epp.envoy_config import ENVOY_CONFIG, render_envoy
 from scripts.child_process import stop
 from scripts.service_argv import sluicegate as sluicegate_argv
-from tests.prometheus.processes import child, free_port, wait_http
+from scripts.vllm.serve import free_port
+from tests.prometheus.processes import child, wait_http
 
 ENVOY_VENV = Path(
     os.environ.get("SLUICEGATE_ENVOY_VENV", Path.home() / ".cache/sluicegate/envoy-venv")

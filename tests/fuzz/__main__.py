@@ -9,6 +9,8 @@ import argparse
 import collections
 import logging
 import time
+from collections.abc import Callable
+from typing import Any
 
 from tests.fuzz.campaign import run_configs, run_requests
 from tests.fuzz.harness import ConfigChecker, Finding, GatewayDriver
@@ -34,47 +36,41 @@ def main() -> int:
 
 
 def _campaigns(requests: int, configs: int, first_seed: int, findings: list[Finding]) -> None:
-    driver = GatewayDriver()
-    try:
-        _chunks(
-            "requests",
-            requests,
-            first_seed,
-            lambda n, s: run_requests(driver, n, collect=findings, at_seed=s),
-            lambda: driver.exchanges,
-            findings,
-        )
-    finally:
-        driver.close()
-    checker = ConfigChecker()
-    try:
-        _chunks(
-            "config files",
-            configs,
-            first_seed,
-            lambda n, s: run_configs(checker, n, collect=findings, at_seed=s),
-            lambda: checker.checked,
-            findings,
-        )
-    finally:
-        checker.close()
+    """The requests, then the config files: each harness is closed before the next opens."""
+    campaigns = (
+        ("requests", requests, GatewayDriver, run_requests, lambda driver: driver.exchanges),
+        ("config files", configs, ConfigChecker, run_configs, lambda checker: checker.checked),
+    )
+    for what, total, harness_type, run, count in campaigns:
+        harness = harness_type()
+        try:
+            _chunks(what, total, first_seed, harness, run, count, findings)
+        finally:
+            harness.close()
 
 
 def _chunks(
-    what: str, total: int, first_seed: int, run: object, done: object, findings: list[Finding]
+    what: str,
+    total: int,
+    first_seed: int,
+    harness: Any,
+    run: Callable[..., None],
+    count: Callable[[Any], int],
+    findings: list[Finding],
 ) -> None:
+    """``total`` examples through ``harness`` in chunks of ``CHUNK``, one seed each."""
     started = time.perf_counter()
     left, chunk_seed = total, first_seed
     while left > 0:
         n = min(CHUNK, left)
-        run(n, chunk_seed)  # type: ignore[operator]
+        run(harness, n, collect=findings, at_seed=chunk_seed)
         left -= n
         chunk_seed += 1
-        count = done()  # type: ignore[operator]
-        rate = count / (time.perf_counter() - started)
+        done = count(harness)
+        rate = done / (time.perf_counter() - started)
         kinds = len({f.signature for f in findings})
         print(
-            f"{what}: {count} generated, {rate:.0f}/s; findings so far: {len(findings)}"
+            f"{what}: {done} generated, {rate:.0f}/s; findings so far: {len(findings)}"
             f" ({kinds} kinds)",
             flush=True,
         )

@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +18,8 @@ import httpx
 import yaml
 
 from scripts.child_process import stop
-from scripts.service_argv import serve
-from tests.redis_server import free_port
+from scripts.service_argv import poll_ready, serve
+from scripts.vllm.serve import free_port
 
 START_TIMEOUT_S = 30.0
 
@@ -69,18 +68,7 @@ class Fleet:
 
 
 def _wait_ready(url: str, proc: subprocess.Popen[bytes] | None = None) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            if httpx.get(url + "/readyz", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"replica exited with {proc.returncode}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{url} not ready within {START_TIMEOUT_S} s")
-        time.sleep(0.05)
+    poll_ready(url + "/readyz", START_TIMEOUT_S, proc, every_s=0.05)
 
 
 def _start_replica(config: Path, port: int) -> Replica:

@@ -9,41 +9,28 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
 from scripts.child_process import passing, stop
+from scripts.service_argv import NotReady, poll_ready
+from scripts.vllm.serve import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY_PROMETHEUS = REPO / "deploy" / "prometheus"
 START_TIMEOUT_S = 30.0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def wait_http(proc: subprocess.Popen[bytes], url: str, timeout_s: float = START_TIMEOUT_S) -> None:
     """Poll ``url`` until it answers 200; fail at once when ``proc`` exits."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"{proc.args!r} exited with {proc.returncode} before {url}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=1.0).status_code == 200:
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"{url} did not answer 200 within {timeout_s} s")
+    try:
+        poll_ready(url, timeout_s, proc, every_s=0.05)
+    except NotReady as not_ready:
+        raise AssertionError(f"{proc.args!r}: {not_ready}") from None
 
 
 @contextlib.contextmanager

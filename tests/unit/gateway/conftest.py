@@ -36,8 +36,29 @@ class Harness:
 Factory = Callable[..., contextlib.AbstractAsyncContextManager[Harness]]
 
 
+CHAT = "/v1/chat/completions"
+
+
 def auth(key: str = API_KEY) -> dict[str, str]:
     return {"authorization": f"Bearer {key}"}
+
+
+def chat_body(stream: bool = False, **extra: Any) -> dict[str, Any]:
+    """A one-message chat request for the fake fleet's ``tiny`` model."""
+    messages = [{"role": "user", "content": "hi"}]
+    return {"model": "tiny", "messages": messages, "stream": stream, **extra}
+
+
+async def post_refused(
+    h: Harness, body: dict[str, Any], status: int, reason: str
+) -> httpx.Response:
+    """``body`` posted as a chat request, refused by the gateway with ``status``: an
+    ``overloaded`` error for ``reason``."""
+    r = await h.client.post(CHAT, headers=auth(), json=body)
+    assert r.status_code == status
+    assert r.json()["error"]["type"] == "overloaded"
+    assert r.headers["x-sluicegate-reason"] == reason
+    return r
 
 
 Series = dict[str, dict[tuple[tuple[str, str], ...], float]]

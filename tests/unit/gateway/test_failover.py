@@ -12,7 +12,7 @@ from gateway.backends.pool import BackendPool
 from gateway.config.schema import HealthConfig
 from gateway.forward.upstream import upstream_body
 from policies.backends import Health
-from tests.unit.gateway.conftest import auth, in_process, outcomes
+from tests.unit.gateway.conftest import auth, in_process, outcomes, post_refused
 from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config
 
 CHAT = "/v1/chat/completions"
@@ -68,10 +68,7 @@ async def test_every_backend_refusing_ends_in_one_503(fleet: FakeFleet) -> None:
 async def test_engine_busy_everywhere_is_429_without_marking_down(config, fleet) -> None:
     fleet.backends["a"].mode = "busy"
     async with in_process(config, fleet) as h:
-        r = await h.client.post(CHAT, headers=auth(), json=_body())
-        assert r.status_code == 429
-        assert r.json()["error"]["type"] == "overloaded"
-        assert r.headers["x-sluicegate-reason"] == "overloaded"
+        r = await post_refused(h, _body(), 429, "overloaded")
         assert int(r.headers["retry-after"]) >= 1
         assert len(fleet.backends["a"].requests) == 1  # not hammered again at once
         assert h.ctx.pool.health("a").value == "healthy"

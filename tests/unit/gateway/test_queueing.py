@@ -8,20 +8,17 @@ import math
 from typing import Any
 
 from tests.unit.gateway.conftest import (
+    CHAT,
     auth,
+    chat_body,
     hold_the_only_slot,
     in_process,
     over_loopback,
+    post_refused,
     queued_behind,
     wait_until,
 )
 from tests.unit.gateway.fakes import make_config
-
-CHAT = "/v1/chat/completions"
-
-
-def _body(stream: bool = False) -> dict[str, Any]:
-    return {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
 
 
 async def test_delayed_request_is_dispatched_when_the_slot_frees(config, fleet) -> None:
@@ -57,7 +54,7 @@ async def test_queued_past_its_deadline_gets_429_with_retry_after(config, fleet)
     async with over_loopback(config, fleet) as h:
         holder, gate = await hold_the_only_slot(h)
         r = await h.client.post(
-            CHAT, headers={**auth(), "x-request-deadline-ms": "50"}, json=_body()
+            CHAT, headers={**auth(), "x-request-deadline-ms": "50"}, json=chat_body()
         )
         assert r.status_code == 429
         assert r.json()["error"]["type"] == "deadline_expired"
@@ -74,7 +71,7 @@ async def test_quota_rejection_is_429_rate_limit_with_retry_after(fleet) -> None
     config = make_config(policy={"gates": gates})
     async with over_loopback(config, fleet) as h:
         holder, gate = await hold_the_only_slot(h)
-        r = await h.client.post(CHAT, headers=auth(), json=_body())
+        r = await h.client.post(CHAT, headers=auth(), json=chat_body())
         assert r.status_code == 429, r.text
         assert r.json()["error"]["type"] == "rate_limit_exceeded"
         _assert_retry_after(r.headers)
@@ -86,10 +83,7 @@ async def test_quota_rejection_is_429_rate_limit_with_retry_after(fleet) -> None
 async def test_no_healthy_backend_is_503_with_retry_after(config, fleet) -> None:
     fleet.backends["a"].mode = "refuse"
     async with in_process(config, fleet) as h:
-        r = await h.client.post(CHAT, headers=auth(), json=_body())
-        assert r.status_code == 503
-        assert r.json()["error"]["type"] == "overloaded"
-        assert r.headers["x-sluicegate-reason"] == "no_healthy_backend"
+        r = await post_refused(h, chat_body(), 503, "no_healthy_backend")
         _assert_retry_after(r.headers)
         assert h.ctx.scheduler.stats().in_flight == 0
 
@@ -105,10 +99,10 @@ async def test_two_live_requests_may_share_a_client_request_id(config, fleet) ->
     async with over_loopback(config, fleet) as h:
         same = {**auth(), "x-request-id": "agent-7-turn-3"}
         gate = h.backend("a").gates[1] = asyncio.Event()
-        holder = h.client.stream("POST", CHAT, headers=same, json=_body(True))
+        holder = h.client.stream("POST", CHAT, headers=same, json=chat_body(True))
         await holder.__aenter__()
         await wait_until(lambda: h.backend("a").sent == [0])
-        second = asyncio.ensure_future(h.client.post(CHAT, headers=same, json=_body()))
+        second = asyncio.ensure_future(h.client.post(CHAT, headers=same, json=chat_body()))
         await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
         gate.set()
         await holder.__aexit__(None, None, None)

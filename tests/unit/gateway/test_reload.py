@@ -17,10 +17,17 @@ import yaml
 
 from gateway.config.schema import load_config
 from gateway.request.auth import key_digest
-from tests.unit.gateway.conftest import Harness, auth, in_process, over_loopback, wait_until
+from tests.unit.gateway.conftest import (
+    CHAT,
+    Harness,
+    auth,
+    chat_body,
+    in_process,
+    over_loopback,
+    wait_until,
+)
 from tests.unit.gateway.fakes import API_KEY, FakeFleet
 
-CHAT = "/v1/chat/completions"
 NEW_KEY = "sk-added-later"
 
 
@@ -45,10 +52,6 @@ async def _watching(path: Path, fleet: FakeFleet) -> AsyncIterator[Harness]:
         yield h
 
 
-def _body(stream: bool = False) -> dict[str, Any]:
-    return {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
-
-
 async def test_bad_file_keeps_old_config_and_is_counted(tmp_path: Path, fleet) -> None:
     path = tmp_path / "gw.yaml"
     async with _watching(path, fleet) as h:
@@ -59,7 +62,7 @@ async def test_bad_file_keeps_old_config_and_is_counted(tmp_path: Path, fleet) -
         _write(path, raw)
         assert h.ctx.reloader.reload() is False
         assert h.ctx.runtime.version == before
-        r = await h.client.post(CHAT, headers=auth(), json=_body())
+        r = await h.client.post(CHAT, headers=auth(), json=chat_body())
         assert r.status_code == 200
         assert r.headers["x-sluicegate-policy-version"] == before
         text = h.ctx.metrics.exposition().decode()
@@ -69,12 +72,13 @@ async def test_bad_file_keeps_old_config_and_is_counted(tmp_path: Path, fleet) -
 async def test_good_file_swaps_keys_and_policy_version(tmp_path: Path, fleet) -> None:
     path = tmp_path / "gw.yaml"
     async with _watching(path, fleet) as h:
-        assert (await h.client.post(CHAT, headers=auth(NEW_KEY), json=_body())).status_code == 401
+        r = await h.client.post(CHAT, headers=auth(NEW_KEY), json=chat_body())
+        assert r.status_code == 401
         raw = _raw()
         raw["tenants"][0]["api_key_sha256"].append(key_digest(NEW_KEY))
         _write(path, raw)
         assert h.ctx.reloader.reload() is True
-        r = await h.client.post(CHAT, headers=auth(NEW_KEY), json=_body())
+        r = await h.client.post(CHAT, headers=auth(NEW_KEY), json=chat_body())
         assert r.status_code == 200
         assert r.headers["x-sluicegate-policy-version"] == load_config(path).version
 
@@ -84,9 +88,9 @@ async def test_queued_and_in_flight_survive_a_reload(tmp_path: Path, fleet: Fake
     _write(path, _raw())
     async with over_loopback(load_config(path), fleet, config_path=path) as h:
         gate = fleet.backends["a"].gates[1] = asyncio.Event()
-        async with h.client.stream("POST", CHAT, headers=auth(), json=_body(True)) as holder:
+        async with h.client.stream("POST", CHAT, headers=auth(), json=chat_body(True)) as holder:
             await wait_until(lambda: fleet.backends["a"].sent == [0])
-            waiting = asyncio.ensure_future(h.client.post(CHAT, headers=auth(), json=_body()))
+            waiting = asyncio.ensure_future(h.client.post(CHAT, headers=auth(), json=chat_body()))
             await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
             _write(path, _raw(queue={"max_wait_s": 20.0}))
             assert h.ctx.reloader.reload() is True
@@ -139,7 +143,7 @@ async def test_a_restart_only_change_is_reported_and_not_advertised(
             assert h.ctx.reloader.reload() is True
         assert "server.port: 8080 in force, 9191 in the file" in caplog.text
         assert "next restart" in caplog.text
-        r = await h.client.post(CHAT, headers=auth(), json=_body())
+        r = await h.client.post(CHAT, headers=auth(), json=chat_body())
         assert r.headers["x-sluicegate-policy-version"] == started
         assert await _metrics_version(h) == started
         assert h.ctx.runtime.loaded.config.server.port == 8080
@@ -178,7 +182,7 @@ async def test_the_version_is_that_of_the_settings_in_force(
         assert h.ctx.reloader.reload() is True
         _write(path, _raw(queue={"max_wait_s": 11.0}))  # the file as it is in force
         in_force = load_config(path).version
-        r = await h.client.post(CHAT, headers=auth(), json=_body())
+        r = await h.client.post(CHAT, headers=auth(), json=chat_body())
         assert r.headers["x-sluicegate-policy-version"] == in_force
         assert await _metrics_version(h) == in_force
         assert h.ctx.scheduler.policy.queue.max_wait_s == 11.0

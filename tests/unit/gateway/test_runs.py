@@ -11,15 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests.unit.gateway.conftest import Harness, auth, over_loopback, wait_until
+from tests.unit.gateway.conftest import CHAT, Harness, auth, chat_body, over_loopback, wait_until
 from tests.unit.gateway.fakes import OTHER_KEY, FakeBackend, FakeFleet, make_config
 
-CHAT = "/v1/chat/completions"
 RUNS_ON = {"runs": {"enabled": True}}
-
-
-def _body(stream: bool = False) -> dict[str, Any]:
-    return {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
 
 
 def _run(run_id: str = "run-1", **hints: str) -> dict[str, str]:
@@ -42,7 +37,7 @@ async def test_bad_run_headers_get_400_naming_the_header(
 ) -> None:
     fleet = FakeFleet(FakeBackend("a"))
     async with over_loopback(make_config(policy=RUNS_ON), fleet) as h:
-        r = await h.client.post(CHAT, headers={**auth(), **headers}, json=_body())
+        r = await h.client.post(CHAT, headers={**auth(), **headers}, json=chat_body())
         assert r.status_code == 400
         assert r.json()["error"]["param"] == param
         assert fleet.backends["a"].requests == []
@@ -55,7 +50,7 @@ async def _read_all(stream: Any) -> bytes:
 async def _stream_holding_the_slot(h: Harness, run_id: str) -> tuple[Any, Any]:
     """A stream of run ``run_id`` that holds backend a's only slot after its first event."""
     h.backend("a").gates[1] = asyncio.Event()
-    ctx = h.client.stream("POST", CHAT, headers=_run(run_id), json=_body(True))
+    ctx = h.client.stream("POST", CHAT, headers=_run(run_id), json=chat_body(True))
     response = await ctx.__aenter__()
     await wait_until(lambda: h.backend("a").sent == [0])
     return ctx, response
@@ -66,7 +61,7 @@ async def test_delete_ends_the_run_queued_call_refused_stream_cut(caplog: Any) -
     fleet = FakeFleet(FakeBackend("a"))
     async with over_loopback(make_config(policy=RUNS_ON), fleet) as h:
         holder, stream = await _stream_holding_the_slot(h, "run-1")
-        queued = asyncio.ensure_future(h.client.post(CHAT, headers=_run("run-1"), json=_body()))
+        queued = asyncio.ensure_future(h.client.post(CHAT, headers=_run("run-1"), json=chat_body()))
         await wait_until(lambda: h.ctx.scheduler.stats().queued == 1)
         other = await h.client.delete("/v1/runs/run-1", headers=auth(OTHER_KEY))
         assert other.status_code == 404  # another tenant's run is not found
@@ -83,7 +78,7 @@ async def test_delete_ends_the_run_queued_call_refused_stream_cut(caplog: Any) -
         assert b'"type": "run_ended"' in rest
         await asyncio.wait_for(h.backend("a").closed.wait(), 3.0)  # the upstream was cut
         await wait_until(lambda: h.ctx.scheduler.stats().in_flight == 0)
-        late = await h.client.post(CHAT, headers=_run("run-1"), json=_body())
+        late = await h.client.post(CHAT, headers=_run("run-1"), json=chat_body())
         assert late.status_code == 409
         exposition = h.ctx.metrics.exposition().decode()
         assert 'sluicegate_runs_ended_total{end="cancelled",tenant="acme"} 1.0' in exposition
@@ -101,7 +96,7 @@ async def test_a_run_deadline_cuts_its_stream_with_nothing_else_happening() -> N
     async with over_loopback(make_config(policy=RUNS_ON), fleet) as h:
         deadline = {"x-agent-run-deadline-ms": "200"}
         h.backend("a").gates[1] = asyncio.Event()
-        ctx = h.client.stream("POST", CHAT, headers=_run("soon", **deadline), json=_body(True))
+        ctx = h.client.stream("POST", CHAT, headers=_run("soon", **deadline), json=chat_body(True))
         stream = await ctx.__aenter__()
         rest = await asyncio.wait_for(_read_all(stream), 3.0)
         await ctx.__aexit__(None, None, None)
@@ -116,7 +111,7 @@ async def test_an_idle_run_ends_completed_with_nothing_else_happening() -> None:
     fleet = FakeFleet(FakeBackend("a"))
     policy = {"runs": {"enabled": True, "idle_timeout_s": 0.2}}
     async with over_loopback(make_config(policy=policy), fleet) as h:
-        r = await h.client.post(CHAT, headers=_run("brief"), json=_body())
+        r = await h.client.post(CHAT, headers=_run("brief"), json=chat_body())
         assert r.status_code == 200
         await wait_until(lambda: h.ctx.scheduler.runs.stats().open_runs == 0)
         state = (await h.client.get("/v1/runs/brief", headers=auth())).json()

@@ -21,8 +21,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from gateway.config.schema import load_config
 from tests.unit.gateway.conftest import (
+    CHAT,
     Harness,
     auth,
+    chat_body,
     hold_the_only_slot,
     in_process,
     over_loopback,
@@ -30,7 +32,6 @@ from tests.unit.gateway.conftest import (
 )
 from tests.unit.gateway.fakes import FakeBackend, FakeFleet, make_config
 
-CHAT = "/v1/chat/completions"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
@@ -39,11 +40,6 @@ TWO_BACKENDS = [
     {"name": "b", "url": "http://b.test:8001", "models": ["tiny"], "max_num_seqs": 1},
 ]
 TRACING = {"enabled": True, "sample_ratio": 1.0}
-
-
-def _body(stream: bool = False, **extra: Any) -> dict[str, Any]:
-    messages = [{"role": "user", "content": "hi"}]
-    return {"model": "tiny", "messages": messages, "stream": stream, **extra}
 
 
 @contextlib.asynccontextmanager
@@ -94,7 +90,7 @@ def _traceparent_of(span: ReadableSpan) -> str:
 async def test_a_streamed_request_joins_the_callers_trace_down_to_the_backend(fleet) -> None:
     async with traced(fleet) as (h, exporter):
         headers = {**auth(), "traceparent": TRACEPARENT, "tracestate": "vendor=1"}
-        r = await h.client.post(CHAT, headers=headers, json=_body(stream=True, max_tokens=5))
+        r = await h.client.post(CHAT, headers=headers, json=chat_body(stream=True, max_tokens=5))
         assert r.status_code == 200
         spans = _spans(h, exporter)
     server = _one(spans, "chat tiny")
@@ -158,7 +154,7 @@ async def test_a_request_that_expires_in_the_queue_says_so(fleet) -> None:
         # long enough that a loaded machine's work before the queue cannot spend it all
         # (the request is then refused at the door, with no queue span)
         late = {**auth(), "x-request-deadline-ms": "500"}
-        r = await h.client.post(CHAT, headers=late, json=_body())
+        r = await h.client.post(CHAT, headers=late, json=chat_body())
         assert r.status_code == 429
         gate.set()
         await holder.__aexit__(None, None, None)
@@ -177,8 +173,8 @@ async def test_a_rejected_request_is_a_client_error_not_a_span_error(fleet) -> N
     quota = {"default": {"tokens_per_minute": 1, "burst_tokens": 1}}
     gates = [{"name": "q", "type": "tenant_quota", "parameters": quota}]
     async with traced(fleet, policy={"gates": gates}) as (h, exporter):
-        first = await h.client.post(CHAT, headers=auth(), json=_body())
-        r = await h.client.post(CHAT, headers=auth(), json=_body())
+        first = await h.client.post(CHAT, headers=auth(), json=chat_body())
+        r = await h.client.post(CHAT, headers=auth(), json=chat_body())
         assert (first.status_code, r.status_code) == (200, 429)
         spans = _spans(h, exporter)
     server = max(_named(spans, "chat tiny"), key=lambda s: s.start_time or 0)
@@ -196,7 +192,7 @@ async def test_a_rejected_request_is_a_client_error_not_a_span_error(fleet) -> N
 async def test_a_degraded_request_says_what_was_cut(fleet) -> None:
     ladder = {"steps": [{"name": "cap", "at": 0.0, "action": "cap_max_tokens", "max_tokens": 2}]}
     async with traced(fleet, policy={"ladder": ladder}) as (h, exporter):
-        r = await h.client.post(CHAT, headers=auth(), json=_body(max_tokens=100))
+        r = await h.client.post(CHAT, headers=auth(), json=chat_body(max_tokens=100))
         assert r.headers["x-sluicegate-decision"] == "degrade"
         spans = _spans(h, exporter)
     decide = _one(spans, "decide").attributes or {}
@@ -211,7 +207,7 @@ async def test_a_degraded_request_says_what_was_cut(fleet) -> None:
 async def test_a_failover_shows_each_attempt_and_why_the_first_failed(fleet) -> None:
     fleet.backends["a"].mode = "refuse"
     async with traced(fleet, backends=TWO_BACKENDS) as (h, exporter):
-        r = await h.client.post(CHAT, headers=auth(), json=_body())
+        r = await h.client.post(CHAT, headers=auth(), json=chat_body())
         assert r.status_code == 200
         spans = _spans(h, exporter)
     server = _one(spans, "chat tiny")
@@ -229,7 +225,7 @@ async def test_a_failover_shows_each_attempt_and_why_the_first_failed(fleet) -> 
 
 async def test_a_refusal_before_the_decision_ends_the_call_span(fleet) -> None:
     async with traced(fleet) as (h, exporter):
-        r = await h.client.post(CHAT, headers=auth("sk-unknown"), json=_body())
+        r = await h.client.post(CHAT, headers=auth("sk-unknown"), json=chat_body())
         assert r.status_code == 401
         spans = _spans(h, exporter)
     server = _one(spans, f"POST {CHAT}")
@@ -243,7 +239,7 @@ async def test_tracing_off_builds_no_span_and_adds_no_traceparent(config, fleet)
     async with in_process(config, fleet, span_exporter=exporter) as h:
         assert h.ctx.tracing is None
         headers = {**auth(), "traceparent": TRACEPARENT}
-        r = await h.client.post(CHAT, headers=headers, json=_body(stream=True))
+        r = await h.client.post(CHAT, headers=headers, json=chat_body(stream=True))
         assert r.status_code == 200
     assert exporter.get_finished_spans() == ()
     assert "traceparent" not in h.backend("a").headers[-1]
@@ -281,17 +277,17 @@ async def test_a_reload_changes_the_ratio_and_leaves_tracing_on_until_a_restart(
         with caplog.at_level(logging.WARNING, "sluicegate.reload"):
             assert h.ctx.reloader is not None and h.ctx.reloader.reload() is True
         assert "tracing.enabled: true in force, false in the file" in caplog.text
-        assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
+        assert (await h.client.post(CHAT, headers=auth(), json=chat_body())).status_code == 200
         assert _spans(h, exporter) == []  # ratio 0: a call without a caller's trace
         headers = {**auth(), "traceparent": TRACEPARENT}
-        assert (await h.client.post(CHAT, headers=headers, json=_body())).status_code == 200
+        assert (await h.client.post(CHAT, headers=headers, json=chat_body())).status_code == 200
         assert {_hex_trace(s) for s in _spans(h, exporter)} == {TRACE_ID}
 
 
 async def test_the_gateways_shutdown_exports_what_is_buffered(fleet) -> None:
     async with traced(fleet) as (h, exporter):
         # no flush here: the batch processor holds the spans for its delay (5 s)
-        assert (await h.client.post(CHAT, headers=auth(), json=_body())).status_code == 200
+        assert (await h.client.post(CHAT, headers=auth(), json=chat_body())).status_code == 200
     assert {s.name for s in exporter.get_finished_spans()} >= {"chat tiny", "attempt a"}
 
 
@@ -301,7 +297,7 @@ async def test_a_call_left_out_by_the_sampler_says_so_upstream_and_exports_nothi
     async with in_process(config, fleet, span_exporter=exporter) as h:
         unsampled = f"00-{TRACE_ID}-{PARENT_ID}-00"
         for headers in (auth(), {**auth(), "traceparent": unsampled}):
-            r = await h.client.post(CHAT, headers=headers, json=_body(stream=True))
+            r = await h.client.post(CHAT, headers=headers, json=chat_body(stream=True))
             assert r.status_code == 200
         assert _spans(h, exporter) == []
     first, second = (sent["traceparent"].split("-") for sent in h.backend("a").headers)

@@ -6,12 +6,21 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 
 from emulator.profile import load_profile
 from simulation.metrics import TurnRecord, summarise
-from simulation.swarm import SwarmRun, attempt, is_token, parser, retry_after_s, swarm_once
+from simulation.swarm import (
+    SwarmRun,
+    attempt,
+    is_token,
+    parser,
+    retry_after_s,
+    streamed_chat,
+    swarm_once,
+)
 from simulation.workload import AgentWorkload, BackoffPolicy
 
 
@@ -101,3 +110,35 @@ def test_first_token_chunk_is_told_from_role_and_usage_chunks() -> None:
     assert is_token('data: {"choices":[{"delta":{"content":"x"}}]}')
     assert not is_token('data: {"choices":[],"usage":{"prompt_tokens":3}}')
     assert not is_token("data: [DONE]")
+
+
+async def _streamed(handler: Any, speed: float = 2.0) -> tuple[tuple[int, float], list[str]]:
+    """``streamed_chat`` against ``handler``: its answer and the lines ``served`` read."""
+    lines: list[str] = []
+
+    async def served(r: httpx.Response) -> None:
+        async for line in r.aiter_lines():
+            lines.append(line)
+
+    transport = httpx.MockTransport(handler)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw.test") as client:
+        answer = await streamed_chat(client, {"model": "m"}, {"x-h": "1"}, speed, served)
+    return answer, lines
+
+
+async def test_streamed_chat_hands_a_200_to_served_and_a_refusal_back() -> None:
+    def ok(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/v1/chat/completions" and request.headers["x-h"] == "1"
+        assert json.loads(request.content) == {"model": "m"}
+        return httpx.Response(200, text="data: a\n\ndata: [DONE]\n\n")
+
+    assert await _streamed(ok) == ((200, 0.0), ["data: a", "", "data: [DONE]", ""])
+    refused = httpx.Response(429, headers={"retry-after-ms": "500"}, json={"error": {}})
+    assert await _streamed(lambda _r: refused) == ((429, 1.0), [])  # 0.5 wall s at 2x
+
+
+async def test_streamed_chat_answers_0_when_the_transport_fails() -> None:
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    assert await _streamed(down) == ((0, 0.0), [])

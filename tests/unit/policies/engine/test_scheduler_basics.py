@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from policies.engine.scheduler import DuplicateRequestId, Ticket
+from policies.backends import BackendsSnapshot
+from policies.engine.scheduler import DuplicateRequestId, Scheduler, Ticket
 from policies.types import Decision, DecisionKind, Outcome, Reason, Usage
 from tests.unit.policies.helpers import ManualClock, backend, down, fleet, request, scheduler
 
@@ -28,14 +29,21 @@ def test_no_backend_rejects_at_once_with_retry_after() -> None:
     assert s.stats().queued == 0 and s.stats().in_flight == 0
 
 
-def test_delays_when_engine_is_full_then_dispatches_on_release() -> None:
+def _one_seat_taken() -> tuple[Scheduler, BackendsSnapshot, Ticket, Decision]:
+    """A scheduler in front of one backend with one seat: ``first`` holds the seat,
+    ``second`` is answered with a decision."""
     clock = ManualClock()
     s = scheduler(clock)
     f = fleet(clock, backend(max_num_seqs=1))
     first = s.submit(request(clock), f)
     second = s.submit(request(clock), f)
-    assert isinstance(first, Ticket)
-    assert isinstance(second, Decision) and second.decision is DecisionKind.DELAY
+    assert isinstance(first, Ticket) and isinstance(second, Decision)
+    return s, f, first, second
+
+
+def test_delays_when_engine_is_full_then_dispatches_on_release() -> None:
+    s, f, first, second = _one_seat_taken()
+    assert second.decision is DecisionKind.DELAY
     assert second.queue_position == 1
     assert s.poll(f) == []
     s.release(first, Outcome.COMPLETED, Usage(100, 50), latency_s=1.0)
@@ -73,12 +81,7 @@ def test_degrades_max_tokens_when_backends_are_saturated() -> None:
 
 
 def test_cancel_removes_queued_request_and_release_is_idempotent() -> None:
-    clock = ManualClock()
-    s = scheduler(clock)
-    f = fleet(clock, backend(max_num_seqs=1))
-    first = s.submit(request(clock), f)
-    delayed = s.submit(request(clock), f)
-    assert isinstance(first, Ticket) and isinstance(delayed, Decision)
+    s, f, first, delayed = _one_seat_taken()
     assert s.cancel(delayed.request_id) is True
     assert s.cancel(delayed.request_id) is False
     s.release(first, Outcome.COMPLETED)
