@@ -147,6 +147,60 @@ class StallBounds:
         }
 
 
+class _Alarm:
+    """One loop timer for every watch of a loop: it fires at the nearest of their deadlines
+    and checks the watches then due, so a watch arms and disarms by a dict entry, not a
+    timer of its own (each attempt arms one, and almost every attempt ends long before it
+    is due). The timer is moved only when a deadline nearer than the armed one arrives; a
+    fire that finds nothing due (the watch that set it was closed) arms at the nearest
+    deadline left, if any."""
+
+    __slots__ = ("_at", "_due", "_handle", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._due: dict[StallWatch, float] = {}
+        self._handle: asyncio.TimerHandle | None = None
+        self._at = math.inf
+
+    def arm(self, watch: StallWatch, at: float) -> None:
+        self._due[watch] = at
+        if at < self._at:
+            if self._handle is not None:
+                self._handle.cancel()
+            self._handle, self._at = self._loop.call_at(at, self._fire), at
+
+    def disarm(self, watch: StallWatch) -> None:
+        self._due.pop(watch, None)
+
+    def _fire(self) -> None:
+        self._handle, self._at = None, math.inf
+        due = self._due
+        if not due:
+            return
+        now = self._loop.time()
+        ready = [w for w, at in due.items() if at <= now]
+        for watch in ready:
+            del due[watch]
+        for watch in ready:
+            watch._check()  # may arm again
+        if due and self._handle is None:
+            at = min(due.values())
+            self._handle, self._at = self._loop.call_at(at, self._fire), at
+
+
+_alarm: _Alarm | None = None
+"""The alarm of the loop that last made a watch (a watch keeps its own)."""
+
+
+def _alarm_of(loop: asyncio.AbstractEventLoop) -> _Alarm:
+    global _alarm
+    alarm = _alarm
+    if alarm is None or alarm._loop is not loop:
+        alarm = _alarm = _Alarm(loop)
+    return alarm
+
+
 class StallWatch:
     """One upstream attempt's watchdog. ``cut`` is done when the attempt must end:
     ``reason`` says why: ``"gone"`` (the client left, while the handler still listens),
@@ -154,16 +208,18 @@ class StallWatch:
     progress while this attempt was on it: ``progress``), ``"silent"`` (no event within
     the bound) or ``"ended"`` (the call's agent run ended: ``ended_by`` holds the result
     of ``ended``, its reason). ``bound_s`` None bounds no silence. One timer at the nearer
-    of the two deadlines, not one per event: ``heard`` only notes the time."""
+    of the two deadlines, not one per event: ``heard`` only notes the time (the loop's
+    watches share one timer: ``_Alarm``)."""
 
     __slots__ = (
+        "_alarm",
+        "_armed",
         "_bound",
         "_down",
         "_ended",
         "_gone",
         "_loop",
         "_progress",
-        "_timer",
         "cut",
         "ended_by",
         "last",
@@ -189,7 +245,8 @@ class StallWatch:
         self.started = self.last = self._loop.time()
         self._bound = bound_s
         self._progress = progress
-        self._timer: asyncio.TimerHandle | None = None
+        self._alarm = _alarm_of(self._loop)
+        self._armed = False
         self._down, self._gone, self._ended = down, gone, ended
         self.ended_by: Any = None
         if down is not None:
@@ -209,9 +266,9 @@ class StallWatch:
     def rebound(self, bound_s: float | None) -> None:
         """A new silence bound from now on (after the first event: the inter-token one)."""
         self._bound = bound_s
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self._armed:
+            self._alarm.disarm(self)
+            self._armed = False
         if not self.cut.done():
             self._arm(self._loop.time())
 
@@ -226,10 +283,12 @@ class StallWatch:
             if due < at:
                 at = due
         if at < math.inf:
-            self._timer = self._loop.call_at(at, self._check)
+            self._alarm.arm(self, at)
+            self._armed = True
 
     def _check(self) -> None:
-        self._timer = None
+        """Due (the alarm has dropped it): cut, or arm again."""
+        self._armed = False
         if self.cut.done():
             return
         now = self._loop.time()
@@ -262,9 +321,9 @@ class StallWatch:
             self.cut.set_result(None)
 
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self._armed:
+            self._alarm.disarm(self)
+            self._armed = False
         down, gone, ended = self._down, self._gone, self._ended
         if down is not None:
             down.remove_done_callback(self._on_down)

@@ -68,3 +68,16 @@ async def test_the_watch_cuts_on_silence_and_on_down_and_says_why() -> None:
     await asyncio.wait_for(watched.cut, 10.0)
     assert watched.reason == "down"
     watched.close()
+
+
+async def test_watches_on_one_loop_each_cut_at_their_own_deadline() -> None:
+    far = StallWatch(600.0, down=None, gone=None)  # arms the loop's timer first
+    near = StallWatch(0.01, down=None, gone=None)  # nearer: moves it
+    later = StallWatch(0.05, down=None, gone=None)  # due after near: armed again for it
+    closed = StallWatch(0.001, down=None, gone=None)
+    closed.close()  # its attempt ended: never cut
+    await asyncio.wait_for(near.cut, 10.0)
+    await asyncio.wait_for(later.cut, 10.0)
+    assert near.reason == later.reason == "silent"
+    assert closed.reason is None and not far.cut.done()
+    far.close()
