@@ -15,6 +15,7 @@ from policies.engine.headroom import ActiveTenants, decode_allows, may_take_slot
 from policies.engine.headroom_params import HeadroomParams
 from policies.engine.prefill_backlog import PrefillBacklog
 from policies.engine.prefix_model import PrefixModels
+from policies.engine.queue_book import plain
 from policies.engine.routing import (
     Clearing,
     Local,
@@ -254,6 +255,15 @@ class Placement:
             return self.pick(req) is not None
         finally:
             self.prefill = saved
+
+    def refuses_alike(self, req: RequestInfo) -> bool:
+        """After the prefill bound alone refused ``req`` (``prefill_refused``): whether it
+        refuses, until the next dispatch, every request of the model that is plain as
+        ``req`` is (``queue_book.plain``) with a prompt at least as long. The bound is
+        monotone in the uncached tokens, which the backend's hit rate gives alike for every
+        plain prompt, and it holds every tenant alike unless ``between_tenants``."""
+        prefill = self.prefill
+        return prefill is not None and not prefill.params.between_tenants and plain(req)
 
     def prefill_binds(self, req: RequestInfo) -> bool:
         """Whether the prefill backlog bound may hold ``req``: it is on and, with

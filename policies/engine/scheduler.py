@@ -324,8 +324,10 @@ class Scheduler:
                 backend = place.pick(req)  # another backend may hold less un-prefilled work
             if backend is None:
                 if not place.prefill_refused(req):
-                    blocked.add(req.model)  # else a shorter prompt may still fit
-                deferred.append(entry)
+                    blocked.add(req.model)
+                elif place.refuses_alike(req) and queue.none_smaller(req):
+                    blocked.add(req.model)  # every request of the model queued is refused too
+                deferred.append(entry)  # else a shorter prompt may still fit
                 continue
             if self._drop_at_dequeue(entry, now):
                 out.append(self._leave_queue(entry, entry_reason=Reason.OVERLOADED, now=now))
