@@ -30,7 +30,7 @@ import yaml
 
 from gateway.request.auth import key_digest
 from scripts.child_process import stop
-from tests.prometheus.api import poll
+from tests.prometheus.api import POLL_S, poll
 from tests.prometheus.fleet import (
     CHAT,
     INTERVAL_S,
@@ -195,27 +195,49 @@ def load_phase(run: Run, base: str) -> None:
     poll(lambda: _run_seen_open(run), PHASE_TIMEOUT_S, "an agent run scraped open")
     agent_runs(run, base, [("long", "call"), ("long", "complete")])
     hold_a_queue(run, base)
+    hold_an_async_job(run, base)
     run.mark("load sent")
     await_alert(run, "SluicegateShedRateHigh")
 
 
+def hold_until_scraped(run: Run, base: str, batches: list[tuple[Any, ...]], expr: str) -> None:
+    """Send ``batches`` (as ``send`` does) again and again until a scrape has caught what they
+    hold (``expr`` non-empty at Prometheus): a moment shorter than a scrape may fall between
+    two, and a panel drawn from a gauge would then show only zeros."""
+
+    async def one_round() -> tuple[list[int], bool]:
+        load = asyncio.gather(*(post_chats(base, *batch) for batch in batches))
+        seen = False
+        while not load.done() and not seen:
+            seen = bool(await asyncio.to_thread(run.prometheus.instant, expr))
+            await asyncio.wait([load], timeout=POLL_S)
+        statuses = [s for batch in await load for s in batch]
+        return statuses, seen or bool(run.prometheus.instant(expr))
+
+    deadline = time.monotonic() + PHASE_TIMEOUT_S
+    while True:
+        statuses, seen = asyncio.run(one_round())
+        run.count(statuses)
+        if seen:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{expr}: not seen by Prometheus within {PHASE_TIMEOUT_S} s")
+
+
 def hold_a_queue(run: Run, base: str) -> None:
     """More long requests than the fleet has slots, held until a scrape saw them queued."""
+    hold_until_scraped(run, base, [("alice", 3 * slots(), 400)], "sluicegate_queue_depth > 0")
 
-    async def until_seen() -> list[int]:
-        load = asyncio.ensure_future(post_chats(base, "alice", 3 * slots(), 400))
-        try:
-            await asyncio.to_thread(
-                poll,
-                lambda: bool(run.prometheus.instant("sluicegate_queue_depth > 0")),
-                PHASE_TIMEOUT_S,
-                "a queue seen by Prometheus",
-            )
-        finally:
-            statuses = await load
-        return statuses
 
-    run.count(asyncio.run(until_seen()))
+def hold_an_async_job(run: Run, base: str) -> None:
+    """A handoff waiting for its tenant's one concurrent slot, held by a long call, until a
+    scrape saw it pending."""
+    hold_until_scraped(
+        run,
+        base,
+        [("bursty", 1, 400), ("bursty", 2, 48, {"prefer": "respond-async"})],
+        "sluicegate_async_jobs_pending > 0",
+    )
 
 
 def reload_phase(run: Run, config_path: Path, good: dict[str, Any]) -> None:
