@@ -22,7 +22,10 @@ That is a mean: it bounds how much the victim's turns slow down, not the tail of
 first token. The tail has a floor of its own (``tail_limited``): a victim's prompt that
 arrives while the engine prefills one of the noisy prompts waits for the rest of that step,
 however the gateway orders its queue, and at the noisy tenant's rate a fixed share of the
-victim's arrivals land in one. ``bench/noisy_neighbour/frontier.py``
+victim's arrivals land in one; and a victim's prompt waits for the engine's current step
+(each one decodes the ``k`` noisy sequences) and then its own, so with many of them beside
+it its TTFT p99 is a multiple of its time alone (``step_wait_s``).
+``bench/noisy_neighbour/frontier.py``
 prints the table; the matrix's judgement (``guard.py``) asks whether the victim goal is on
 the reachable side of it in each noisy cell, and how far each preset's point lies below it.
 """
@@ -155,18 +158,39 @@ def tail_wait_s(profile: Profile, shape: Shape, row: Row) -> float:
     return lo
 
 
+def step_wait_s(profile: Profile, shape: Shape, row: Row) -> float:
+    """The least time to first token of a victim's prompt with ``row.k`` noisy sequences
+    decoding: it arrives at a uniform moment of the engine's steps, each at least one
+    decode step of the ``k`` (no prefill, their contexts at least their prompts), so the
+    ``TAIL`` share of arrivals waits at least ``1 - TAIL`` of one such step, and then its
+    own first step (its prompt beside the ``k``) ends before its first token. 0 without
+    noisy sequences: the victim's time alone is measured, not modelled."""
+    if row.k == 0:
+        return 0.0
+    model = profile.engine.step_time
+    context = row.k * shape.noisy_prompt
+    decode = model.duration(0, row.k, context)
+    own = model.duration(shape.victim_prompt, row.k + 1, context + shape.victim_prompt)
+    return (1.0 - TAIL) * decode + own
+
+
 def tail_limited(table: list[Row], profile: Profile, shape: Shape, alone_s: float) -> list[Row]:
     """``table`` with each row's victim share no better than its TTFT p99 allows: a victim
-    whose TTFT alone is ``alone_s`` reaches at most alone / (alone + the tail's wait).
-    Taking the lower of the two per row and mixing rows afterwards overstates what a mix
-    reaches (the wait is concave in the share of time spent prefilling), so a goal this
-    finds out of reach is out of reach."""
+    whose TTFT alone is ``alone_s`` reaches at most alone / (alone + the wait the noisy
+    prefill adds), and at most alone / (the wait for a step beside the noisy decodes, and
+    its own step: ``step_wait_s``). Taking the lowest per row and mixing rows afterwards
+    overstates what a mix reaches (the wait is concave in the share of time spent
+    prefilling), so a goal this finds out of reach is out of reach."""
     if alone_s <= 0.0:
         return table
     return [
         replace(
             r,
-            victim_share=min(r.victim_share, alone_s / (alone_s + tail_wait_s(profile, shape, r))),
+            victim_share=min(
+                r.victim_share,
+                alone_s / (alone_s + tail_wait_s(profile, shape, r)),
+                alone_s / max(alone_s, step_wait_s(profile, shape, r)),
+            ),
         )
         for r in table
     ]

@@ -3,6 +3,8 @@ missed victim goal is held against a policy only where some policy could meet it
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from emulator.profile import load_profile
@@ -106,13 +108,52 @@ def test_a_prompt_longer_than_the_engine_s_batch_is_prefilled_in_chunks() -> Non
     assert steps == [model.duration(chunk, 0, 0), model.duration(100, 0, 0)]
 
 
+def test_the_step_wait_is_most_of_a_decode_step_and_then_the_victim_s_own() -> None:
+    p = load_profile("mi300x")
+    shape = frontier.Shape(noisy_prompt=64, noisy_output=256)
+    model = p.engine.step_time
+    row = frontier.Row(k=100, step_s=1.0, victim_share=1.0, noisy_share=1.0)
+    decode = model.duration(0, 100, 100 * 64)
+    own = model.duration(50, 101, 100 * 64 + 50)
+    assert frontier.step_wait_s(p, shape, row) == pytest.approx((1 - frontier.TAIL) * decode + own)
+    assert frontier.step_wait_s(p, shape, frontier.Row(0, 1.0, 1.0, 1.0)) == 0.0
+
+
+def test_a_decode_batch_beside_the_victim_puts_its_tail_out_of_reach() -> None:
+    """mi300x, short streamed noisy prompts on 2 backends, the victim 32 ms alone: the
+    prefill tail lets the goal through, but whichever backend the victim is on decodes so
+    many noisy sequences (to keep the flood's throughput) that one step and its own are
+    past 3x its time alone."""
+    tenants = {
+        "victim": TenantRow(0.17, 0.032, 0.01, 0.04, 50.0, 100.0, clients=2),
+        "noisy": TenantRow(0.2, 0.5, 0.9, 0.9, 1000.0, 1000.0, clients=400),
+    }
+    row = CellRow("noisy-short-stream", "mi300x", 2.0, 2, "p", 1.0, 1.0, tenants, noisy=True)
+    table = victim_frontier(row)
+    assert table is not None
+    p, shape = load_profile("mi300x"), frontier.Shape(noisy_prompt=64)
+    prefill_only = [
+        replace(
+            r, victim_share=min(r.victim_share, 0.032 / (0.032 + frontier.tail_wait_s(p, shape, r)))
+        )
+        for r in table
+    ]
+    free = frontier.unlimited(table, clients=400, backends=2)
+    before = frontier.best_share(prefill_only, THROUGHPUT_FLOOR * free.noisy_share)
+    assert before is not None and before >= 1.0 / VICTIM_CEILING
+    assert victim_reachable(row) is False
+    assert goals_missed(row, row) == [OUTSIDE_FRONTIER]
+
+
 def test_the_tail_caps_a_row_s_victim_share_at_its_ttft_ratio() -> None:
     p, shape = load_profile("rx9070xt"), frontier.Shape()
     table = frontier.rows(p, shape, clients=8)
     alone = 0.05
     for plain, capped in zip(table, frontier.tail_limited(table, p, shape, alone), strict=True):
         wait = frontier.tail_wait_s(p, shape, plain)
-        assert capped.victim_share == pytest.approx(min(plain.victim_share, alone / (alone + wait)))
+        steps = frontier.step_wait_s(p, shape, plain)
+        cap = min(alone / (alone + wait), alone / max(alone, steps))
+        assert capped.victim_share == pytest.approx(min(plain.victim_share, cap))
         assert (capped.k, capped.noisy_share) == (plain.k, plain.noisy_share)
     assert any(
         c.victim_share < t.victim_share
