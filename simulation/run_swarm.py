@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import random
 import sys
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,25 +70,17 @@ async def agent_run(swarm: RunSwarm, plan: RunPlan) -> None:
 
 
 async def _steps(swarm: RunSwarm, plan: RunPlan, record: RunRecord) -> None:
+    """Each step's branches to their ends; the first RunOver (or a cancellation) stops the
+    others, whose streams close."""
     for i, step in enumerate(plan.steps):
         if i:
             await asyncio.sleep(plan.think_s[i - 1] / swarm.speed)
-        calls = [_call(swarm, plan, record, n, tokens) for n, tokens in enumerate(step)]
-        await _join(calls)
-
-
-async def _join(calls: list[Coroutine[None, None, None]]) -> None:
-    """Every branch to its end; the first RunOver (or a cancellation) stops the others,
-    whose streams close."""
-    tasks = [asyncio.create_task(c) for c in calls]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    for task in done:
-        task.result()
+        try:
+            async with asyncio.TaskGroup() as branches:
+                for n, tokens in enumerate(step):
+                    branches.create_task(_call(swarm, plan, record, n, tokens))
+        except* RunOver:
+            raise RunOver from None
 
 
 async def _call(

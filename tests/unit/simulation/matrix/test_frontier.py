@@ -39,6 +39,19 @@ def noisy_row(
     return CellRow(workload, profile, 2.0, backends, "p", 1.0, 1.0, tenants, noisy=True)
 
 
+def assert_reached_by(table: list[frontier.Row], row: CellRow) -> None:
+    """A weaker model, ``table``, would call the victim goal of ``row`` within reach."""
+    noisy = row.tenants["noisy"]
+    free = frontier.unlimited(table, clients=noisy.clients, backends=row.backends)
+    best = frontier.best_share(table, THROUGHPUT_FLOOR * free.noisy_share)
+    assert best is not None and best >= 1.0 / VICTIM_CEILING
+
+
+def assert_excused(row: CellRow) -> None:
+    assert victim_reachable(row) is False
+    assert goals_missed(row, row) == [OUTSIDE_FRONTIER]
+
+
 def test_a_missed_victim_goal_within_reach_is_held_against_the_policy() -> None:
     row = noisy_row("rx9070xt", 16, workload="noisy-short-stream")
     assert victim_reachable(row) is True
@@ -47,8 +60,7 @@ def test_a_missed_victim_goal_within_reach_is_held_against_the_policy() -> None:
 
 def test_a_victim_goal_no_policy_can_reach_is_excused() -> None:
     row = noisy_row("mi300x", 256)
-    assert victim_reachable(row) is False
-    assert goals_missed(row, row) == [OUTSIDE_FRONTIER]
+    assert_excused(row)
     # From the profile directly: on one engine the noisy tenant's tokens/s grow with the
     # sequences it runs, so the fewest that keep the do-no-harm floor are the best a policy
     # can do for the victim, and even then the victim's step is past the ceiling.
@@ -75,11 +87,8 @@ def test_the_flood_s_prefill_steps_put_the_victim_s_tail_out_of_reach() -> None:
     row = noisy_row("rx9070xt", 16)
     table = victim_frontier(row)
     assert table is not None
-    free = frontier.unlimited(table, clients=16, backends=1)
-    mean_only = frontier.best_share(table, THROUGHPUT_FLOOR * free.noisy_share)
-    assert mean_only is not None and mean_only >= 1.0 / VICTIM_CEILING
-    assert victim_reachable(row) is False
-    assert goals_missed(row, row) == [OUTSIDE_FRONTIER]
+    assert_reached_by(table, row)
+    assert_excused(row)
 
 
 def test_the_tail_wait_is_the_rest_of_the_prefill_step_the_p99_arrival_lands_in() -> None:
@@ -138,11 +147,8 @@ def test_a_decode_batch_beside_the_victim_puts_its_tail_out_of_reach() -> None:
         )
         for r in table
     ]
-    free = frontier.unlimited(table, clients=400, backends=2)
-    before = frontier.best_share(prefill_only, THROUGHPUT_FLOOR * free.noisy_share)
-    assert before is not None and before >= 1.0 / VICTIM_CEILING
-    assert victim_reachable(row) is False
-    assert goals_missed(row, row) == [OUTSIDE_FRONTIER]
+    assert_reached_by(prefill_only, row)
+    assert_excused(row)
 
 
 def test_the_tail_caps_a_row_s_victim_share_at_its_ttft_ratio() -> None:
