@@ -213,26 +213,36 @@ class Engine:
                 prefix_cache_queries=self._step_queries,
                 prefix_cache_hits=self._step_hits,
             )
-        decode = [s for s, n in batch if n == 1 and s.generated > 0 and s.remaining == 1]
-        prefill_tokens = sum(n for _, n in batch) - len(decode)
-        context = sum(s.computed for s, _ in batch)
-        duration = self.config.step_time.duration(prefill_tokens, len(decode), context)
-        return self._advance(batch, now, duration, prefill_tokens, len(decode), preempted)
+        scheduled = decode = context = 0  # one pass: the step runs per running sequence
+        for s, n in batch:
+            scheduled += n
+            context += s.computed
+            if n == 1 and s.generated > 0 and s.prompt_tokens + s.generated - s.computed == 1:
+                decode += 1
+        prefill_tokens = scheduled - decode
+        duration = self.config.step_time.duration(prefill_tokens, decode, context)
+        return self._advance(batch, now, duration, prefill_tokens, decode, preempted)
 
     def _schedule_running(
         self, batch: list[tuple[_Seq, int]], preempted: list[str], budget: int
     ) -> int:
-        running, allocate = self._running, self._allocate
+        running, allocate, block = self._running, self._allocate, self.config.block_size
         i = 0
         while i < len(running) and budget > 0:
             seq = running[i]
-            n = min(seq.prompt_tokens + seq.generated - seq.computed, budget)  # remaining
-            while not allocate(seq, seq.computed + n):
-                victim = running.pop()  # FCFS: the latest arrival goes first
-                self._preempt(victim)
-                preempted.append(victim.req_id)
-                if victim is seq:
-                    return budget
+            n = seq.prompt_tokens + seq.generated - seq.computed  # remaining, within budget
+            if n > budget:
+                n = budget
+            tokens = seq.computed + n
+            if -(-tokens // block) > len(seq.blocks):  # new blocks (else as ``_allocate``)
+                while not allocate(seq, tokens):
+                    victim = running.pop()  # FCFS: the latest arrival goes first
+                    self._preempt(victim)
+                    preempted.append(victim.req_id)
+                    if victim is seq:
+                        return budget
+            elif seq.cached_blocks < len(seq.block_hashes):
+                self._cache_full_blocks(seq, tokens)
             batch.append((seq, n))
             budget -= n
             i += 1
@@ -271,7 +281,7 @@ class Engine:
         new_prompt_tokens = new_cached_tokens = 0
         for seq, n in batch:
             seq.computed += n
-            if seq.computed < seq.num_tokens:
+            if seq.computed < seq.prompt_tokens + seq.generated:
                 continue  # a prefill chunk: no token yet
             seq.generated += 1
             emitted[seq.req_id] = 1

@@ -27,7 +27,7 @@ class EmulatedBackend:
         self.profile = profile
         self.engine = Engine(profile.engine)
         self._name, self._models = name, frozenset({model})
-        self._recent: deque[FinishedRequest] = deque()
+        self._recent: deque[_Done] = deque()
         self._preemptions: deque[float] = deque()
         self._signals: dict[str, float | None] = {}
         self._signals_at = float("-inf")
@@ -56,7 +56,7 @@ class EmulatedBackend:
             return None  # blocked (e.g. no KV blocks): the next add/finish will retry
         end = result.ended_at
         for done in result.finished:
-            self._recent.append(done)
+            self._recent.append(_done(done))
         self._preemptions.extend(end for _ in result.preempted)
         if result.finished or result.preempted:
             self._signals_at = float("-inf")
@@ -106,23 +106,32 @@ class EmulatedBackend:
 
     def _latency_signals(self, now: float) -> dict[str, float | None]:
         cutoff = now - SIGNAL_WINDOW_S
-        while self._recent and self._recent[0].finished_at < cutoff:
+        while self._recent and self._recent[0][0] < cutoff:
             self._recent.popleft()
         while self._preemptions and self._preemptions[0] < cutoff:
             self._preemptions.popleft()
-        done = list(self._recent)
+        done = self._recent
         if not done:
             return {"preemptions_per_s": len(self._preemptions) / SIGNAL_WINDOW_S}
-        queue = [f.queue_time_s for f in done]
+        queue = sorted(d[1] for d in done)
         return {
             "queue_time_p50_s": percentile(queue, 50.0),
             "queue_time_p90_s": percentile(queue, 90.0),
-            "ttft_p90_s": percentile([f.ttft_s for f in done], 90.0),
-            "e2e_p90_s": percentile([f.e2e_s for f in done], 90.0),
-            "generation_tokens_per_s": sum(f.output_tokens for f in done) / SIGNAL_WINDOW_S,
-            "prompt_tokens_per_s": sum(f.prompt_tokens for f in done) / SIGNAL_WINDOW_S,
+            "ttft_p90_s": percentile([d[2] for d in done], 90.0),
+            "e2e_p90_s": percentile([d[3] for d in done], 90.0),
+            "generation_tokens_per_s": sum(d[4] for d in done) / SIGNAL_WINDOW_S,
+            "prompt_tokens_per_s": sum(d[5] for d in done) / SIGNAL_WINDOW_S,
             "preemptions_per_s": len(self._preemptions) / SIGNAL_WINDOW_S,
         }
+
+
+_Done = tuple[float, float, float, float, int, int]
+"""A finished request as the signals read it: finished at, queue time, TTFT, e2e, output
+and prompt tokens (worked out once, not at every refresh of the window)."""
+
+
+def _done(f: FinishedRequest) -> _Done:
+    return (f.finished_at, f.queue_time_s, f.ttft_s, f.e2e_s, f.output_tokens, f.prompt_tokens)
 
 
 def service_rate_bound_tps(profile: Profile) -> float:
