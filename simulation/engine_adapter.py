@@ -2,22 +2,35 @@
 
 It also plays the gateway's scraper: ``view`` reports what vLLM's /metrics would show
 (running, waiting, KV usage, the KV size and block size ``vllm:cache_config_info`` states,
-and queue/TTFT/e2e quantiles and token rates over a sliding window of finished requests),
+queue/TTFT/e2e quantiles and token rates over a sliding window of finished requests, and
+the step time now and its floor from the inter-token latencies, read every ``SCRAPE_S``),
 so signal-driven policies see what they would see live.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 
 from emulator.engine import Engine, FinishedRequest
 from emulator.profile import Profile
 from policies.backends import BackendView
+from policies.step_latency import StepLatency
 from simulation.metrics import percentile
 from simulation.ports import EngineStep
 
 SIGNAL_WINDOW_S = 30.0
 """Sliding window for the histogram- and counter-derived signals, in seconds."""
+SCRAPE_S = 0.5
+"""How often the step time is read, as the gateway scrapes by default (``scrape.interval_s``)."""
+
+
+@dataclass(slots=True)
+class _ItlTotals:
+    """vLLM's inter-token latency histogram's sum and count, as a scrape reads them."""
+
+    sum: float = 0.0
+    count: float = 0.0
 
 
 class EmulatedBackend:
@@ -33,6 +46,9 @@ class EmulatedBackend:
         self._signals_at = float("-inf")
         self._cache_counts: deque[tuple[float, int, int]] = deque()
         """(time, prefix-cache queries, hits) at each signal refresh, over the window."""
+        self._itl = _ItlTotals()
+        self._step_latency = StepLatency()
+        self._scraped_at = float("-inf")
 
     def add(
         self,
@@ -55,6 +71,9 @@ class EmulatedBackend:
         if result.duration_s <= 0.0 and not result.finished and not result.tokens_emitted:
             return None  # blocked (e.g. no KV blocks): the next add/finish will retry
         end = result.ended_at
+        if result.inter_token_latencies_s:
+            self._itl.sum += sum(result.inter_token_latencies_s)
+            self._itl.count += len(result.inter_token_latencies_s)
         for done in result.finished:
             self._recent.append(_done(done))
         self._preemptions.extend(end for _ in result.preempted)
@@ -71,6 +90,9 @@ class EmulatedBackend:
         if now - self._signals_at > 1.0:
             self._signals = self._window_signals(now)
             self._signals_at = now
+        if now - self._scraped_at >= SCRAPE_S:
+            self._step_latency.add(now, _ItlTotals(self._itl.sum, self._itl.count))
+            self._scraped_at = now
         cfg = self.profile.engine
         return BackendView(
             name=self._name,
@@ -82,6 +104,8 @@ class EmulatedBackend:
             kv_cache_usage=self.engine.kv_cache_usage,
             kv_cache_tokens=float(cfg.kv_cache_size_tokens),
             kv_block_size=cfg.block_size,
+            itl_s=self._step_latency.itl_s,
+            itl_floor_s=self._step_latency.floor_s,
             signal_age_s=0.0,
             **self._signals,  # type: ignore[arg-type]
         )

@@ -21,7 +21,7 @@ from gateway.backends.scrape.derive import (
     quantile,
 )
 from gateway.backends.scrape.sample import Histogram, MetricsSample
-from gateway.backends.scrape.step_latency import StepLatency
+from policies.step_latency import StepLatency
 
 QUANTILES = (0.5, 0.9, 0.99)
 LATENCY_FIELDS = ("queue_time", "ttft", "e2e_latency")

@@ -12,8 +12,8 @@ from gateway.backends.scrape.engines import VLLM_0_32
 from gateway.backends.scrape.parse import parse_narrow, wanted_names
 from gateway.backends.scrape.sample import Histogram, MetricsSample, extract
 from gateway.backends.scrape.signals import Observation, derive
-from gateway.backends.scrape.step_latency import StepLatency
 from gateway.backends.scrape.view import view_fields
+from policies.step_latency import StepLatency
 
 TWO_ENGINES = """\
 vllm:num_requests_running{engine="0"} 3

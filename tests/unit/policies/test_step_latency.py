@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from gateway.backends.scrape import step_latency
 from gateway.backends.scrape.sample import Histogram
-from gateway.backends.scrape.step_latency import StepLatency
+from policies import step_latency
+from policies.step_latency import StepLatency
 
 
 def _hist(total_s: float, count: float) -> Histogram:

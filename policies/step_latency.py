@@ -11,13 +11,15 @@ batch's context (a CPU's) it grows with every long sequence admitted.
 
 Measured, never typed in: both values come from the engine's own histogram, and a window
 with fewer than ``MIN_TOKENS`` observations says nothing (an idle engine has no step time).
+The scraper keeps one per backend (``gateway/backends/scrape/signals.py``), and so does the
+simulator's engine (``simulation/engine_adapter.py``), from the same totals: what
+``BackendView.itl_s`` and ``itl_floor_s`` say is worked out in one place.
 """
 
 from __future__ import annotations
 
 from collections import deque
-
-from gateway.backends.scrape.sample import Histogram
+from typing import Protocol
 
 RECENT_S = 1.0
 """The span of the current mean: a few steps of every running sequence, short enough to
@@ -26,6 +28,17 @@ FLOOR_WINDOW_S = 900.0
 """How long a light-batch step time is remembered. Under contention longer than this the
 floor is re-learnt from the contended steps (docs/policies.md, headroom)."""
 MIN_TOKENS = 16
+
+
+class Totals(Protocol):
+    """The running totals of an inter-token latency histogram: seconds and observations
+    (the scraper's ``Histogram``; the simulator's engines keep their own)."""
+
+    @property
+    def sum(self) -> float: ...
+
+    @property
+    def count(self) -> float: ...
 
 
 class StepLatency:
@@ -39,7 +52,7 @@ class StepLatency:
         self._points: deque[tuple[float, float, float]] = deque()  # (at, sum, count)
         self._floor: deque[tuple[float, float]] = deque()  # (at, mean), means ascending
 
-    def add(self, at: float, itl: Histogram | None) -> None:
+    def add(self, at: float, itl: Totals | None) -> None:
         """A scrape at ``at`` whose inter-token latency histogram is ``itl`` (None: absent)."""
         if itl is None:
             self._points.clear()

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from gateway.backends.scrape.sample import Histogram
-from gateway.backends.scrape.step_latency import StepLatency
+from policies.step_latency import StepLatency
 
 
 def _h(total_s: float, count: float) -> Histogram:
