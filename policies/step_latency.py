@@ -6,8 +6,9 @@ the last ``RECENT_S`` seconds is how long a step takes with the batch the engine
 (prefill chunks included); the lowest such mean over the last ``FLOOR_WINDOW_S`` seconds is
 the step with the lightest batch seen lately. Their ratio is how much every sequence's
 decode is slowed by the others in the batch: on an engine whose step cost is flat in the
-batch (a GPU's decode, memory-bound) it stays near 1; on one whose step grows with the
-batch's context (a CPU's) it grows with every long sequence admitted.
+batch (a GPU's decode, memory-bound) it stays near 1 until long prompts are prefilled,
+whose chunks lengthen the steps they share; on one whose step grows with the batch's
+context (a CPU's) it grows with every long sequence admitted.
 
 Measured, never typed in: both values come from the engine's own histogram, and a window
 with fewer than ``MIN_TOKENS`` observations says nothing (an idle engine has no step time).
