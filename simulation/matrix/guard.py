@@ -135,9 +135,10 @@ def beaten_by(default: CellRow, presets: list[CellRow]) -> list[str]:
 def goals_missed(row: CellRow, default: CellRow) -> list[str]:
     """The goals of Must-haves 3 and 6 that ``row`` misses in its cell."""
     missed = []
-    victim = row.tenants.get("victim")
-    if row.noisy and victim and _ratio(victim.ttft_p99_s, victim.alone_p99_s) > VICTIM_CEILING:
-        missed.append("victim" if victim_reachable(row) is not False else OUTSIDE_FRONTIER)
+    if row.noisy and not _victim_goal_met(row):
+        # the default meeting it in this cell shows it reachable, whatever the model says
+        shown = _victim_goal_met(default) or victim_reachable(row) is not False
+        missed.append("victim" if shown else OUTSIDE_FRONTIER)
     runs_goal = row.runs and row.load == 2.0 and row.policy == "agent-runs"
     if runs_goal and completed_ratio(row, default) < RUNS_GOAL:
         missed.append("runs")
@@ -146,6 +147,12 @@ def goals_missed(row: CellRow, default: CellRow) -> list[str]:
     if row.probe_distinct < row.probe_refused:
         missed.append("synchronised")
     return missed
+
+
+def _victim_goal_met(row: CellRow) -> bool:
+    """The victim's TTFT p99 within ``VICTIM_CEILING`` x its value alone (True: no victim)."""
+    victim = row.tenants.get("victim")
+    return victim is None or _ratio(victim.ttft_p99_s, victim.alone_p99_s) <= VICTIM_CEILING
 
 
 def victim_frontier(row: CellRow) -> list[frontier.Row] | None:

@@ -75,6 +75,18 @@ def test_a_victim_goal_no_policy_can_reach_is_excused() -> None:
     assert slowdown > VICTIM_CEILING
 
 
+def test_a_miss_where_the_default_met_the_goal_is_held_whatever_the_model_says() -> None:
+    """The default meeting the goal in the cell shows it reachable at the default's
+    goodput: a preset that misses it there is not excused by the frontier's model."""
+    missed = noisy_row("mi300x", 256)  # 4x alone, out of reach on the model
+    assert victim_reachable(missed) is False
+    met = replace(missed, policy="default", tenants={**missed.tenants})
+    met.tenants["victim"] = replace(missed.tenants["victim"], ttft_p99_s=0.3)  # 3x alone
+    assert goals_missed(met, met) == []
+    assert goals_missed(missed, met) == ["victim"]
+    assert goals_missed(missed, missed) == [OUTSIDE_FRONTIER]  # nobody met it: excused
+
+
 def test_a_second_backend_brings_the_goal_within_reach() -> None:
     """The noisy tenant's sequences can run on the victim-free backend."""
     assert victim_reachable(noisy_row("mi300x", 64, workload="noisy-3000")) is False
