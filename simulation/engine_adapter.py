@@ -91,7 +91,7 @@ class EmulatedBackend:
             self._signals = self._window_signals(now)
             self._signals_at = now
         if now - self._scraped_at >= SCRAPE_S:
-            self._step_latency.add(now, _ItlTotals(self._itl.sum, self._itl.count))
+            self._step_latency.add(now, self._itl)  # it reads the totals as they are now
             self._scraped_at = now
         cfg = self.profile.engine
         return BackendView(
