@@ -13,7 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Generic, TypeVar
+from typing import Any, ClassVar, Final, Generic, TypeVar, cast
 
 from mypy_extensions import mypyc_attr
 
@@ -161,12 +161,17 @@ class Plugin(ABC, Generic[S, P]):
 
     type_name: ClassVar[str]
     params_model: ClassVar[type[Params]] = NoParams
+    state_model: ClassVar[Callable[[], Any] | None] = None
+    """The class of its state, built without arguments by ``new_state`` (None: a stateless
+    policy, whose state is None). A policy whose state needs more overrides ``new_state``."""
 
     def __init__(self, params: P) -> None:
         self.params = params
 
-    @abstractmethod
-    def new_state(self) -> S: ...
+    def new_state(self) -> S:
+        """Fresh state for one scheduler, which owns it (a config swap keeps it)."""
+        model = type(self).state_model
+        return cast(S, None if model is None else model())
 
     def overrides(self, contract: type, hook: str) -> bool:
         """Whether this policy's class replaces ``contract``'s own ``hook`` (a no-op there),

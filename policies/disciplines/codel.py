@@ -34,8 +34,7 @@ class Codel(Discipline[CodelState, CodelParams]):
     type_name = "codel"
     params_model = CodelParams
 
-    def new_state(self) -> CodelState:
-        return CodelState()
+    state_model = CodelState
 
     def on_empty(self, state: CodelState) -> None:
         state.first_above_time = 0.0

@@ -12,8 +12,5 @@ from policies.params import NoParams
 class DeadlineOnly(Discipline[None, NoParams]):
     type_name = "deadline"
 
-    def new_state(self) -> None:
-        return None
-
     def should_drop(self, state: None, sojourn_s: float, now: float, backlog: int) -> bool:
         return False

@@ -20,8 +20,7 @@ class FifoState:
 class Fifo(Fairness[FifoState, NoParams]):
     type_name = "fifo"
 
-    def new_state(self) -> FifoState:
-        return FifoState()
+    state_model = FifoState
 
     def push(self, state: FifoState, entry: QueuedEntry, now: float) -> None:
         state.queue.append(entry)

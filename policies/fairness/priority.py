@@ -30,8 +30,7 @@ class PriorityBands(Fairness[PriorityState, PriorityParams]):
     type_name = "priority"
     params_model = PriorityParams
 
-    def new_state(self) -> PriorityState:
-        return PriorityState()
+    state_model = PriorityState
 
     def push(self, state: PriorityState, entry: QueuedEntry, now: float) -> None:
         self.push_back(state, entry)

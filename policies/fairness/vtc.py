@@ -58,8 +58,7 @@ class VtcState:
 class Vtc(Fairness[VtcState, NoParams]):
     type_name = "vtc"
 
-    def new_state(self) -> VtcState:
-        return VtcState()
+    state_model = VtcState
 
     def push(self, state: VtcState, entry: QueuedEntry, now: float) -> None:
         tenant = entry.request.tenant

@@ -36,8 +36,7 @@ class CodelAdmission(Gate[CodelState, CodelAdmissionParams]):
     type_name = "codel_admission"
     params_model = CodelAdmissionParams
 
-    def new_state(self) -> CodelState:
-        return CodelState()
+    state_model = CodelState
 
     def check(self, state: CodelState, req: RequestInfo, ctx: GateContext) -> Verdict | None:
         if not self._sample(copy.copy(state), ctx):

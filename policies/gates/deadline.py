@@ -20,9 +20,6 @@ class DeadlineFeasibility(Gate[None, DeadlineParams]):
     type_name = "deadline_feasibility"
     params_model = DeadlineParams
 
-    def new_state(self) -> None:
-        return None
-
     def check(self, state: None, req: RequestInfo, ctx: GateContext) -> Verdict | None:
         if req.deadline is None:
             return None

@@ -61,8 +61,7 @@ class TenantQuota(Gate[QuotaState, QuotaParams]):
     type_name = "tenant_quota"
     params_model = QuotaParams
 
-    def new_state(self) -> QuotaState:
-        return QuotaState()
+    state_model = QuotaState
 
     def reads_rates(self) -> bool:
         """Only a concurrency refusal reads ``exec_p95_s`` (its Retry-After)."""

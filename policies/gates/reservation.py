@@ -59,8 +59,7 @@ class WaitReservation(Gate[ReservationState, ReservationParams]):
     type_name = "wait_reservation"
     params_model = ReservationParams
 
-    def new_state(self) -> ReservationState:
-        return ReservationState()
+    state_model = ReservationState
 
     def check(self, state: ReservationState, req: RequestInfo, ctx: GateContext) -> Verdict | None:
         p, session = self.params, req.session_id

@@ -35,8 +35,7 @@ class RetryBudget(Gate[RetryState, RetryBudgetParams]):
     type_name = "retry_budget"
     params_model = RetryBudgetParams
 
-    def new_state(self) -> RetryState:
-        return RetryState()
+    state_model = RetryState
 
     def reads_rates(self) -> bool:
         return False

@@ -27,8 +27,7 @@ class AdaptiveLimit(Limit[AdaptiveState, AdaptiveParams]):
     type_name = "adaptive"
     params_model = AdaptiveParams
 
-    def new_state(self) -> AdaptiveState:
-        return AdaptiveState()
+    state_model = AdaptiveState
 
     def has_room(self, state: AdaptiveState, backend: BackendView, load: BackendLoad) -> bool:
         return load.in_flight + backend.peer_in_flight < self._limit(state, backend)

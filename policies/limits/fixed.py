@@ -32,9 +32,6 @@ class FixedCap(Limit[None, FixedParams]):
     type_name = "fixed"
     params_model = FixedParams
 
-    def new_state(self) -> None:
-        return None
-
     def has_room(self, state: None, backend: BackendView, load: BackendLoad) -> bool:
         held = load.in_flight + backend.peer_in_flight
         cap = self.current(state, backend, load)

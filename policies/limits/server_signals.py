@@ -33,9 +33,6 @@ class ServerSignals(Limit[None, ServerSignalsParams]):
     type_name = "server_signals"
     params_model = ServerSignalsParams
 
-    def new_state(self) -> None:
-        return None
-
     def has_room(self, state: None, backend: BackendView, load: BackendLoad) -> bool:
         n = load.in_flight
         return n == 0 or n < self.room_bound(backend)
