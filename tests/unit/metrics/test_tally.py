@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -45,18 +47,37 @@ def test_counter_exposition_matches_prometheus_client() -> None:
     assert any(line.endswith(" <t>") for line in _text(new))
 
 
-def test_counter_series_touched_is_exported_at_zero() -> None:
+def _counters(ref: CollectorRegistry) -> tuple[Counter, CounterTally]:
+    name, help_, labels = "sluicegate_actual_tokens", "Actual tokens", ["kind"]
+    return Counter(name, help_, labels, registry=ref), CounterTally(name, help_, labels)
+
+
+def _histograms(ref: CollectorRegistry) -> tuple[Histogram, HistogramTally]:
+    hist = Histogram("h", "help", ["a"], buckets=(1, 2), registry=ref)
+    return hist, HistogramTally("h", "help", ["a"], (1, 2))
+
+
+# (the metric and its tally, registered in a registry; their method that adds; an amount)
+TOUCHED: list[tuple[Callable[[CollectorRegistry], tuple[Any, Any]], str, float]] = [
+    (_counters, "inc", 5),
+    (_histograms, "observe", 1.5),
+]
+
+
+@pytest.mark.parametrize(("pair", "add", "amount"), TOUCHED, ids=["counter", "histogram"])
+def test_a_series_touched_is_exported_at_zero(
+    pair: Callable[[CollectorRegistry], tuple[Any, Any]], add: str, amount: float
+) -> None:
     ref, new = CollectorRegistry(), CollectorRegistry()
-    counter = Counter("sluicegate_actual_tokens", "Actual tokens", ["kind"], registry=ref)
-    tally = CounterTally("sluicegate_actual_tokens", "Actual tokens", ["kind"])
+    metric, tally = pair(ref)
     new.register(tally)
-    for kind in ("prompt", "output"):
-        counter.labels(kind)
-        tally.touch((kind,))
+    for key in ("prompt", "output"):
+        metric.labels(key)
+        tally.touch((key,))
     assert _text(new) == _text(ref)
-    counter.labels("output").inc(5)
-    tally.inc(("output",), 5)
-    tally.touch(("output",))  # touching again keeps the count
+    getattr(metric.labels("output"), add)(amount)
+    getattr(tally, add)(("output",), amount)
+    tally.touch(("output",))  # touching again keeps the counts
     assert _text(new) == _text(ref)
 
 
@@ -95,21 +116,6 @@ def test_histogram_nan_only_poisons_the_sum_as_in_prometheus_client() -> None:
     for amount in (0.5, math.nan, 3.0):
         hist.labels("x").observe(amount)
         tally.observe(("x",), amount)
-    assert _text(new) == _text(ref)
-
-
-def test_histogram_series_touched_is_exported_at_zero() -> None:
-    ref, new = CollectorRegistry(), CollectorRegistry()
-    hist = Histogram("h", "help", ["a"], buckets=(1, 2), registry=ref)
-    tally = HistogramTally("h", "help", ["a"], (1, 2))
-    new.register(tally)
-    for key in ("x", "y"):
-        hist.labels(key)
-        tally.touch((key,))
-    assert _text(new) == _text(ref)
-    hist.labels("x").observe(1.5)
-    tally.observe(("x",), 1.5)
-    tally.touch(("x",))  # touching again keeps the counts
     assert _text(new) == _text(ref)
 
 
