@@ -33,14 +33,15 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def _preset(name: str) -> dict[str, Any]:
+def preset_policy(name: str) -> dict[str, Any]:
+    """The ``policy:`` section of the shipped preset ``presets/NAME.yaml``."""
     data = yaml.safe_load((REPO / "presets" / f"{name}.yaml").read_text())
     policy: dict[str, Any] = data["policy"]
     return policy
 
 
 def _fair_share(reserve: float, bound: bool) -> dict[str, Any]:
-    preset = _preset("fair-share")
+    preset = preset_policy("fair-share")
     headroom = {**preset.get("headroom", {}), "reserve_fraction": reserve}
     return {**preset, "headroom": headroom, "prefill_backlog": {"enabled": bound}}
 
@@ -56,32 +57,32 @@ POLICIES: dict[str, Any] = {
     "fair-share": lambda: _fair_share(0.125, bound=False),
     "fair-share+prefill-bound": lambda: _fair_share(0.125, bound=True),
     "fair-share-quarter+prefill-bound": lambda: _fair_share(0.25, bound=True),
-    "fair-share-preset": lambda: _preset("fair-share"),
+    "fair-share-preset": lambda: preset_policy("fair-share"),
     # the preset as it ships with the prefill backlog bound switched off (the mutation)
     "fair-share-preset-unbounded": lambda: {
-        **_preset("fair-share"),
+        **preset_policy("fair-share"),
         "prefill_backlog": {"enabled": False},
     },
     # the preset as it shipped before the decode hold: prefill target 0.25 s, no hold
     "fair-share-preset-before": lambda: {
-        **_preset("fair-share"),
-        "headroom": {**_preset("fair-share")["headroom"], "decode_slowdown_max": None},
+        **preset_policy("fair-share"),
+        "headroom": {**preset_policy("fair-share")["headroom"], "decode_slowdown_max": None},
         "prefill_backlog": {"enabled": True, "ttft_target_s": 0.25},
     },
     # the preset with the fair share charging computed tokens (cache: docs/policies.md),
     # then with locality routing too
     "fair-share-preset+cache-cost": lambda: {
-        **_preset("fair-share"),
+        **preset_policy("fair-share"),
         "cache": {"fairness_counts": "computed_tokens"},
     },
     "fair-share-preset+locality": lambda: {
-        **_preset("fair-share"),
+        **preset_policy("fair-share"),
         "cache": {"fairness_counts": "computed_tokens", "locality_weight": 4.0},
     },
     # the preset as it ships with its decode hold switched off (the mutation)
     "fair-share-preset-no-decode-hold": lambda: {
-        **_preset("fair-share"),
-        "headroom": {**_preset("fair-share")["headroom"], "decode_slowdown_max": None},
+        **preset_policy("fair-share"),
+        "headroom": {**preset_policy("fair-share")["headroom"], "decode_slowdown_max": None},
     },
 }
 

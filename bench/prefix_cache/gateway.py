@@ -20,17 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bench.noisy_neighbour.fleet import start_gateway
+from bench.noisy_neighbour.variants import preset_policy
 from bench.prefix_cache.engines import MODEL, EngineSet, add_engine_arguments, engine_set
 from bench.prefix_cache.traffic import HEADER, TrafficResult, columns, drive
 from simulation.conversations import ConversationShape
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _key(tenant: str) -> str:
@@ -48,8 +44,7 @@ measurements in docs/performance.md ran with."""
 
 
 def _policy(variant: str) -> dict[str, Any] | None:
-    preset: dict[str, Any] = yaml.safe_load((REPO / "presets" / "fair-share.yaml").read_text())
-    policy: dict[str, Any] = preset["policy"]
+    policy = preset_policy("fair-share")
     if variant == "direct":
         return None
     if variant == "default":

@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from bench.noisy_neighbour.fleet import Process, start_gateway
+from bench.noisy_neighbour.variants import preset_policy
 from bench.prefix_cache.engines import (
     MODEL,
     EngineSet,
@@ -45,7 +46,7 @@ from bench.prefix_cache.engines import (
     engine_set,
     start_emulator,
 )
-from bench.prefix_cache.gateway import REPO, gateway_config, tenant_headers
+from bench.prefix_cache.gateway import gateway_config, tenant_headers
 from bench.prefix_cache.traffic import HEADER, TrafficResult, columns, drive
 from emulator.profile import load_profile
 from simulation.conversations import ConversationShape
@@ -64,7 +65,7 @@ CACHE = {
 def policy_of(variant: str, base: str, extra: dict[str, Any]) -> dict[str, Any]:
     policy: dict[str, Any] = {}
     if base == "fair-share":
-        policy = yaml.safe_load((REPO / "presets" / "fair-share.yaml").read_text())["policy"]
+        policy = preset_policy("fair-share")
     return {**policy, **extra, "cache": CACHE[variant]}
 
 
