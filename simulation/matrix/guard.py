@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from emulator.profile import Profile, load_profile
 from simulation.matrix import frontier
+from simulation.matrix.cells import OVERLOAD
 from simulation.matrix.workloads import WORKLOADS, Capacity
 
 THROUGHPUT_FLOOR = 0.95
@@ -31,7 +32,6 @@ TTFT_CEILING = 1.1
 VICTIM_CEILING = 3.0
 RUNS_GOAL = 1.5
 RA_GOAL = 0.9
-OVERLOAD = frozenset({1.5, 2.0})
 FRONTIER_GAP = 0.1
 """A preset's (victim share, noisy share) point must lie within this of the frontier."""
 OUTSIDE_FRONTIER = "victim-outside-frontier"
