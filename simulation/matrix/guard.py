@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from emulator.profile import Profile, load_profile
 from simulation.matrix import frontier
-from simulation.matrix.cells import OVERLOAD
+from simulation.matrix.cells import OVERLOAD, Cell
 from simulation.matrix.workloads import WORKLOADS, Capacity
 
 THROUGHPUT_FLOOR = 0.95
@@ -73,7 +73,7 @@ class CellRow:
 
     @property
     def cell(self) -> str:
-        return f"{self.workload}/{self.profile}/{self.load:g}x/{self.backends}b"
+        return Cell(self.workload, self.profile, self.load, self.backends).key
 
     @property
     def ra_accuracy(self) -> float | None:
