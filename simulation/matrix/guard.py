@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from emulator.profile import Profile, load_profile
 from simulation.matrix import frontier
+from simulation.matrix.cells import OVERLOAD, Cell
 from simulation.matrix.workloads import WORKLOADS, Capacity
 
 THROUGHPUT_FLOOR = 0.95
@@ -31,7 +32,6 @@ TTFT_CEILING = 1.1
 VICTIM_CEILING = 3.0
 RUNS_GOAL = 1.5
 RA_GOAL = 0.9
-OVERLOAD = frozenset({1.5, 2.0})
 FRONTIER_GAP = 0.1
 """A preset's (victim share, noisy share) point must lie within this of the frontier."""
 OUTSIDE_FRONTIER = "victim-outside-frontier"
@@ -73,7 +73,7 @@ class CellRow:
 
     @property
     def cell(self) -> str:
-        return f"{self.workload}/{self.profile}/{self.load:g}x/{self.backends}b"
+        return Cell(self.workload, self.profile, self.load, self.backends).key
 
     @property
     def ra_accuracy(self) -> float | None:

@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from simulation.csv_records import write_records
+from simulation.matrix.cells import Cell
 from simulation.matrix.guard import (
     EXCUSED,
     FRONTIER_GAP,
@@ -195,7 +196,7 @@ def draw(rows: list[CellRow], path: Path) -> None:
         grid = [[math.nan] * len(columns) for _ in policies]
         for i, policy in enumerate(policies):
             for j, (workload, load) in enumerate(columns):
-                key = f"{workload}/{profile}/{load:g}x/{backends}b"
+                key = Cell(workload, profile, load, backends).key
                 row = index.get((key, policy))
                 if row is None:
                     continue

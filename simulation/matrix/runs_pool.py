@@ -16,6 +16,7 @@ from simulation.matrix.loop import MODEL, Return
 from simulation.matrix.probe import probe
 from simulation.ports import EngineStep, VirtualClock
 from simulation.run_core import TENANT, CuttableBackend, RunSimulation, _Event, _Kind, _LiveRun
+from simulation.stepping import Stepping
 
 _Key = tuple[int, int, int]
 """(run, step, branch): one call of a run, whatever attempt carries it."""
@@ -37,7 +38,7 @@ class PooledRunSimulation(RunSimulation):
             f"b{i}": CuttableBackend(profile, name=f"b{i}", model=MODEL) for i in range(backends)
         }
         self._names = list(self.pool)
-        self._idle = dict.fromkeys(self.pool, True)
+        self._steps = {name: Stepping(b) for name, b in self.pool.items()}
         self._where: dict[str, str] = {}
         self._first_try: dict[_Key, float] = {}
         self._call: dict[str, _Key] = {}
@@ -60,7 +61,7 @@ class PooledRunSimulation(RunSimulation):
 
     def _handle(self, event: _Event) -> None:
         if event.kind is _Kind.ENGINE:
-            self._idle[self._names[event.branch]] = True
+            self._steps[self._names[event.branch]].ended()
         if not self._probed and self._clock.now >= self._duration:
             self._probed = True
             self.probe_retry_after = probe(
@@ -123,8 +124,7 @@ class PooledRunSimulation(RunSimulation):
     def _kick_engine(self) -> None:
         now = self._clock.now
         for i, name in enumerate(self._names):
-            if self._idle[name] and (step := self.pool[name].step(now)) is not None:
-                self._idle[name] = False
+            if (step := self._steps[name].start(now)) is not None:
                 self._push(now + step.duration_s, _Kind.ENGINE, branch=i, step=step)
 
     def _snapshot(self) -> BackendsSnapshot:
