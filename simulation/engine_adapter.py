@@ -49,6 +49,8 @@ class EmulatedBackend:
         self._itl = _ItlTotals()
         self._step_latency = StepLatency()
         self._scraped_at = float("-inf")
+        self._view: BackendView | None = None
+        """The view last built, while nothing it reads has changed since (None: rebuild)."""
 
     def add(
         self,
@@ -60,14 +62,17 @@ class EmulatedBackend:
         block_hashes: tuple[bytes, ...] = (),
     ) -> None:
         self.engine.add(request_id, prompt_tokens, output_tokens, now, block_hashes=block_hashes)
+        self._view = None
 
     def abort(self, request_id: str) -> None:
         self.engine.abort(request_id)
+        self._view = None
 
     def step(self, now: float) -> EngineStep | None:
         if not self.engine.has_work:
             return None
         result = self.engine.step(now)
+        self._view = None
         if result.duration_s <= 0.0 and not result.finished and not result.tokens_emitted:
             return None  # blocked (e.g. no KV blocks): the next add/finish will retry
         end = result.ended_at
@@ -87,14 +92,21 @@ class EmulatedBackend:
         )
 
     def view(self, now: float) -> BackendView:
+        """The backend as the gateway sees it now. The same object as the last call while
+        the engine has not moved and no signal is due to refresh: the scheduler then keeps
+        what it worked out from it (``Placement.observe``), as it does between two scrapes."""
         if now - self._signals_at > 1.0:
             self._signals = self._window_signals(now)
             self._signals_at = now
+            self._view = None
         if now - self._scraped_at >= SCRAPE_S:
             self._step_latency.add(now, self._itl)  # it reads the totals as they are now
             self._scraped_at = now
+            self._view = None
+        if self._view is not None:
+            return self._view
         cfg = self.profile.engine
-        return BackendView(
+        self._view = BackendView(
             name=self._name,
             models=self._models,
             max_num_seqs=cfg.max_num_seqs,
@@ -109,6 +121,7 @@ class EmulatedBackend:
             signal_age_s=0.0,
             **self._signals,  # type: ignore[arg-type]
         )
+        return self._view
 
     def _hit_rate(self, now: float) -> float | None:
         """vLLM's counters as the scraper reads them: hits over queries in the window."""

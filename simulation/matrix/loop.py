@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.profile import Profile
-from policies.backends import BackendsSnapshot
+from policies.backends import BackendsSnapshot, BackendView
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.estimate import TokenEstimator
 from policies.registry import build_policy
@@ -129,6 +129,8 @@ class MatrixSimulation:
             f"b{i}": EmulatedBackend(profile, name=f"b{i}", model=MODEL) for i in range(backends)
         }
         self._stepping = {name: Stepping(e) for name, e in self.engines.items()}
+        self._views: tuple[BackendView, ...] = ()
+        """The views of the last snapshot (``_snapshot`` hands them back while none moved)."""
         self._tenants = {t.name: t for t in tenants}
         self._profile = profile
         self._chats: dict[tuple[str, int], ChatClient] = {}
@@ -332,4 +334,9 @@ class MatrixSimulation:
 
     def _snapshot(self) -> BackendsSnapshot:
         now = self.clock.now
-        return BackendsSnapshot(at=now, backends=tuple(e.view(now) for e in self.engines.values()))
+        views = tuple(e.view(now) for e in self.engines.values())
+        kept = self._views
+        if len(views) == len(kept) and all(v is k for v, k in zip(views, kept, strict=True)):
+            views = kept  # nothing moved: the scheduler keeps its lookups (Placement.observe)
+        self._views = views
+        return BackendsSnapshot(at=now, backends=views)

@@ -49,3 +49,24 @@ def test_the_floor_is_the_lightest_batch_seen_and_the_step_grows_past_it() -> No
     view = backend.view(now)
     assert view.itl_floor_s == pytest.approx(light, rel=0.05)
     assert view.itl_s is not None and view.itl_s > 1.5 * view.itl_floor_s
+
+
+def test_the_view_is_kept_while_nothing_moves_and_rebuilt_when_anything_does() -> None:
+    """``view`` hands back the same object while the engine has not moved and no signal is
+    due (the scheduler then keeps what it worked out from it); any add, abort or step, or
+    a refresh falling due, shows in a new view."""
+    backend = EmulatedBackend(load_profile("cpu-tiny"))
+    first = backend.view(0.0)
+    assert backend.view(0.1) is first
+    backend.add("a", 100, 50, 0.1)
+    queued = backend.view(0.1)
+    assert queued is not first and queued.waiting == 1.0
+    assert backend.view(0.2) is queued
+    step = backend.step(0.2)
+    assert step is not None
+    running = backend.view(0.2)
+    assert running is not queued and (running.running, running.waiting) == (1.0, 0.0)
+    backend.abort("a")
+    aborted = backend.view(0.2)
+    assert aborted is not running and aborted.running == 0.0
+    assert backend.view(0.2 + 0.5) is not aborted  # the step time is read again (SCRAPE_S)
