@@ -319,7 +319,11 @@ async def test_redis_paused_then_restarted_empty_under_load(
     assert modes == ["shared"] * 3
     # in fallback each replica takes at most 10 // 3, once what Redis admitted has ended
     assert held["paused"] <= 10 and held["after one lease TTL"] <= 10
-    assert held["before"] <= 10 and held["resumed"] <= 10
+    assert held["before"] <= 10
+    # while they rejoin one by one, those still in fallback hold their share beside what
+    # Redis counts (docs/fleet.md, "Known gap"); per-replica counting would reach 30
+    share = 10 // len(f.replicas)
+    assert held["resumed"] <= 10 + (len(f.replicas) - 1) * share, held
 
 
 async def _modes_are(f: Fleet, mode: str) -> list[str]:
