@@ -10,11 +10,12 @@ so signal-driven policies see what they would see live.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from emulator.engine import Engine, FinishedRequest
 from emulator.profile import Profile
-from policies.backends import BackendView
+from policies.backends import BackendsSnapshot, BackendView
 from policies.step_latency import StepLatency
 from simulation.metrics import percentile
 from simulation.ports import EngineStep
@@ -160,6 +161,24 @@ class EmulatedBackend:
             "prompt_tokens_per_s": sum(d[5] for d in done) / SIGNAL_WINDOW_S,
             "preemptions_per_s": len(self._preemptions) / SIGNAL_WINDOW_S,
         }
+
+
+class KeptViews:
+    """Several emulated backends' views as one snapshot: the same views tuple while none of
+    them moved, so the scheduler keeps its lookups (``Placement.observe``), as between two
+    scrapes."""
+
+    def __init__(self, backends: Iterable[EmulatedBackend]) -> None:
+        self._backends = tuple(backends)
+        self._views: tuple[BackendView, ...] = ()
+
+    def snapshot(self, now: float) -> BackendsSnapshot:
+        views = tuple(b.view(now) for b in self._backends)
+        kept = self._views
+        if len(views) == len(kept) and all(v is k for v, k in zip(views, kept, strict=True)):
+            views = kept
+        self._views = views
+        return BackendsSnapshot(at=now, backends=views)
 
 
 _Done = tuple[float, float, float, float, int, int]

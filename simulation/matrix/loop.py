@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.profile import Profile
-from policies.backends import BackendsSnapshot, BackendView
+from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.estimate import TokenEstimator
 from policies.registry import build_policy
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
-from simulation.engine_adapter import EmulatedBackend
+from simulation.engine_adapter import EmulatedBackend, KeptViews
 from simulation.event_queue import EventQueue, WakeupAlarm
 from simulation.hashed_prompts import HashedPrompt
 from simulation.matrix.chat_clients import ChatClient
@@ -129,8 +129,7 @@ class MatrixSimulation:
             f"b{i}": EmulatedBackend(profile, name=f"b{i}", model=MODEL) for i in range(backends)
         }
         self._stepping = {name: Stepping(e) for name, e in self.engines.items()}
-        self._views: tuple[BackendView, ...] = ()
-        """The views of the last snapshot (``_snapshot`` hands them back while none moved)."""
+        self._views = KeptViews(self.engines.values())
         self._tenants = {t.name: t for t in tenants}
         self._profile = profile
         self._chats: dict[tuple[str, int], ChatClient] = {}
@@ -333,10 +332,4 @@ class MatrixSimulation:
             self._push(self.clock.now + step.duration_s, "step", (name, step))
 
     def _snapshot(self) -> BackendsSnapshot:
-        now = self.clock.now
-        views = tuple(e.view(now) for e in self.engines.values())
-        kept = self._views
-        if len(views) == len(kept) and all(v is k for v, k in zip(views, kept, strict=True)):
-            views = kept  # nothing moved: the scheduler keeps its lookups (Placement.observe)
-        self._views = views
-        return BackendsSnapshot(at=now, backends=views)
+        return self._views.snapshot(self.clock.now)

@@ -12,6 +12,7 @@ from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Ticket
 from policies.types import Decision, Outcome
 from simulation.agent_runs import RunWorkload, arrivals
+from simulation.engine_adapter import KeptViews
 from simulation.matrix.loop import MODEL, Return
 from simulation.matrix.probe import probe
 from simulation.ports import EngineStep, VirtualClock
@@ -39,6 +40,7 @@ class PooledRunSimulation(RunSimulation):
         }
         self._names = list(self.pool)
         self._steps = {name: Stepping(b) for name, b in self.pool.items()}
+        self._views = KeptViews(self.pool.values())
         self._where: dict[str, str] = {}
         self._first_try: dict[_Key, float] = {}
         self._call: dict[str, _Key] = {}
@@ -128,5 +130,4 @@ class PooledRunSimulation(RunSimulation):
                 self._push(now + step.duration_s, _Kind.ENGINE, branch=i, step=step)
 
     def _snapshot(self) -> BackendsSnapshot:
-        now = self._clock.now
-        return BackendsSnapshot(at=now, backends=tuple(b.view(now) for b in self.pool.values()))
+        return self._views.snapshot(self._clock.now)
