@@ -94,7 +94,8 @@ class GatewayContext:
     scraper: Scraping | None = None
     """The scraper when scraping is enabled (its loop runs beside the requests)."""
     full_policy: PolicySet | None = None
-    """The loaded policy; the scheduler runs its local share while Redis does not answer."""
+    """The loaded policy: its quotas are the global limits the shared state enforces; the
+    scheduler runs their local share while a replica may be out (``for_mode``)."""
     stalls: StallBounds | None = None
     """The silence bounds of upstream responses, from each backend's measurements."""
     tracing: Tracing | None = None

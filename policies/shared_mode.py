@@ -3,7 +3,9 @@
 The gateway's shared state reports its mode; ``rules`` is the one table that says what a
 mode implies, for the policy the core runs (``for_mode``) and for the shared state itself.
 While the shared store does not answer, a limit is never opened: each replica enforces its
-local share of the global limits (fallback), or refuses quota-gated work (closed).
+local share of the global limits (fallback), or refuses quota-gated work (closed); and
+while it answers again but a replica may still be out, a replica admits through the store
+and within its local share (rejoining).
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ class SharedMode(str, enum.Enum):  # noqa: UP042
     """One replica: nothing is shared, the core's own gates enforce every limit."""
     SHARED = "shared"
     """The shared store answers: it decides quotas, concurrency and retries for the fleet."""
+    REJOINING = "rejoining"
+    """The store answers again, but a replica may still be out (in fallback, holding leases
+    the store does not count): admissions go through the store *and* the local share, until
+    every replica has been heard since this one rejoined."""
     FALLBACK = "fallback"
     """The store does not answer: each replica enforces its share of the global limits."""
     CLOSED = "closed"
@@ -52,6 +58,7 @@ class ModeRules:
 _RULES: dict[SharedMode, ModeRules] = {
     SharedMode.LOCAL: ModeRules(False, False, False, False, False),
     SharedMode.SHARED: ModeRules(True, True, False, False, False),
+    SharedMode.REJOINING: ModeRules(True, True, False, True, False),
     SharedMode.FALLBACK: ModeRules(True, False, False, True, True),
     SharedMode.CLOSED: ModeRules(True, False, True, False, True),
 }
@@ -63,11 +70,12 @@ def rules(mode: SharedMode) -> ModeRules:
 
 def for_mode(policy: PolicySet, mode: SharedMode, replicas: int) -> PolicySet:
     """The policy the scheduler runs in ``mode`` among ``replicas`` replicas (the last count
-    the store reported): without the retry budget the store decides, or with the local
-    share of its enforcing quotas and retry floor; a limit is never opened."""
+    the store reported): without the retry budget where the store decides, with the local
+    share of its enforcing quotas and retry floor where the mode says; a limit is never
+    opened."""
     rule = rules(mode)
     if rule.store_decides:
-        return without_retry_budget(policy)
+        policy = without_retry_budget(policy)
     if rule.divides_quotas:
         policy = local_share(policy, replicas)
     if rule.divides_retry_floor:

@@ -7,7 +7,10 @@ slower than ``command_timeout_ms`` puts the replica in fallback at once: the dec
 enforces its local share (global // N, ``policies.shared_mode.for_mode``), or, with
 ``on_failure: closed``, quota-gated work is refused here; the heartbeat keeps trying every
 ``retry_interval_ms`` and rejoins when Redis answers, writing back the leases it took
-meanwhile and the releases it could not send.
+meanwhile and the releases it could not send. Until every replica has been heard since
+(or one lease TTL has passed), it admits through Redis *and* within its local share
+(rejoining): a replica still in fallback holds leases Redis does not count yet. An admission
+that finds Redis lost its data (another epoch) is a failure like any other.
 """
 
 from __future__ import annotations
@@ -61,6 +64,26 @@ class _Held:
     grant: Grant
     confirmed: bool
     """Redis holds this lease (False: taken in fallback, to be added at the next heartbeat)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Rejoin:
+    """This replica answered again at ``at_ms`` (Redis's clock) after an outage, when it
+    last knew of ``expected`` replicas."""
+
+    at_ms: int
+    expected: int
+
+    def over(self, replicas: int, oldest_beat_ms: int, now_ms: int, ttl_ms: int) -> bool:
+        """Every replica is back: as many as before, each heard after the rejoin (a later
+        millisecond: this replica's own beat then too); or one lease TTL has passed (one not
+        heard since is dead, as a replica whose heartbeat expires)."""
+        back = replicas >= self.expected and oldest_beat_ms > self.at_ms
+        return back or now_ms - self.at_ms >= ttl_ms
+
+
+class StoreLostData(Exception):
+    """Redis answered from another epoch than this replica's: it lost the leases."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +150,7 @@ class RedisState:
         self._unsent: list[_Settlement] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._mode = SharedMode.SHARED
+        self._rejoin: _Rejoin | None = None
         self.replicas = cfg.initial_replicas
         self.failures = 0
         self.rebuilds = 0
@@ -159,6 +183,8 @@ class RedisState:
             return self._unshared(grant)
         try:
             answer = await self._call(self._admit_call(req, member, limits, retry))
+            if int(answer[1]) == 4:
+                raise StoreLostData
         except Exception as exc:
             self._failed("admit", exc)
             if rules(self._mode).refuses_quota_work and limits is not None:
@@ -191,9 +217,11 @@ class RedisState:
             *_limit_args(limits or TenantLimits()),
             req.estimate.total,
         ]
+        fence = (self._key("epoch"), self._epoch)
         if retry is not None:
-            return self.retries.admit_call(req, retry, keys, args, lease=limits is not None)
-        return self._admit(keys=keys, args=args)  # type: ignore[no-any-return]
+            lease = limits is not None
+            return self.retries.admit_call(req, retry, keys, args, lease=lease, fence=fence)
+        return self._admit(keys=[*keys, fence[0]], args=[*args, fence[1]])  # type: ignore[no-any-return]
 
     def release(self, grant: Grant, usage: Usage | None, served: bool) -> None:
         if self._held.pop(grant.member, None) is None:
@@ -319,22 +347,25 @@ class RedisState:
             self._on_peers(peers)
 
     async def _beats(self) -> None:
-        """Heartbeats until cancelled; faster while Redis does not answer."""
+        """Heartbeats until cancelled; faster until the replica is back in shared mode."""
         while True:
             await self.beat()
             interval = (
                 self._cfg.sync_interval_ms
-                if rules(self._mode).store_decides
-                else (self._cfg.retry_interval_ms)
+                if self._mode is SharedMode.SHARED
+                else self._cfg.retry_interval_ms
             )
             await asyncio.sleep(interval / 1000)
 
     async def beat(self) -> None:
-        """One heartbeat; on success after a failure, the replica rejoins."""
+        """One heartbeat; on success after a failure (or when Redis lost its data), the
+        replica rejoins, and it is shared again once every replica is back."""
         held = list(self._held.values())
         keys = [self._key("replicas"), self._key("replica-info"), self._key("epoch")]
         keys += [self._key("lease", h.grant.tenant) for h in held]
-        flags = "".join("r" if h.confirmed else "a" for h in held)
+        # back from an outage, every lease is written: those Redis held may have expired
+        renew = rules(self._mode).store_decides
+        flags = "".join("r" if h.confirmed and renew else "a" for h in held)
         info = json.dumps(
             {
                 "started": self._started,
@@ -346,22 +377,31 @@ class RedisState:
         args: list[str | int] = [self.replica_id, self._ttl_ms, info, flags, self._epoch]
         args += [h.grant.member for h in held]
         try:
-            replicas, rebuilt, epoch = await self._call(self._heartbeat(keys=keys, args=args))
+            answer = await self._call(self._heartbeat(keys=keys, args=args))
             await self._flush_unsent()
         except Exception as exc:
             self._failed("heartbeat", exc)
             return
         for h in held:
             h.confirmed = True
-        self.replicas = max(1, int(replicas))
-        known, self._epoch = self._epoch, epoch.decode()
-        if int(rebuilt) and known:
+        count, rebuilt, now_ms, oldest_ms = (int(answer[i]) for i in (0, 1, 3, 4))
+        count = max(1, count)
+        known, self._epoch = self._epoch, answer[2].decode()
+        lost = bool(rebuilt and known)
+        if lost:
             self.rebuilds += 1
             log.warning(
                 "shared state: Redis had lost its data; rebuilt from this replica's %d leases",
                 len(held),
             )
-        self._set_mode(SharedMode.SHARED)
+        if self._rejoin is None and (lost or not rules(self._mode).store_decides):
+            self._rejoin = _Rejoin(now_ms, self.replicas)
+        if self._rejoin is not None and self._rejoin.over(count, oldest_ms, now_ms, self._ttl_ms):
+            self._rejoin = None
+        if self._rejoin is None:
+            self._set_mode(SharedMode.SHARED, count)
+        else:
+            self._set_mode(SharedMode.REJOINING, max(count, self._rejoin.expected))
 
     async def _flush_unsent(self) -> None:
         if not self._unsent:
@@ -389,19 +429,30 @@ class RedisState:
                 else f"enforcing the local share of 1/{self.replicas}",
                 "; fair share within this replica only" if self._fair else "",
             )
-            self._set_mode(failed)
+            self._rejoin = None
+            self._set_mode(failed, self.replicas)
 
-    def _set_mode(self, mode: SharedMode) -> None:
-        if mode is self._mode:
+    def _set_mode(self, mode: SharedMode, replicas: int) -> None:
+        """Enters ``mode`` among ``replicas``; the listener hears of a new mode, or of a new
+        count where the mode divides the quotas by it."""
+        was, counted = self._mode, self.replicas
+        self._mode, self.replicas = mode, replicas
+        if mode is was and (replicas == counted or not rules(mode).divides_quotas):
             return
         store_decides = rules(mode).store_decides
-        if store_decides:
-            log.warning("shared state: Redis answers again; %d replicas", self.replicas)
-        self._mode = mode
+        if store_decides and not rules(was).store_decides:
+            log.warning("shared state: Redis answers again; %d replicas", replicas)
+        if mode is SharedMode.REJOINING and mode is not was:
+            log.warning(
+                "shared state: rejoining; the local share of 1/%d until every replica is back",
+                replicas,
+            )
+        if was is SharedMode.REJOINING and mode is SharedMode.SHARED:
+            log.warning("shared state: every replica is back; %d replicas", replicas)
         if not store_decides and self._fair is not None:
             self._fair.merge(None, None)
         if self._on_mode is not None:
-            self._on_mode(mode, self.replicas)
+            self._on_mode(mode, replicas)
 
     # -- admin ---------------------------------------------------------------------------
 

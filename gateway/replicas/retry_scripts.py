@@ -9,7 +9,7 @@ field, and a field not refreshed within ``fresh_ms`` (a replica that stopped) is
 
 from __future__ import annotations
 
-from gateway.replicas.scripts import ADMIT_BODY, NOW_MS, REFILL
+from gateway.replicas.scripts import ADMIT_BODY, EPOCH_FENCE, NOW_MS, REFILL
 
 ADMIT_RETRY = (
     NOW_MS
@@ -17,11 +17,12 @@ ADMIT_RETRY = (
     + "local function admit_quota()\n"
     + ADMIT_BODY
     + "\nend\n"
+    + EPOCH_FENCE
     + """
--- KEYS: lease set, bucket (as ADMIT), retries of the key, first attempts of the key.
+-- KEYS: lease set, bucket (as ADMIT), retries of the key, first attempts of the key, epoch.
 -- ARGV 1-6: as ADMIT; 7: window ms; 8: ratio; 9: floor (retries allowed with no first
 -- attempt); 10: '1' to take the quota lease too; 11: replica id; 12: its first attempts in
--- the window now; 13: fresh_ms.
+-- the window now; 13: fresh_ms; 14: epoch (EPOCH_FENCE).
 -- Returns as ADMIT, or {0, 3, ms} over the retry budget, ms until its oldest retry leaves.
 local window = tonumber(ARGV[7])
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - window)

@@ -25,8 +25,8 @@ end
 """
 
 ADMIT_BODY = """
--- KEYS: lease set, bucket. ARGV: member, ttl_ms, max_concurrent (0: none),
--- tokens_per_minute (0: none), bucket size, cost.
+-- KEYS: lease set, bucket, epoch. ARGV: member, ttl_ms, max_concurrent (0: none),
+-- tokens_per_minute (0: none), bucket size, cost, epoch (EPOCH_FENCE).
 -- Returns {1, 0, 0} granted; {0, 1, 0} over max_concurrent; {0, 2, ms} over quota, ms until
 -- enough tokens return.
 local cap = tonumber(ARGV[3])
@@ -48,7 +48,16 @@ redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ttl * 2)
 return {1, 0, 0}
 """
-ADMIT = NOW_MS + REFILL + ADMIT_BODY
+EPOCH_FENCE = """
+-- The last key is the epoch key, the last argument the epoch the replica last saw ('' none
+-- yet). A store that lost its data since (another epoch, or none) answers {0, 4, 0}: the
+-- replica's leases are not in it, so it rejoins as after an outage.
+if ARGV[#ARGV] ~= '' and redis.call('GET', KEYS[#KEYS]) ~= ARGV[#ARGV] then
+  return {0, 4, 0}
+end
+"""
+
+ADMIT = NOW_MS + REFILL + EPOCH_FENCE + ADMIT_BODY
 
 RELEASE = (
     NOW_MS
@@ -79,7 +88,9 @@ HEARTBEAT = (
 -- Registers the replica, renews its leases, adds those taken while Redis could not answer
 -- and, when the epoch changed (Redis lost its data and a replica started a new one), writes
 -- every one back: the leases this replica holds are the truth about its requests.
--- Returns {live replicas, 1 if this replica rebuilt its leases else 0, the epoch}.
+-- Returns {live replicas, 1 if this replica rebuilt its leases else 0, the epoch, now, the
+-- time of the oldest live replica's last heartbeat}: a replica that rejoins knows every
+-- replica has been heard since once that time passes its rejoin.
 local ttl = tonumber(ARGV[2])
 local flags = ARGV[4]
 local epoch = redis.call('GET', KEYS[3])
@@ -105,7 +116,8 @@ for i = 4, #KEYS do
   end
   redis.call('PEXPIRE', KEYS[i], ttl * 2)
 end
-return {redis.call('ZCARD', KEYS[1]), rebuilt, epoch}
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {redis.call('ZCARD', KEYS[1]), rebuilt, epoch, now, tonumber(oldest[2]) - ttl}
 """
 )
 

@@ -61,8 +61,10 @@ class SharedRetries:
         quota_keys: list[str],
         quota_args: list[Any],
         lease: bool,
+        fence: tuple[str, str],
     ) -> Awaitable[Any]:
-        """ADMIT_RETRY for ``req``; ``quota_args`` are ADMIT's (member first)."""
+        """ADMIT_RETRY for ``req``; ``quota_keys`` and ``quota_args`` are ADMIT's before its
+        epoch fence (member first), ``fence`` the epoch key and the epoch last seen."""
         key = rule.key(req)
         firsts = self.firsts.count(key, self._clock(), rule.params.window_s)
         fresh_ms = FRESH_SYNCS * self._cfg.peer_sync_interval_ms
@@ -75,8 +77,9 @@ class SharedRetries:
             self._replica_id,
             firsts,
             fresh_ms,
+            fence[1],
         ]
-        keys = [*quota_keys, self.key(f"retries:{key}"), self.key(f"firsts:{key}")]
+        keys = [*quota_keys, self.key(f"retries:{key}"), self.key(f"firsts:{key}"), fence[0]]
         return self._admit(keys=keys, args=args)  # type: ignore[no-any-return]
 
     async def publish(self, call: Callable[[Awaitable[Any]], Awaitable[Any]]) -> None:

@@ -23,7 +23,9 @@ async def admit_shared(
     a refusal is returned to answer, a grant is released by ``Flight.finish``.
     ``count_refusal``: False for a refusal that is waited out, not answered (async jobs)."""
     policy = ctx.scheduler.policy
-    held = await ctx.shared.admit(req, quota_limits(policy, req.tenant))
+    # the global limits, not the local share the scheduler may be running meanwhile
+    limits = quota_limits(ctx.full_policy or policy, req.tenant)
+    held = await ctx.shared.admit(req, limits)
     if isinstance(held, Refusal):
         after = ctx.scheduler.retry_after(held.retry_after_s)
         decision = make_decision(policy, req, DecisionKind.REJECT, held.reason, retry_after_s=after)

@@ -260,7 +260,7 @@ async def test_redis_paused_then_restarted_empty_under_load(
     redis_server: RedisServer, start_emulator: StartEmulator
 ) -> None:
     """SIGSTOP for 10 s: the replicas serve within their share, no 5xx, and rejoin after
-    SIGCONT; then Redis restarts empty and the limit holds again from one lease TTL on."""
+    SIGCONT; then Redis restarts empty. The limit holds in every phase, the rejoins too."""
     emulators = [start_emulator(profile="rx9070xt", model_name=MODEL, speed=20.0) for _ in range(3)]
     state = _state("redis", redis_server, **FAST_LEASES, command_timeout_ms=300)
     cfg = _config(emulators, {"max_concurrent": 10}, state)
@@ -317,13 +317,11 @@ async def test_redis_paused_then_restarted_empty_under_load(
     assert set(statuses) <= {200, 429}, sorted(set(statuses))
     assert served_while_paused > 0
     assert modes == ["shared"] * 3
-    # in fallback each replica takes at most 10 // 3, once what Redis admitted has ended
-    assert held["paused"] <= 10 and held["after one lease TTL"] <= 10
-    assert held["before"] <= 10
-    # while they rejoin one by one, those still in fallback hold their share beside what
-    # Redis counts (docs/fleet.md, "Known gap"); per-replica counting would reach 30
-    share = 10 // len(f.replicas)
-    assert held["resumed"] <= 10 + (len(f.replicas) - 1) * share, held
+    # in fallback each replica takes at most 10 // 3, once what Redis admitted has ended;
+    # while they rejoin one by one (after SIGCONT, after the restart), each keeps that share
+    # until every replica is back: per-replica counting would reach 30
+    assert max(held.values()) <= 10, held
+    assert set(held) >= {"before", "paused", "resumed", "restarted", "after one lease TTL"}
 
 
 async def _modes_are(f: Fleet, mode: str) -> list[str]:

@@ -15,13 +15,16 @@ import pytest
 import yaml
 
 from gateway.config.schema import GatewayConfig, load_config
-from gateway.replicas.contract import Grant, Refusal
 from gateway.request.auth import key_digest
-from policies.gates.quota_params import TenantLimits
-from policies.shared_mode import SharedMode
-from policies.types import Reason, RequestInfo, Usage
 from tests.unit.gateway.conftest import Harness, auth, in_process, over_loopback, wait_until
-from tests.unit.gateway.fakes import API_KEY, OTHER_KEY, FakeBackend, FakeFleet, make_config
+from tests.unit.gateway.fakes import (
+    API_KEY,
+    OTHER_KEY,
+    FakeBackend,
+    FakeFleet,
+    FakeSharedState,
+    make_config,
+)
 from tests.unit.policies.helpers import ManualClock
 
 CHAT = "/v1/chat/completions"
@@ -170,38 +173,6 @@ def _say(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 
 
-class _SharedLimits:
-    """Fleet mode's shared state, refusing the first ``refusals`` admissions."""
-
-    mode = SharedMode.SHARED
-    replicas = 2
-    failures = 0
-
-    def __init__(self, refusals: int) -> None:
-        self.refusals = refusals
-        self.granted = 0
-        self.released = 0
-
-    async def admit(self, req: RequestInfo, limits: TenantLimits | None) -> Grant | Refusal | None:
-        if self.refusals:
-            self.refusals -= 1
-            return Refusal(Reason.TENANT_QUOTA, 0.001)
-        self.granted += 1
-        return Grant(f"m{self.granted}", req.tenant, TenantLimits(), 1)
-
-    def release(self, grant: Grant, usage: Usage | None, served: bool) -> None:
-        self.released += 1
-
-    async def run(self) -> None:
-        await asyncio.Event().wait()
-
-    async def fleet(self) -> dict[str, Any]:
-        return {}
-
-    async def aclose(self) -> None:
-        return None
-
-
 class _BusyOnce(FakeBackend):
     async def handle(self, request: httpx.Request) -> httpx.Response:
         response = await super().handle(request)
@@ -218,7 +189,7 @@ async def test_in_fleet_mode_a_job_holds_one_shared_grant_and_gives_it_back() ->
         policy={"ladder": {"steps": []}}, async_jobs={"enabled": True, "retry_interval_s": 0.005}
     )
     async with in_process(config, FakeFleet(backend)) as h:
-        shared = _SharedLimits(refusals=2)
+        shared = FakeSharedState(refusals=2)
         h.ctx.shared = shared
         r = await h.client.post(CHAT, headers=ASYNC, json=_body())
         assert r.status_code == 202 and r.headers["x-sluicegate-reason"] == "tenant_quota_exceeded"

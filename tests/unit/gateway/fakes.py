@@ -11,7 +11,11 @@ from typing import Any
 import httpx
 
 from gateway.config.schema import GatewayConfig
+from gateway.replicas.contract import Grant, Refusal
 from gateway.request.auth import key_digest
+from policies.gates.quota_params import TenantLimits
+from policies.shared_mode import SharedMode
+from policies.types import Reason, RequestInfo, Usage
 
 API_KEY = "sk-test-acme"
 OTHER_KEY = "sk-test-beta"
@@ -171,3 +175,38 @@ class FakeFleet:
 
     async def _handle(self, request: httpx.Request) -> httpx.Response:
         return await self.backends[request.url.host.split(".")[0]].handle(request)
+
+
+class FakeSharedState:
+    """Fleet mode's shared state: refuses the first ``refusals`` admissions, grants the
+    others; keeps the limits each admission asked for and counts grants and releases."""
+
+    replicas = 2
+    failures = 0
+
+    def __init__(self, refusals: int = 0, mode: SharedMode = SharedMode.SHARED) -> None:
+        self.refusals = refusals
+        self.mode = mode
+        self.asked: list[TenantLimits | None] = []
+        self.granted = 0
+        self.released = 0
+
+    async def admit(self, req: RequestInfo, limits: TenantLimits | None) -> Grant | Refusal | None:
+        self.asked.append(limits)
+        if self.refusals:
+            self.refusals -= 1
+            return Refusal(Reason.TENANT_QUOTA, 0.001)
+        self.granted += 1
+        return Grant(f"m{self.granted}", req.tenant, limits or TenantLimits(), 1)
+
+    def release(self, grant: Grant, usage: Usage | None, served: bool) -> None:
+        self.released += 1
+
+    async def run(self) -> None:
+        await asyncio.Event().wait()
+
+    async def fleet(self) -> dict[str, Any]:
+        return {}
+
+    async def aclose(self) -> None:
+        return None

@@ -42,9 +42,10 @@ def gate(p: PolicySet, name: str) -> Any:
 
 
 def test_every_mode_has_its_rules_and_its_metric_label() -> None:
-    assert {m.value for m in SharedMode} == {"local", "shared", "fallback", "closed"}
+    assert {m.value for m in SharedMode} == {"local", "shared", "rejoining", "fallback", "closed"}
     assert rules(SharedMode.LOCAL) == ModeRules(False, False, False, False, False)
     assert rules(SharedMode.SHARED) == ModeRules(True, True, False, False, False)
+    assert rules(SharedMode.REJOINING) == ModeRules(True, True, False, True, False)
     assert rules(SharedMode.FALLBACK) == ModeRules(True, False, False, True, True)
     assert rules(SharedMode.CLOSED) == ModeRules(True, False, True, False, True)
 
@@ -76,6 +77,10 @@ def test_fallback_divides_quotas_and_the_retry_floor_closed_the_floor_only() -> 
     assert gate(fallback, "quota").params.tenants["big"].tokens_per_minute == 30000
     assert type(gate(fallback, "budget")) is RetryBudget
     assert gate(fallback, "budget").params.min_retries_per_s == pytest.approx(0.3)
+    # rejoining: the store decides retries, the local share holds beside the store's limits
+    rejoining = for_mode(full, SharedMode.REJOINING, 3)
+    assert gate(rejoining, "quota").params == gate(fallback, "quota").params
+    assert "budget" not in [g.name for g in rejoining.gates]
     closed = for_mode(full, SharedMode.CLOSED, 3)
     assert gate(closed, "quota") is gate(full, "quota")
     assert gate(closed, "budget").params.min_retries_per_s == pytest.approx(0.3)

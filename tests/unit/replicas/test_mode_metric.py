@@ -23,6 +23,7 @@ def test_one_replica_reports_local() -> None:
     assert mode_samples(LocalState()) == {
         "local": 1.0,
         "shared": 0.0,
+        "rejoining": 0.0,
         "fallback": 0.0,
         "closed": 0.0,
     }
@@ -30,7 +31,13 @@ def test_one_replica_reports_local() -> None:
 
 def test_a_replica_in_fallback_reports_it_with_its_count_and_failures() -> None:
     state = Failing()
-    assert mode_samples(state) == {"local": 0.0, "shared": 0.0, "fallback": 1.0, "closed": 0.0}
+    assert mode_samples(state) == {
+        "local": 0.0,
+        "shared": 0.0,
+        "rejoining": 0.0,
+        "fallback": 1.0,
+        "closed": 0.0,
+    }
     values = {f.name: f.samples[0].value for f in SharedStateCollector(lambda: state).collect()}
     assert values["sluicegate_fleet_replicas"] == 3
     assert values["sluicegate_shared_state_failures"] == 2

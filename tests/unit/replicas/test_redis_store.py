@@ -38,10 +38,10 @@ def config(server: RedisServer, **kw: object) -> StateConfig:
     )
 
 
-async def beat_until_shared(state: RedisState) -> None:
+async def beat_until_answered(state: RedisState) -> None:
     """Heartbeats until one succeeds (after a restart, each pooled connection fails once)."""
     await state.beat()
-    while state.mode != "shared":
+    while state.mode not in ("shared", "rejoining"):
         await state.beat()
 
 
@@ -147,11 +147,15 @@ async def test_redis_down_gives_the_local_share_then_rejoins(redis_server: Redis
         # the first beats after SIGCONT may still time out on a loaded machine (100 ms)
         for _ in range(50):
             await state.beat()
-            if modes[-1][0] == "shared":
+            if modes[-1][0] != "fallback":
                 break
-        assert modes[-1] == ("shared", 2)
+        # back, but the peer has not been heard since: the local share holds meanwhile
+        assert modes[-1] == ("rejoining", 2)
         # the lease taken while Redis was away was written back by the heartbeat
         assert (await state.fleet())["tenant_leases"] == {"acme": 1}
+        await beat_until_answered(peer)
+        await state.beat()
+        assert modes[-1] == ("shared", 2)
     finally:
         redis_server.resume()
         await state.aclose()
@@ -185,10 +189,110 @@ async def test_a_redis_that_lost_its_data_is_rebuilt_from_the_replicas(
         for i in range(3):
             assert isinstance(await a.admit(request(i), CAP), Grant)
         redis_server.restart()
-        await beat_until_shared(b)  # b starts the new epoch first: a's leases are not back
-        await beat_until_shared(a)
+        await beat_until_answered(b)  # b starts the new epoch first: a's leases are not back
+        await beat_until_answered(a)
         assert isinstance(await b.admit(request(9), CAP), Refusal)
     finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_the_first_replica_back_keeps_its_local_share_until_every_replica_is_back(
+    redis_server: RedisServer,
+) -> None:
+    """Those still in fallback hold leases Redis does not count: the first one back admits
+    through Redis and within its local share until it has heard every replica since."""
+    cfg = config(redis_server, command_timeout_ms=100)
+    modes: list[tuple[str, int]] = []
+    a = RedisState(cfg, connect(cfg), replica_id="a", on_mode=lambda m, n: modes.append((m, n)))
+    others = [RedisState(cfg, connect(cfg), replica_id=name) for name in ("b", "c")]
+    states = [a, *others]
+    try:
+        for state in states:
+            await state.beat()
+        redis_server.pause()
+        for i, state in enumerate(states):
+            assert isinstance(await state.admit(request(i), CAP), Grant)
+        assert [s.mode for s in states] == ["fallback"] * 3
+        redis_server.resume()
+        await beat_until_answered(a)
+        assert modes[-1] == ("rejoining", 3)
+        await beat_until_answered(others[0])
+        await a.beat()
+        assert modes[-1] == ("rejoining", 3)  # c has not been heard since a came back
+        await beat_until_answered(others[1])
+        for _ in range(100):  # heard in a later millisecond than a's rejoin
+            await a.beat()
+            if modes[-1][0] == "shared":
+                break
+        assert modes[-1] == ("shared", 3)
+        assert (await a.fleet())["tenant_leases"] == {"acme": 3}  # every one written back
+    finally:
+        redis_server.resume()
+        for state in states:
+            await state.aclose()
+
+
+async def test_a_replica_not_back_within_the_ttl_is_counted_dead(
+    redis_server: RedisServer,
+) -> None:
+    cfg = config(redis_server, command_timeout_ms=100, lease_ttl_s=1.0, sync_interval_ms=100)
+    a = RedisState(cfg, connect(cfg), replica_id="a")
+    gone = RedisState(cfg, connect(cfg), replica_id="gone")
+    client = aioredis.Redis.from_url(redis_server.url)
+    try:
+        await gone.beat()
+        await a.beat()
+        redis_server.pause()
+        await a.beat()
+        assert a.mode == "fallback"
+        redis_server.resume()
+        await beat_until_answered(a)
+        assert (a.mode, a.replicas) == ("rejoining", 2)  # gone's heartbeat has expired
+        t0 = (await client.time())[0]
+        while (await client.time())[0] < t0 + 2:  # past one TTL on Redis's clock
+            await a.beat()
+            await asyncio.sleep(0.1)
+        assert (a.mode, a.replicas) == ("shared", 1)
+    finally:
+        redis_server.resume()
+        await client.aclose()
+        await a.aclose()
+        await gone._client.aclose()
+
+
+async def test_an_admission_that_finds_redis_lost_its_data_rejoins(
+    redis_server: RedisServer,
+) -> None:
+    """A Redis that lost its data answers: its leases are gone, so the answer is not trusted
+    and the replica enforces its local share until every replica has written its leases."""
+    cfg = config(redis_server)
+    a = RedisState(cfg, connect(cfg), replica_id="a")
+    b = RedisState(cfg, connect(cfg), replica_id="b")
+    client = aioredis.Redis.from_url(redis_server.url)
+    try:
+        for state in (a, b, a):
+            await state.beat()
+        assert isinstance(await a.admit(request(1), CAP), Grant)
+        await client.flushall()
+        assert isinstance(await b.admit(request(2), CAP), Grant)
+        assert (b.mode, b.failures) == ("fallback", 1)
+        assert isinstance(await a.admit(request(3), CAP), Grant)
+        assert a.mode == "fallback"
+        await b.beat()
+        await a.beat()
+        assert (a.mode, b.mode) == ("rejoining", "rejoining")
+        assert (await a.fleet())["tenant_leases"] == {"acme": 3}
+        for _ in range(100):  # shared once each has heard the other since it came back
+            if (a.mode, b.mode) == ("shared", "shared"):
+                break
+            await b.beat()
+            await a.beat()
+        assert (a.mode, b.mode) == ("shared", "shared")
+        assert (await a.fleet())["tenant_leases"] == {"acme": 3}
+        assert isinstance(await b.admit(request(4), CAP), Refusal)
+    finally:
+        await client.aclose()
         await a.aclose()
         await b.aclose()
 
