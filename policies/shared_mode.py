@@ -30,8 +30,9 @@ class SharedMode(str, enum.Enum):  # noqa: UP042
     """The shared store answers: it decides quotas, concurrency and retries for the fleet."""
     REJOINING = "rejoining"
     """The store answers again, but a replica may still be out (in fallback, holding leases
-    the store does not count): admissions go through the store *and* the local share, until
-    every replica has been heard since this one rejoined."""
+    and retries the store does not count): admissions go through the store *and* the local
+    share of the quotas and the retry floor, until every replica has been heard since this
+    one rejoined."""
     FALLBACK = "fallback"
     """The store does not answer: each replica enforces its share of the global limits."""
     CLOSED = "closed"
@@ -46,7 +47,8 @@ class ModeRules:
     """The request path asks the shared state before the core (leases, reservations)."""
     store_decides: bool
     """The store answers: admissions, settlements and syncs go to it, and it decides retries
-    (the core's own retry budget counts this replica's retries only, so it is left out)."""
+    (the core's own retry budget counts this replica's retries only, so it is left out
+    unless the mode divides its floor)."""
     refuses_quota_work: bool
     """A request under a tenant quota is refused (Retry-After: the store's retry interval)."""
     divides_quotas: bool
@@ -58,7 +60,7 @@ class ModeRules:
 _RULES: dict[SharedMode, ModeRules] = {
     SharedMode.LOCAL: ModeRules(False, False, False, False, False),
     SharedMode.SHARED: ModeRules(True, True, False, False, False),
-    SharedMode.REJOINING: ModeRules(True, True, False, True, False),
+    SharedMode.REJOINING: ModeRules(True, True, False, True, True),
     SharedMode.FALLBACK: ModeRules(True, False, False, True, True),
     SharedMode.CLOSED: ModeRules(True, False, True, False, True),
 }
@@ -70,16 +72,16 @@ def rules(mode: SharedMode) -> ModeRules:
 
 def for_mode(policy: PolicySet, mode: SharedMode, replicas: int) -> PolicySet:
     """The policy the scheduler runs in ``mode`` among ``replicas`` replicas (the last count
-    the store reported): without the retry budget where the store decides, with the local
-    share of its enforcing quotas and retry floor where the mode says; a limit is never
+    the store reported): with the local share of its enforcing quotas and retry floor where
+    the mode says, else without the retry budget where the store decides; a limit is never
     opened."""
     rule = rules(mode)
-    if rule.store_decides:
-        policy = without_retry_budget(policy)
     if rule.divides_quotas:
         policy = local_share(policy, replicas)
     if rule.divides_retry_floor:
         policy = retry_share(policy, replicas)
+    elif rule.store_decides:
+        policy = without_retry_budget(policy)
     return policy
 
 

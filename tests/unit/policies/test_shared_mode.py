@@ -45,7 +45,7 @@ def test_every_mode_has_its_rules_and_its_metric_label() -> None:
     assert {m.value for m in SharedMode} == {"local", "shared", "rejoining", "fallback", "closed"}
     assert rules(SharedMode.LOCAL) == ModeRules(False, False, False, False, False)
     assert rules(SharedMode.SHARED) == ModeRules(True, True, False, False, False)
-    assert rules(SharedMode.REJOINING) == ModeRules(True, True, False, True, False)
+    assert rules(SharedMode.REJOINING) == ModeRules(True, True, False, True, True)
     assert rules(SharedMode.FALLBACK) == ModeRules(True, False, False, True, True)
     assert rules(SharedMode.CLOSED) == ModeRules(True, False, True, False, True)
 
@@ -61,7 +61,8 @@ def test_no_mode_opens_a_limit(mode: SharedMode) -> None:
         assert [g.name for g in run.gates][-2:] == ["quota", "watch"]
         assert gate(run, "watch") is gate(full, "watch")  # a shadow gate is left as it is
         budget = next((g.gate for g in run.gates if g.name == "budget"), None)
-        assert (budget is None) is rules(mode).store_decides
+        rule = rules(mode)
+        assert (budget is None) is (rule.store_decides and not rule.divides_retry_floor)
         if budget is not None:
             assert 0 < budget.params.min_retries_per_s <= 0.9
             assert budget.params.ratio == gate(full, "budget").params.ratio
@@ -77,10 +78,10 @@ def test_fallback_divides_quotas_and_the_retry_floor_closed_the_floor_only() -> 
     assert gate(fallback, "quota").params.tenants["big"].tokens_per_minute == 30000
     assert type(gate(fallback, "budget")) is RetryBudget
     assert gate(fallback, "budget").params.min_retries_per_s == pytest.approx(0.3)
-    # rejoining: the store decides retries, the local share holds beside the store's limits
+    # rejoining: the local share holds beside the store's limits, as in fallback
     rejoining = for_mode(full, SharedMode.REJOINING, 3)
     assert gate(rejoining, "quota").params == gate(fallback, "quota").params
-    assert "budget" not in [g.name for g in rejoining.gates]
+    assert gate(rejoining, "budget").params == gate(fallback, "budget").params
     closed = for_mode(full, SharedMode.CLOSED, 3)
     assert gate(closed, "quota") is gate(full, "quota")
     assert gate(closed, "budget").params.min_retries_per_s == pytest.approx(0.3)
