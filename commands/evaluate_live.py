@@ -35,11 +35,12 @@ from pathlib import Path
 import httpx
 
 from commands.live_services import Engines, api_key, cell_services
-from simulation.matrix.agreement import Agreement, compare, summary, write_csv
+from simulation.matrix.agreement import Agreement, against_alone, compare, summary, write_csv
+from simulation.matrix.evaluate import ALONE_POLICY, alone_tenants
 from simulation.matrix.live_cells import LiveCell, select
 from simulation.matrix.live_run import LiveResult, drive, tenant_names
 from simulation.matrix.loop import MODEL
-from simulation.matrix.measure import capacity_of, run_cell
+from simulation.matrix.measure import Measured, capacity_of, cell_tenants, run_cell
 from simulation.matrix.workloads import Capacity
 from simulation.run_cli import resolve_policy
 
@@ -71,6 +72,12 @@ def parser() -> argparse.ArgumentParser:
         "--sim-seeds", type=int, default=5, help="simulated seeds 1..N beside each live run"
     )
     p.add_argument(
+        "--alone",
+        action="store_true",
+        help="also run each tenant kind of a multi-tenant cell alone (default policy), both "
+        "sides, and compare its TTFT p99 against that value alone",
+    )
+    p.add_argument(
         "--out",
         type=Path,
         default=Path("bench/evaluate/live-subset"),
@@ -85,12 +92,13 @@ def run_live(
     cap: Capacity,
     seed: int,
     engines: Engines | None = None,
+    only: str | None = None,
 ) -> tuple[LiveResult, list[str]]:
     names, anonymous = tenant_names(lc, cap)
     keys = {n: api_key(n) for n in names}
     model, max_len = (engines.model, engines.max_model_len) if engines else (MODEL, None)
     with cell_services(lc, policy, names, anonymous=anonymous, engines=engines) as url:
-        run = drive(lc, cap, url, keys, seed=seed, model=model, max_len=max_len)
+        run = drive(lc, cap, url, keys, seed=seed, model=model, max_len=max_len, only=only)
         return asyncio.run(run), names
 
 
@@ -101,21 +109,58 @@ def one_cell(
     seed: int,
     sim_seeds: int,
     engines: Engines | None = None,
+    alone: Alone | None = None,
 ) -> tuple[list[Agreement], str]:
     """The cell live (``seed``; against ``engines`` when given) and simulated (seeds
-    1..``sim_seeds``) under ``policy``; the agreement rows and a status line."""
+    1..``sim_seeds``) under ``policy``; the agreement rows and a status line. With
+    ``alone``, each tenant kind's TTFT p99 against its value alone too."""
     cap = capacity_of(lc.cell)
     live, _ = run_live(lc, policy, cap, seed, engines)
-    simulated = [
-        run_cell(lc.cell, policy, cap, seed=s, duration_s=lc.duration_s)
-        for s in range(1, sim_seeds + 1)
-    ]
+    seeds = range(1, sim_seeds + 1)
+    simulated = [run_cell(lc.cell, policy, cap, seed=s, duration_s=lc.duration_s) for s in seeds]
     status = (
         f"{lc.key} {label}: speed x{lc.speed:g}, {lc.duration_s:g} s of arrivals, "
         f"{live.wall_s:.0f} s wall; sent {live.sent}, gateway outcomes {live.outcomes}, "
         f"failed attempts {live.failures}, cut at the drain {live.cut}"
     )
-    return compare(lc.key, label, live.measured, simulated), status
+    rows = compare(lc.key, label, live.measured, simulated)
+    if alone is None:
+        return rows, status
+    for name in alone_tenants(lc.cell):
+        solo_live, solo_sim = alone.of(lc, name, cap, seed, seeds, engines)
+        pairs = list(zip(simulated, solo_sim, strict=True))
+        row = against_alone(lc.key, label, name, (live.measured, solo_live), pairs)
+        rows += [] if row is None else [row]
+    return rows, status
+
+
+class Alone:
+    """Each tenant's runs alone under the default policy, live and simulated, kept: the
+    cell's policies share them, and so do cells where the tenant is the same (a victim of
+    one shape beside floods of several)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[object, ...], tuple[Measured, list[Measured]]] = {}
+
+    def of(
+        self,
+        lc: LiveCell,
+        name: str,
+        cap: Capacity,
+        seed: int,
+        seeds: range,
+        engines: Engines | None,
+    ) -> tuple[Measured, list[Measured]]:
+        tenant = next(t for t in cell_tenants(lc.cell, cap) if t.name == name)
+        key = (lc.cell.profile, lc.cell.backends, lc.duration_s, lc.speed, repr(tenant), seed)
+        if key not in self._kept:
+            live, _ = run_live(lc, ALONE_POLICY, cap, seed, engines, only=name)
+            sims = [
+                run_cell(lc.cell, ALONE_POLICY, cap, only=name, seed=s, duration_s=lc.duration_s)
+                for s in seeds
+            ]
+            self._kept[key] = (live.measured, sims)
+        return self._kept[key]
 
 
 def _exit(signum: int, _frame: object) -> None:
@@ -141,9 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     rows: list[Agreement] = []
     statuses = [f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"]
+    alone = Alone() if args.alone else None
     for lc in cells:
         for label, policy in policies:
-            got, status = one_cell(lc, label, policy, args.seed, args.sim_seeds, engines)
+            got, status = one_cell(
+                lc, label, policy, args.seed, args.sim_seeds, engines, alone=alone
+            )
             rows += got
             statuses.append(status)
             print(f"[{time.monotonic() - started:5.0f}s] {status}", flush=True)

@@ -4,9 +4,12 @@ they agree within ``TOLERANCE`` (Must-have 7).
 The metrics are the matrix's (``measure.Measured``): goodput, completed work per second,
 each tenant's TTFT p99 (from the first attempt, refusals included) and, with several
 tenants, each tenant's share of the tokens served; Retry-After accuracy where either side
-saw returns. The simulated value is the median over the simulator's seeds, and their
-lowest and highest are kept: one live run is one draw, and a p99 or a small tenant's
-share moves between seeds by more than 15 %. The ratio is live / simulated median.
+saw returns. Where each side also ran a tenant alone (``against_alone``), its TTFT p99
+against that value alone, the ratio the matrix's guard judges: a cost both sides pay alone
+too (live, the HTTP hop and the relay) falls out of it. The simulated value is the median
+over the simulator's seeds, and their lowest and highest are kept: one live run is one
+draw, and a p99 or a small tenant's share moves between seeds by more than 15 %. The ratio
+is live / simulated median.
 """
 
 from __future__ import annotations
@@ -88,6 +91,31 @@ def compare(cell: str, policy: str, live: Measured, simulated: list[Measured]) -
         low, high = (min(sims), max(sims)) if sims else (None, None)
         rows.append(Agreement(cell, policy, metric, value, median, low, high))
     return rows
+
+
+def against_alone(
+    cell: str,
+    policy: str,
+    tenant: str,
+    live: tuple[Measured, Measured],
+    simulated: list[tuple[Measured, Measured]],
+) -> Agreement | None:
+    """``tenant``'s TTFT p99 in the cell against its value alone: ``live`` and each
+    simulated seed as (the cell's run, the tenant's run alone); None where no side has it."""
+
+    def ratio(run: Measured, alone: Measured) -> float | None:
+        mine, solo = run.tenants.get(tenant), alone.tenants.get(tenant)
+        if mine is None or solo is None or solo[0] <= 0:
+            return None
+        return mine[0] / solo[0]
+
+    value = ratio(*live)
+    sims = [r for pair in simulated if (r := ratio(*pair)) is not None]
+    if value is None and not sims:
+        return None
+    median = statistics.median(sims) if sims else None
+    low, high = (min(sims), max(sims)) if sims else (None, None)
+    return Agreement(cell, policy, f"ttft_vs_alone[{tenant}]", value, median, low, high)
 
 
 COLUMNS = (

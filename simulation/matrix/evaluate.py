@@ -72,7 +72,7 @@ def _closing(pool: Any, results: Iterable[Any]) -> Iterable[Any]:
         pool.join()
 
 
-def _alone_tenants(cell: Cell) -> list[str]:
+def alone_tenants(cell: Cell) -> list[str]:
     """One tenant of each kind; a single-tenant cell's value alone is its default run."""
     from emulator.profile import load_profile
 
@@ -104,7 +104,7 @@ def evaluate(
     for cell in cells:
         cap = caps[(cell.workload, cell.profile, cell.backends)]
         jobs += [(cell, label, policy, cap, None) for label, policy in policies]
-        jobs += [(cell, DEFAULT, ALONE_POLICY, cap, name) for name in _alone_tenants(cell)]
+        jobs += [(cell, DEFAULT, ALONE_POLICY, cap, name) for name in alone_tenants(cell)]
     jobs.sort(key=lambda j: (j[0].profile != "mi300x", -j[0].load))  # longest first
     results: dict[tuple[Cell, str, str | None], Measured] = {}
     for i, (key, measured) in enumerate(_map(_cell_job, jobs, workers), 1):

@@ -31,6 +31,7 @@ from simulation.matrix.measure import (
     run_workload,
     window,
 )
+from simulation.matrix.traffic import Tenant
 from simulation.matrix.workloads import Capacity
 from simulation.run_core import TENANT
 from simulation.run_swarm import swarm_runs
@@ -77,6 +78,12 @@ def tenant_names(lc: LiveCell, cap: Capacity) -> tuple[list[str], str | None]:
     return [t.name for t in cell_tenants(lc.cell, cap)], None
 
 
+def _tenants(lc: LiveCell, cap: Capacity, only: str | None) -> list[Tenant]:
+    """The cell's tenants at its load, or ``only`` that one (its value alone)."""
+    tenants = cell_tenants(lc.cell, cap)
+    return tenants if only is None else [t for t in tenants if t.name == only]
+
+
 async def drive(
     lc: LiveCell,
     cap: Capacity,
@@ -86,10 +93,11 @@ async def drive(
     seed: int = 1,
     model: str = MODEL,
     max_len: int | None = None,
+    only: str | None = None,
 ) -> LiveResult:
     """The cell's clients against the gateway at ``url`` until every request ended.
     ``model``: the name the backends serve; ``max_len``: their model length (the cell's
-    profile's when None)."""
+    profile's when None); ``only``: that tenant's clients alone (a request-level cell)."""
     started = time.monotonic()
     transport = CountingTransport()
     cut = failures = 0
@@ -108,7 +116,7 @@ async def drive(
         ) as client:
             clients = LiveRequests(
                 client,
-                cell_tenants(lc.cell, cap),
+                _tenants(lc, cap, only),
                 keys,
                 model=model,
                 max_len=max_len or load_profile(lc.cell.profile).engine.max_model_len,

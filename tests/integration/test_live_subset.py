@@ -1,6 +1,7 @@
 """One cell of the matrix's live subset end to end (``sluicegate evaluate-live``):
 ``sluicegate emulate`` and ``sluicegate serve`` started as processes on free loopback
-ports, the cell's tenants as OpenAI clients, the simulator beside it, the report."""
+ports, the cell's tenants as OpenAI clients (and each alone), the simulator beside it, the
+report."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ DURATION_S = "24"
 def test_a_live_cell_runs_to_the_end_with_one_outcome_per_request_and_reports_its_rows(
     tmp_path: Path,
 ) -> None:
-    assert main(["--cells", CELL, "--duration", DURATION_S, "--out", str(tmp_path / "live")]) == 0
+    out = str(tmp_path / "live")
+    assert main(["--cells", CELL, "--duration", DURATION_S, "--alone", "--out", out]) == 0
 
     status = re.search(
         rf"{re.escape(CELL)} default: .* sent (\d+), gateway outcomes (\d+), "
@@ -35,6 +37,7 @@ def test_a_live_cell_runs_to_the_end_with_one_outcome_per_request_and_reports_it
     assert {"goodput_tps", "completed_per_s", "ttft_p99_s[victim]", "ttft_p99_s[noisy]"} <= set(
         rows
     )
-    for name in ("goodput_tps", "completed_per_s", "ttft_p99_s[victim]"):
+    alone = ("ttft_vs_alone[victim]", "ttft_vs_alone[noisy]")  # each tenant run alone too
+    for name in ("goodput_tps", "completed_per_s", "ttft_p99_s[victim]", *alone):
         assert float(rows[name]["live"]) > 0 and float(rows[name]["simulated"]) > 0, name
         assert rows[name]["agrees"] in ("yes", "NO"), name

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simulation.matrix.agreement import Agreement, compare, summary, write_csv
+from simulation.matrix.agreement import Agreement, against_alone, compare, summary, write_csv
 from simulation.matrix.measure import Measured
 
 
@@ -55,6 +55,31 @@ def test_compare_reports_throughput_each_tenants_ttft_and_share() -> None:
     assert rows["ttft_p99_s[noisy]"].agrees is True
     assert rows["share[victim]"].live == pytest.approx(0.25)
     assert rows["share[victim]"].simulated == pytest.approx(0.5)
+
+
+def test_against_alone_divides_each_side_by_its_own_run_alone() -> None:
+    """A cost both sides pay alone too falls out: live pays 40 ms more per request, in the
+    cell and alone alike, and its ratio to alone is the simulator's."""
+    live = (_measured(1.0, {"victim": (0.12, 1.0)}), _measured(1.0, {"victim": (0.06, 1.0)}))
+    seeds = [
+        (_measured(1.0, {"victim": (0.08, 1.0)}), _measured(1.0, {"victim": (0.04, 1.0)})),
+        (_measured(1.0, {"victim": (0.09, 1.0)}), _measured(1.0, {"victim": (0.03, 1.0)})),
+        (_measured(1.0, {"victim": (0.07, 1.0)}), _measured(1.0, {"victim": (0.035, 1.0)})),
+    ]
+    row = against_alone("cell", "default", "victim", live, seeds)
+    assert row is not None and row.metric == "ttft_vs_alone[victim]"
+    assert row.live == pytest.approx(2.0)
+    assert row.simulated == pytest.approx(2.0)  # the median of 2.0, 3.0 and 2.0
+    assert (row.sim_low, row.sim_high) == (pytest.approx(2.0), pytest.approx(3.0))
+    assert row.agrees is True
+    absolute = {r.metric: r for r in compare("cell", "default", live[0], [p[0] for p in seeds])}
+    assert absolute["ttft_p99_s[victim]"].agrees is False  # 0.12 against 0.08
+
+
+def test_against_alone_has_no_row_without_a_value_alone() -> None:
+    run = _measured(1.0, {"victim": (0.1, 1.0)})
+    empty = _measured(1.0, {})
+    assert against_alone("c", "default", "victim", (run, empty), [(run, empty)]) is None
 
 
 def test_one_tenant_has_no_share_and_retry_after_only_with_returns() -> None:
