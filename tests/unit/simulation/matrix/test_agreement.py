@@ -58,8 +58,8 @@ def test_compare_reports_throughput_each_tenants_ttft_and_share() -> None:
 
 
 def test_against_alone_divides_each_side_by_its_own_run_alone() -> None:
-    """A cost both sides pay alone too falls out: live pays 40 ms more per request, in the
-    cell and alone alike, and its ratio to alone is the simulator's."""
+    """A slowness both runs share falls out: live is 1.5x the simulator's median seed in
+    the cell and alone alike, so its ratio to alone is the simulator's."""
     live = (_measured(1.0, {"victim": (0.12, 1.0)}), _measured(1.0, {"victim": (0.06, 1.0)}))
     seeds = [
         (_measured(1.0, {"victim": (0.08, 1.0)}), _measured(1.0, {"victim": (0.04, 1.0)})),
