@@ -6,10 +6,10 @@ each tenant's TTFT p99 (from the first attempt, refusals included) and, with sev
 tenants, each tenant's share of the tokens served; Retry-After accuracy where either side
 saw returns. Where each side also ran a tenant alone (``against_alone``), its TTFT p99
 against that value alone, the ratio the matrix's guard judges: a slowness both runs share
-divides out of it (an added cost, such as the live HTTP hop, only in part). The simulated value is the median
-over the simulator's seeds, and their lowest and highest are kept: one live run is one
-draw, and a p99 or a small tenant's share moves between seeds by more than 15 %. The ratio
-is live / simulated median.
+divides out of it (an added cost, such as the live HTTP hop, only in part). The simulated
+value is the median over the simulator's seeds, and their lowest and highest are kept: one
+live run is one draw, and a p99 or a small tenant's share moves between seeds by more than
+15 %. The ratio is live / simulated median.
 """
 
 from __future__ import annotations
