@@ -151,7 +151,7 @@ class Alone:
         seeds: range,
         engines: Engines | None,
     ) -> tuple[Measured, list[Measured]]:
-        tenant = next(t for t in cell_tenants(lc.cell, cap) if t.name == name)
+        (tenant,) = cell_tenants(lc.cell, cap, name)
         key = (lc.cell.profile, lc.cell.backends, lc.duration_s, lc.speed, repr(tenant), seed)
         if key not in self._kept:
             live, _ = run_live(lc, ALONE_POLICY, cap, seed, engines, only=name)

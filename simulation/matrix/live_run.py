@@ -31,7 +31,6 @@ from simulation.matrix.measure import (
     run_workload,
     window,
 )
-from simulation.matrix.traffic import Tenant
 from simulation.matrix.workloads import Capacity
 from simulation.run_core import TENANT
 from simulation.run_swarm import swarm_runs
@@ -78,12 +77,6 @@ def tenant_names(lc: LiveCell, cap: Capacity) -> tuple[list[str], str | None]:
     return [t.name for t in cell_tenants(lc.cell, cap)], None
 
 
-def _tenants(lc: LiveCell, cap: Capacity, only: str | None) -> list[Tenant]:
-    """The cell's tenants at its load, or ``only`` that one (its value alone)."""
-    tenants = cell_tenants(lc.cell, cap)
-    return tenants if only is None else [t for t in tenants if t.name == only]
-
-
 async def drive(
     lc: LiveCell,
     cap: Capacity,
@@ -116,7 +109,7 @@ async def drive(
         ) as client:
             clients = LiveRequests(
                 client,
-                _tenants(lc, cap, only),
+                cell_tenants(lc.cell, cap, only),
                 keys,
                 model=model,
                 max_len=max_len or load_profile(lc.cell.profile).engine.max_model_len,

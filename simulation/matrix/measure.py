@@ -50,11 +50,12 @@ def capacity_of(cell: Cell) -> Capacity:
     )
 
 
-def cell_tenants(cell: Cell, cap: Capacity) -> list[Tenant]:
-    """The tenants of a request-level cell at its load."""
+def cell_tenants(cell: Cell, cap: Capacity, only: str | None = None) -> list[Tenant]:
+    """The tenants of a request-level cell at its load; ``only``: that one alone."""
     workload = WORKLOADS[cell.workload]
     assert workload.tenants is not None, f"{cell.workload} is an agent-run workload"
-    return workload.tenants(load_profile(cell.profile), cell.load, cap)
+    tenants = workload.tenants(load_profile(cell.profile), cell.load, cap)
+    return tenants if only is None else [t for t in tenants if t.name == only]
 
 
 def run_workload(cell: Cell) -> RunWorkload | None:
@@ -88,11 +89,8 @@ def run_cell(
     duration = duration_s if duration_s is not None else cell.duration_s
     if (runs := run_workload(cell)) is not None:
         return _run_runs(cell, runs, policy, cap, seed, duration)
-    tenants = cell_tenants(cell, cap)
-    if only is not None:
-        tenants = [t for t in tenants if t.name == only]
     sim = MatrixSimulation(
-        tenants=tenants,
+        tenants=cell_tenants(cell, cap, only),
         policy=policy,
         profile=load_profile(cell.profile),
         backends=cell.backends,
