@@ -102,7 +102,11 @@ class RunSimulation:
         clock: VirtualClock,
         seed: int,
         model: str = "sim-model",
+        measured: frozenset[int] | None = None,
     ) -> None:
+        """``measured``: the indices of the runs the caller measures; the loop ends once
+        those have ended (every run when None). The runs arriving meanwhile keep the load on
+        them; what is still live then is not recorded."""
         policy_set = build_policy(policy)
         self.scheduler = Scheduler(policy_set, clock=clock, rng=random.Random(seed))
         self._runs_on = policy_set.runs.enabled
@@ -116,19 +120,21 @@ class RunSimulation:
         self._served: dict[str, int] = {}
         self._stepping = Stepping(backend)
         self._alarm = WakeupAlarm()
-        self._left = len(plans)
+        self._measured = measured
+        self._unended = len(plans) if measured is None else len(measured)
         self._plans = plans
         self.records: list[RunRecord] = []
         for plan in plans:
             self._push(plan.arrival, _Kind.ARRIVE, run=plan.index)
 
     def run(self) -> list[RunRecord]:
-        """Until every run has ended (completed, given up or abandoned at its deadline)."""
-        while self._events and (self._left or self._live):
+        """Until every measured run has ended (completed, given up or abandoned at its
+        deadline)."""
+        while self._events and self._unended:
             at, event = self._events.pop()
             self._clock.now = max(self._clock.now, at)
             self._handle(event)
-        assert not self._live and not self._left, "a run never ended"
+        assert not self._unended, "a run never ended"
         return sorted(self.records, key=lambda r: r.index)
 
     def _push(
@@ -164,7 +170,6 @@ class RunSimulation:
     # -- the client ----------------------------------------------------------------------
 
     def _arrive(self, plan: RunPlan) -> None:
-        self._left -= 1
         record = RunRecord(plan.index, plan.arrival, plan.calls)
         live = _LiveRun(plan, record, plan.arrival + self._workload.deadline_s)
         self._live[plan.index] = live
@@ -264,6 +269,8 @@ class RunSimulation:
         live.record.completed = completed
         del self._live[live.plan.index]
         self.records.append(live.record)
+        if self._measured is None or live.plan.index in self._measured:
+            self._unended -= 1
 
     def _forget(self, rid: str) -> _LiveRun | None:
         index = self._owner.pop(rid, None)

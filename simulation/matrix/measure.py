@@ -69,6 +69,30 @@ def run_rate(cell: Cell, cap: Capacity, runs: RunWorkload) -> float:
     return cell.load * cap.rate_per_s / runs.mean_calls
 
 
+RUNS_MEASURED = 60
+"""The runs a run cell's window holds at 1x load at the least."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunTiming:
+    """A run cell's timeline. Runs arrive from 0; those arriving in ``[start, end)`` are
+    measured. The window starts one run deadline in (no run still live then arrived before
+    the cell's load did) and the arrivals go on for one deadline past its end, so every
+    measured run lives its whole life under the cell's load: arrivals that stopped while
+    runs were still live would let the backlog drain and the last runs complete."""
+
+    start: float
+    end: float
+    arrivals_until: float
+
+
+def run_timing(cell: Cell, cap: Capacity, runs: RunWorkload) -> RunTiming:
+    at_1x = cap.rate_per_s / runs.mean_calls
+    span = max(cell.duration_s - cell.warmup_s, RUNS_MEASURED / at_1x)
+    start = runs.deadline_s
+    return RunTiming(start, start + span, start + span + runs.deadline_s)
+
+
 def window(duration_s: float) -> tuple[float, float]:
     """The measured window of a run of ``duration_s`` of arrivals: the first quarter
     unmeasured."""
@@ -85,10 +109,12 @@ def run_cell(
     duration_s: float | None = None,
 ) -> Measured:
     """``only``: run that tenant alone (its value alone in this cell's shape).
-    ``duration_s``: arrivals for that long instead of the cell's profile's duration."""
-    duration = duration_s if duration_s is not None else cell.duration_s
+    ``duration_s``: arrivals for that long instead of the cell's profile's duration (an
+    agent-run cell then measures the first three quarters' runs to their end, as a live
+    run of that length does, instead of its ``run_timing``)."""
     if (runs := run_workload(cell)) is not None:
-        return _run_runs(cell, runs, policy, cap, seed, duration)
+        return _run_runs(cell, runs, policy, cap, seed, duration_s)
+    duration = duration_s if duration_s is not None else cell.duration_s
     sim = MatrixSimulation(
         tenants=cell_tenants(cell, cap, only),
         policy=policy,
@@ -137,19 +163,25 @@ def _run_runs(
     policy: dict[str, Any],
     cap: Capacity,
     seed: int,
-    duration_s: float,
+    duration_s: float | None,
 ) -> Measured:
+    if duration_s is None:
+        timing = run_timing(cell, cap, runs)
+        start, end, until = timing.start, timing.end, timing.arrivals_until
+        measured: tuple[float, float] | None = (start, end)
+    else:
+        (start, end), until, measured = window(duration_s), duration_s, None
     sim = PooledRunSimulation(
         profile=load_profile(cell.profile),
         backends=cell.backends,
         workload=runs,
         policy=policy,
         rate=run_rate(cell, cap, runs),
-        duration_s=duration_s,
+        duration_s=until,
         seed=seed,
+        measured=measured,
     )
     records = sim.run()
-    start, end = window(duration_s)
     m = measure_runs(records, sim.ttft, start, end)
     _accuracy(m, sim.returns, sim.probe_retry_after, start, end)
     return m

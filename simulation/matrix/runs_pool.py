@@ -11,7 +11,7 @@ from emulator.profile import Profile
 from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Ticket
 from policies.types import Decision, Outcome
-from simulation.agent_runs import RunWorkload, arrivals
+from simulation.agent_runs import RunPlan, RunWorkload, arrivals
 from simulation.engine_adapter import KeptViews
 from simulation.matrix.loop import MODEL, Return
 from simulation.matrix.probe import probe
@@ -34,7 +34,11 @@ class PooledRunSimulation(RunSimulation):
         rate: float,
         duration_s: float,
         seed: int,
+        measured: tuple[float, float] | None = None,
     ) -> None:
+        """Runs arrive over ``[0, duration_s)``. ``measured``: the window of arrivals
+        measured, (start, end); the loop ends once those runs have ended, and the probe is
+        taken at its end (at the end of the arrivals when None)."""
         self.pool = {
             f"b{i}": CuttableBackend(profile, name=f"b{i}", model=MODEL) for i in range(backends)
         }
@@ -46,25 +50,28 @@ class PooledRunSimulation(RunSimulation):
         self._call: dict[str, _Key] = {}
         self._refused_at: dict[_Key, tuple[float, float]] = {}
         self._returning: dict[str, Return] = {}
-        self._duration, self._probed = duration_s, False
+        self._probe_at = duration_s if measured is None else measured[1]
+        self._probed = False
         self.ttft: list[tuple[float, float]] = []
         """(the call's first attempt, its time to first token from then)."""
         self.returns: list[Return] = []
         self.probe_retry_after: list[float] = []
+        plans = arrivals(workload, rate, duration_s, seed)
         super().__init__(
-            plans=arrivals(workload, rate, duration_s, seed),
+            plans=plans,
             workload=workload,
             policy=policy,
             backend=self.pool["b0"],
             clock=VirtualClock(),
             seed=seed,
             model=MODEL,
+            measured=None if measured is None else _inside(plans, *measured),
         )
 
     def _handle(self, event: _Event) -> None:
         if event.kind is _Kind.ENGINE:
             self._steps[self._names[event.branch]].ended()
-        if not self._probed and self._clock.now >= self._duration:
+        if not self._probed and self._clock.now >= self._probe_at:
             self._probed = True
             self.probe_retry_after = probe(
                 self.scheduler,
@@ -131,3 +138,7 @@ class PooledRunSimulation(RunSimulation):
 
     def _snapshot(self) -> BackendsSnapshot:
         return self._views.snapshot(self._clock.now)
+
+
+def _inside(plans: list[RunPlan], start: float, end: float) -> frozenset[int]:
+    return frozenset(p.index for p in plans if start <= p.arrival < end)

@@ -76,3 +76,24 @@ def test_an_abandoned_run_wastes_what_its_calls_used(profile: Profile) -> None:
     assert summary(sim).wasted_tokens == sum(r.spent_tokens for r in lost)
     done = [r for r in sim.records if r.completed]
     assert all(r.spent_tokens >= r.calls * 100 for r in done)  # whole calls, none cut
+
+
+def test_the_loop_ends_once_the_measured_runs_have_ended(profile: Profile) -> None:
+    w = workload()
+    plans = arrivals(w, 2.0 * capacity_runs_per_s(profile, w), DURATION_S, seed=5)
+    measured = frozenset(p.index for p in plans if 60.0 <= p.arrival < 120.0)
+    sim = RunSimulation(
+        plans=plans,
+        workload=w,
+        policy=CALL_LEVEL,
+        backend=CuttableBackend(profile),
+        clock=VirtualClock(),
+        seed=5,
+        measured=measured,
+    )
+    records = sim.run()
+    assert measured <= {r.index for r in records}
+    last = max(r.ended for r in records if r.index in measured and r.ended is not None)
+    assert all(r.ended is not None and r.ended <= last for r in records)
+    # runs that arrived after the window were still under way: the load went on
+    assert any(p.arrival >= 120.0 for p in plans if p.index not in {r.index for r in records})
