@@ -31,9 +31,18 @@ def workload() -> RunWorkload:
     )
 
 
-def simulate(profile: Profile, policy: dict[str, Any], load: float) -> RunSimulation:
+def simulate(
+    profile: Profile,
+    policy: dict[str, Any],
+    load: float,
+    window: tuple[float, float] | None = None,
+) -> RunSimulation:
+    """``window``: measure only the runs arriving in it."""
     w = workload()
     plans = arrivals(w, load * capacity_runs_per_s(profile, w), DURATION_S, seed=5)
+    measured = None
+    if window is not None:
+        measured = frozenset(p.index for p in plans if window[0] <= p.arrival < window[1])
     sim = RunSimulation(
         plans=plans,
         workload=w,
@@ -41,6 +50,7 @@ def simulate(profile: Profile, policy: dict[str, Any], load: float) -> RunSimula
         backend=CuttableBackend(profile),
         clock=VirtualClock(),
         seed=5,
+        measured=measured,
     )
     sim.run()
     return sim
@@ -79,21 +89,11 @@ def test_an_abandoned_run_wastes_what_its_calls_used(profile: Profile) -> None:
 
 
 def test_the_loop_ends_once_the_measured_runs_have_ended(profile: Profile) -> None:
-    w = workload()
-    plans = arrivals(w, 2.0 * capacity_runs_per_s(profile, w), DURATION_S, seed=5)
-    measured = frozenset(p.index for p in plans if 60.0 <= p.arrival < 120.0)
-    sim = RunSimulation(
-        plans=plans,
-        workload=w,
-        policy=CALL_LEVEL,
-        backend=CuttableBackend(profile),
-        clock=VirtualClock(),
-        seed=5,
-        measured=measured,
-    )
-    records = sim.run()
-    assert measured <= {r.index for r in records}
-    last = max(r.ended for r in records if r.index in measured and r.ended is not None)
-    assert all(r.ended is not None and r.ended <= last for r in records)
+    sim = simulate(profile, CALL_LEVEL, 2.0, window=(60.0, 120.0))
+    measured = {p.index for p in sim._plans if 60.0 <= p.arrival < 120.0}
+    recorded = {r.index: r for r in sim.records}
+    assert measured and measured <= set(recorded)
+    last = max(recorded[i].ended or 0.0 for i in measured)
+    assert all(r.ended is not None and r.ended <= last for r in sim.records)
     # runs that arrived after the window were still under way: the load went on
-    assert any(p.arrival >= 120.0 for p in plans if p.index not in {r.index for r in records})
+    assert any(p.arrival >= 120.0 and p.index not in recorded for p in sim._plans)
