@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from emulator.profile import load_profile
-from simulation.agent_runs import arrivals
 from simulation.matrix.cells import Cell
 from simulation.matrix.measure import (
     capacity_of,
@@ -17,9 +16,7 @@ from simulation.matrix.runs_pool import PooledRunSimulation
 CELL = Cell("runs-short", "cpu-tiny", 2.0, 1)
 
 
-def _simulate(
-    cell: Cell, until: float, window: tuple[float, float] | None
-) -> tuple[PooledRunSimulation, float]:
+def _simulate(cell: Cell, until: float, window: tuple[float, float]) -> PooledRunSimulation:
     cap = capacity_of(cell)
     runs = run_workload(cell)
     assert runs is not None
@@ -34,7 +31,7 @@ def _simulate(
         measured=window,
     )
     sim.run()
-    return sim, run_rate(cell, cap, runs)
+    return sim
 
 
 def test_the_load_is_on_a_deadline_before_the_window_and_after_every_measured_run() -> None:
@@ -42,8 +39,8 @@ def test_the_load_is_on_a_deadline_before_the_window_and_after_every_measured_ru
     runs = run_workload(CELL)
     assert runs is not None
     t = run_timing(CELL, cap, runs)
-    sim, rate = _simulate(CELL, t.arrivals_until, (t.start, t.end))
-    plans = arrivals(runs, rate, t.arrivals_until, 1)
+    sim = _simulate(CELL, t.arrivals_until, (t.start, t.end))
+    plans = sim._plans
     measured = [r for r in sim.records if t.start <= r.arrival < t.end]
     assert len(measured) == sum(1 for p in plans if t.start <= p.arrival < t.end) > 0
     # no run live in the window arrived before the load had been on for a deadline ...
@@ -62,7 +59,7 @@ def test_stopping_the_arrivals_at_the_window_end_would_let_the_last_runs_complet
     t = run_timing(CELL, cap, runs)
 
     def completed_fraction(until: float) -> float:
-        sim, _ = _simulate(CELL, until, (t.start, t.end))
+        sim = _simulate(CELL, until, (t.start, t.end))
         m = measure_runs(sim.records, sim.ttft, t.start, t.end)
         arrived = sum(1 for r in sim.records if t.start <= r.arrival < t.end)
         return m.completed_per_s * (t.end - t.start) / arrived
