@@ -215,9 +215,7 @@ class StallWatch:
         "_alarm",
         "_armed",
         "_bound",
-        "_down",
-        "_ended",
-        "_gone",
+        "_hooks",
         "_loop",
         "_progress",
         "cut",
@@ -247,14 +245,18 @@ class StallWatch:
         self._progress = progress
         self._alarm = _alarm_of(self._loop)
         self._armed = False
-        self._down, self._gone, self._ended = down, gone, ended
         self.ended_by: Any = None
-        if down is not None:
-            down.add_done_callback(self._on_down)
-        if gone is not None:
-            gone.add_done_callback(self._on_gone)
-        if ended is not None:
-            ended.add_done_callback(self._on_ended)
+        hooks: list[tuple[asyncio.Future[Any], Callable[[asyncio.Future[Any]], None]]] = []
+        for future, callback in (
+            (down, self._on_down),
+            (gone, self._on_gone),
+            (ended, self._on_ended),
+        ):
+            if future is not None:
+                future.add_done_callback(callback)
+                hooks.append((future, callback))
+        self._hooks = hooks
+        """The futures watched, each with its callback: removed again by ``close``."""
         self._arm(self.started)
 
     def heard(self) -> float:
@@ -324,13 +326,8 @@ class StallWatch:
         if self._armed:
             self._alarm.disarm(self)
             self._armed = False
-        down, gone, ended = self._down, self._gone, self._ended
-        if down is not None:
-            down.remove_done_callback(self._on_down)
-        if gone is not None:
-            gone.remove_done_callback(self._on_gone)
-        if ended is not None:
-            ended.remove_done_callback(self._on_ended)
-        self._down = self._gone = self._ended = None
+        for future, callback in self._hooks:
+            future.remove_done_callback(callback)
+        self._hooks = []
         if not self.cut.done():
             self.cut.cancel()
