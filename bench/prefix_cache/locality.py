@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from bench.noisy_neighbour.fleet import Process, start_gateway
+from bench.noisy_neighbour.fleet import start_gateway
 from bench.noisy_neighbour.variants import preset_policy
 from bench.prefix_cache.engines import (
     MODEL,
@@ -102,17 +102,13 @@ def run_variant(
     """The traffic's result and, through a gateway, (turns recorded, est MAE, mean cached
     tokens, estimated cached tokens over the engines' counted hits)."""
     with engines.variant() as urls:
-        gateway: Process | None = None
-        try:
-            if variant == "direct":
-                result = asyncio.run(
-                    drive(
-                        urls[0], MODEL, shape, duration_s=args.duration, spread=urls, engines=urls
-                    )
-                )
-                return result, (0, None, None, None)
-            policy = policy_of(variant, args.base, json.loads(args.policy))
-            gateway = start_gateway(gateway_config(policy, urls, shape), log_level="info")
+        if variant == "direct":
+            result = asyncio.run(
+                drive(urls[0], MODEL, shape, duration_s=args.duration, spread=urls, engines=urls)
+            )
+            return result, (0, None, None, None)
+        policy = policy_of(variant, args.base, json.loads(args.policy))
+        with start_gateway(gateway_config(policy, urls, shape), log_level="info") as gateway:
             result = asyncio.run(
                 drive(
                     gateway.url,
@@ -124,13 +120,9 @@ def run_variant(
                     engines=urls,
                 )
             )
-            gateway.stop()
-            turns, mae, cached, estimated = estimate_errors(gateway.log)
-            counted = estimated / result.hits if result.hits else None
-            return result, (turns, mae, cached, counted)
-        finally:
-            if gateway is not None:
-                gateway.stop()
+        turns, mae, cached, estimated = estimate_errors(gateway.log)
+        counted = estimated / result.hits if result.hits else None
+        return result, (turns, mae, cached, counted)
 
 
 def main(argv: list[str] | None = None) -> int:
