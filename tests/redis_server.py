@@ -74,7 +74,9 @@ class RedisServer:
         os.kill(self.pid, signal.SIGSTOP)
 
     def resume(self) -> None:
-        os.kill(self.pid, signal.SIGCONT)
+        """A paused server goes on; nothing to do once it is stopped."""
+        if self._proc is not None:
+            os.kill(self._proc.pid, signal.SIGCONT)
 
     def restart(self) -> None:
         """Killed and started again on the same port: it comes back with no data."""

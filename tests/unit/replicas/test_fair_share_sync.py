@@ -4,14 +4,13 @@ sync hands fairness back to the replica with its report kept."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
-from gateway.replicas.redis_store import FairShareHooks, RedisState, connect
+from gateway.replicas.redis_store import FairShareHooks, RedisState
 from policies.fairness.fleet_ledger import FleetLedger
 from policies.fairness.fleet_share import FleetShare, ShareReport
 from tests.redis_server import RedisServer
+from tests.unit.replicas.conftest import MakeReplica
 from tests.unit.replicas.test_redis_store import config
 
 
@@ -27,15 +26,13 @@ class Replica:
 
 
 @pytest.fixture
-async def fleet(redis_server: RedisServer) -> AsyncIterator[dict[str, tuple[RedisState, Replica]]]:
+def fleet(redis_server: RedisServer, replica: MakeReplica) -> dict[str, tuple[RedisState, Replica]]:
     cfg = config(redis_server, fair_share_interval_ms=1000, fair_share_allowance_tokens=25.0)
     out = {}
     for name in ("A", "B", "C"):
-        replica = Replica()
-        out[name] = (RedisState(cfg, connect(cfg), replica_id=name, fair=replica.hooks()), replica)
-    yield out
-    for state, _ in out.values():
-        await state.aclose()
+        scheduler = Replica()
+        out[name] = (replica(cfg, name, fair=scheduler.hooks()), scheduler)
+    return out
 
 
 STEPS = [

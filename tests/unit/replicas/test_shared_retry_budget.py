@@ -4,14 +4,14 @@ the fleet, first attempts of every replica count toward it, the floor counts onc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from gateway.config.schema import StateConfig
 from gateway.replicas.contract import Grant, Refusal
-from gateway.replicas.redis_store import RedisState, connect
+from gateway.replicas.redis_store import RedisState
 from gateway.replicas.retry_share import retry_rule
 from policies.gates.quota_params import TenantLimits
 from policies.gates.retry_budget import RetryBudget
@@ -20,6 +20,7 @@ from policies.registry import build_policy
 from policies.shared_mode import SharedMode, for_mode
 from policies.types import Reason, RequestInfo, WorkEstimate
 from tests.redis_server import RedisServer
+from tests.unit.replicas.conftest import MakeReplica
 
 
 def budget(**parameters: Any) -> PolicySet:
@@ -42,24 +43,16 @@ Fleet = Callable[[PolicySet, int], list[RedisState]]
 
 
 @pytest.fixture
-async def fleet(redis_server: RedisServer) -> AsyncIterator[Fleet]:
+def fleet(redis_server: RedisServer, replica: MakeReplica) -> Fleet:
     """``fleet(policy, n)``: n replicas sharing one Redis, each told the full policy."""
-    made: list[RedisState] = []
     cfg = StateConfig.model_validate(
         {"backend": "redis", "url": redis_server.url, "command_timeout_ms": 2000}
     )
 
     def make(policy: PolicySet, n: int) -> list[RedisState]:
-        states = [
-            RedisState(cfg, connect(cfg), replica_id=f"replica-{i}", policy=lambda: policy)
-            for i in range(n)
-        ]
-        made.extend(states)
-        return states
+        return [replica(cfg, f"replica-{i}", policy=lambda: policy) for i in range(n)]
 
-    yield make
-    for state in made:
-        await state.aclose()
+    return make
 
 
 async def outcomes(states: list[RedisState], retries: int, start: int = 100) -> list[str]:
@@ -142,16 +135,15 @@ def test_the_core_gate_leaves_when_shared_and_returns_divided_when_redis_fails()
 
 
 async def test_a_retry_while_redis_hangs_is_left_to_the_local_share(
-    redis_server: RedisServer,
+    redis_server: RedisServer, replica: MakeReplica
 ) -> None:
     cfg = StateConfig.model_validate(
         {"backend": "redis", "url": redis_server.url, "command_timeout_ms": 100}
     )
     modes: list[str] = []
-    state = RedisState(
+    state = replica(
         cfg,
-        connect(cfg),
-        replica_id="alone",
+        "alone",
         on_mode=lambda m, _n: modes.append(m),
         policy=lambda: budget(ratio=0.5, min_retries_per_s=0.3),
     )
@@ -163,4 +155,3 @@ async def test_a_retry_while_redis_hangs_is_left_to_the_local_share(
         redis_server.resume()
     # no error reaches the request: the core's gate, its floor divided by N, decides it
     assert answer is None and modes == ["fallback"]
-    await state.aclose()
