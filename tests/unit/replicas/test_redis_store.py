@@ -94,14 +94,21 @@ async def test_heartbeats_count_the_replicas(pair: tuple[RedisState, RedisState]
     assert sorted(m["id"] for m in view["members"]) == ["replica-1", "replica-2"]
 
 
+async def _every_slot_held(
+    server: RedisServer, replica: MakeReplica, holder: str, other: str
+) -> tuple[RedisState, RedisState]:
+    """Two replicas whose leases live 1 s unless renewed; the first holds all of CAP's slots."""
+    cfg = config(server, lease_ttl_s=1.0, sync_interval_ms=100)
+    first, second = replica(cfg, holder), replica(cfg, other)
+    for i in range(3):
+        assert isinstance(await first.admit(request(i), CAP), Grant)
+    return first, second
+
+
 async def test_a_dead_replicas_leases_expire_within_the_ttl(
     redis_server: RedisServer, replica: MakeReplica
 ) -> None:
-    cfg = config(redis_server, lease_ttl_s=1.0, sync_interval_ms=100)
-    dead = replica(cfg, "dead")
-    alive = replica(cfg, "alive")
-    for i in range(3):
-        assert isinstance(await dead.admit(request(i), CAP), Grant)
+    _dead, alive = await _every_slot_held(redis_server, replica, "dead", "alive")
     assert isinstance(await alive.admit(request(7), CAP), Refusal)
     # the dead replica never renews nor releases: its leases run out on Redis's clock
     while isinstance(await alive.admit(request(8), CAP), Refusal):
@@ -111,11 +118,7 @@ async def test_a_dead_replicas_leases_expire_within_the_ttl(
 async def test_a_live_replica_keeps_its_leases_past_the_ttl(
     redis_server: RedisServer, replica: MakeReplica, redis_client: aioredis.Redis
 ) -> None:
-    cfg = config(redis_server, lease_ttl_s=1.0, sync_interval_ms=100)
-    holder = replica(cfg, "holder")
-    other = replica(cfg, "other")
-    for i in range(3):
-        assert isinstance(await holder.admit(request(i), CAP), Grant)
+    holder, other = await _every_slot_held(redis_server, replica, "holder", "other")
     t0 = (await redis_client.time())[0]
     while (await redis_client.time())[0] < t0 + 3:  # three TTLs on Redis's clock
         await holder.beat()
