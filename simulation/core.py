@@ -15,7 +15,7 @@ from enum import Enum
 from typing import Protocol
 
 from policies.backends import BackendsSnapshot
-from simulation.event_queue import EventQueue, WakeupAlarm
+from simulation.event_queue import EventQueue
 from simulation.metrics import TurnRecord
 from simulation.ports import (
     AdmissionAnswer,
@@ -27,7 +27,7 @@ from simulation.ports import (
     Queued,
     VirtualClock,
 )
-from simulation.stepping import Stepping
+from simulation.stepping import EngineEvents
 from simulation.workload import AgentWorkload
 
 DRAIN_LIMIT_S = 3600.0
@@ -103,8 +103,13 @@ class Simulation:
         self._by_request: dict[str, int] = {}
         self._attempt_submit: dict[str, float] = {}
         self._served: dict[str, int] = {}
-        self._stepping = Stepping(engine)
-        self._alarm = WakeupAlarm()
+        self._engine_events = EngineEvents(
+            self._events,
+            engine,
+            clock,
+            step_end=lambda step: _Event(_Kind.STEP_END, step=step),
+            wakeup=lambda: _Event(_Kind.WAKEUP),
+        )
         self.records: list[TurnRecord] = []
         for agent in range(n_agents):
             self._push(workload.think_s(self._rng), _Kind.THINK_END, agent=agent)
@@ -139,10 +144,10 @@ class Simulation:
             self._submit(event.agent)
         elif event.kind is _Kind.STEP_END:
             assert event.step is not None
-            self._stepping.ended()
+            self._engine_events.ended()
             self._finish_step(event.step)
             if not event.step.changed:
-                self._kick_engine()  # a plain decode step: skip the policy pump
+                self._engine_events.kick()  # a plain decode step: skip the policy pump
                 return
         # WAKEUP: nothing to do beyond the pump that follows every event.
         self._pump()
@@ -206,18 +211,8 @@ class Simulation:
     def _pump(self) -> None:
         for verdict in self._admission.poll(self._snapshot()):
             self._apply(verdict)
-        self._kick_engine()
-        self._arm_wakeup()
-
-    def _kick_engine(self) -> None:
-        step = self._stepping.start(self._clock.now)
-        if step is not None:
-            self._push(self._clock.now + step.duration_s, _Kind.STEP_END, step=step)
-
-    def _arm_wakeup(self) -> None:
-        wake = self._alarm.arm(self._admission.next_wakeup(), self._clock.now)
-        if wake is not None:
-            self._push(wake, _Kind.WAKEUP)
+        self._engine_events.kick()
+        self._engine_events.arm(self._admission.next_wakeup())
 
     def _snapshot(self) -> BackendsSnapshot:
         now = self._clock.now

@@ -35,10 +35,10 @@ from policies.types import (
 )
 from simulation.agent_runs import RunPlan, RunWorkload
 from simulation.engine_adapter import EmulatedBackend
-from simulation.event_queue import EventQueue, WakeupAlarm
+from simulation.event_queue import EventQueue
 from simulation.ports import EngineStep, VirtualClock
 from simulation.run_metrics import RunRecord
-from simulation.stepping import Stepping
+from simulation.stepping import EngineEvents
 
 TENANT = "agents"
 FLOW = "agent-runs"
@@ -118,8 +118,13 @@ class RunSimulation:
         self._owner: dict[str, int] = {}
         self._tickets: dict[str, Ticket] = {}
         self._served: dict[str, int] = {}
-        self._stepping = Stepping(backend)
-        self._alarm = WakeupAlarm()
+        self._engine_events = EngineEvents(
+            self._events,
+            backend,
+            clock,
+            step_end=lambda step: _Event(_Kind.ENGINE, step=step),
+            wakeup=lambda: _Event(_Kind.WAKEUP),
+        )
         self._measured = measured
         self._unended = len(plans) if measured is None else len(measured)
         self._plans = plans
@@ -160,7 +165,7 @@ class RunSimulation:
             self._give_up(live, at_deadline=True)
         elif event.kind is _Kind.ENGINE:
             assert event.step is not None
-            self._stepping.ended()
+            self._engine_events.ended()
             self._engine_step(event.step)
             if not event.step.changed:
                 self._kick_engine()
@@ -344,17 +349,10 @@ class RunSimulation:
                 if live is not None:
                     self._give_up(live, at_deadline=True)
         self._kick_engine()
-        self._arm_wakeup()
+        self._engine_events.arm(self.scheduler.next_wakeup())
 
     def _kick_engine(self) -> None:
-        step = self._stepping.start(self._clock.now)
-        if step is not None:
-            self._push(self._clock.now + step.duration_s, _Kind.ENGINE, step=step)
-
-    def _arm_wakeup(self) -> None:
-        wake = self._alarm.arm(self.scheduler.next_wakeup(), self._clock.now)
-        if wake is not None:
-            self._push(wake, _Kind.WAKEUP)
+        self._engine_events.kick()
 
     def _snapshot(self) -> BackendsSnapshot:
         now = self._clock.now
