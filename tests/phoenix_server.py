@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -24,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from scripts.cache_dirs import cache_dir
+from scripts.service_argv import start_group, stop_group
 from scripts.vllm.serve import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,16 +87,8 @@ class PhoenixServer:
             "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
         }
         self._launched_at = time.monotonic()
-        with self.log_path.open("wb") as log:
-            self._proc = subprocess.Popen(
-                [str(phoenix_venv() / "bin" / "phoenix"), "serve"],
-                cwd=self._dir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        argv = [str(phoenix_venv() / "bin" / "phoenix"), "serve"]
+        self._proc = start_group(argv, self.log_path, cwd=self._dir, env=env)
         self._watch = threading.Thread(target=self._watch_healthz, args=(self._proc,), daemon=True)
         self._watch.start()
         return self
@@ -136,11 +128,6 @@ class PhoenixServer:
     def stop(self) -> None:
         """SIGTERM to its process group, SIGKILL after a grace; idempotent."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(STOP_GRACE_S)
+        if proc is not None:
+            stop_group(proc, STOP_GRACE_S)
         shutil.rmtree(self._dir, ignore_errors=True)
