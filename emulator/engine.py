@@ -14,6 +14,7 @@ API::
         step.tokens_emitted                          # {req_id: 1} for each sequence that sampled
         step.ttft_s / step.finished / step.preempted
     engine.abort("r1")                               # client gone: frees its slot and KV blocks
+    engine.decode_ahead(now=t, until=t_next)         # plain decode steps back to back (simulator)
 
 Scheduling follows ``vllm/v1/core/sched/scheduler.py`` with the FCFS policy:
 
@@ -48,11 +49,13 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from emulator.block_pool import BlockPool
 from emulator.engine_values import (
     FINISH_LENGTH,
     FINISH_STOP,
+    DecodeRun,
     EngineBusy,
     FinishedRequest,
     StepResult,
@@ -60,7 +63,15 @@ from emulator.engine_values import (
 from emulator.prefix_hash import BlockHash
 from emulator.profile import EngineConfig
 
-__all__ = ["FINISH_LENGTH", "FINISH_STOP", "Engine", "EngineBusy", "FinishedRequest", "StepResult"]
+__all__ = [
+    "FINISH_LENGTH",
+    "FINISH_STOP",
+    "DecodeRun",
+    "Engine",
+    "EngineBusy",
+    "FinishedRequest",
+    "StepResult",
+]
 
 
 @dataclass(slots=True, eq=False)
@@ -222,6 +233,60 @@ class Engine:
         prefill_tokens = scheduled - decode
         duration = self.config.step_time.duration(prefill_tokens, decode, context)
         return self._advance(batch, now, duration, prefill_tokens, decode, preempted)
+
+    def decode_ahead(self, now: float, until: float) -> DecodeRun | None:
+        """Plain decode steps back to back from ``now``, each starting before ``until``:
+        what ``step`` would do, called at each one's end, while nobody can see the steps in
+        between. None when not even one qualifies.
+
+        A step qualifies while every running sequence decodes and emitted at ``now`` (the
+        last step), none finishes in it, nothing waiting could join (no waiting request, or
+        every slot taken), the whole batch fits the token budget, and the blocks it needs are
+        free (no preemption). Each step's duration, its inter-token latencies and its block
+        allocations (in the same order) are those of ``step``; only the per-step results are
+        not built. A caller that handles nothing before ``until`` sees the same engine.
+        """
+        running, cfg = self._running, self.config
+        batch = len(running)
+        if not batch or now >= until or batch > cfg.max_num_batched_tokens:
+            return None
+        if self._waiting and batch < cfg.max_num_seqs:
+            return None
+        block = cfg.block_size
+        by_offset: list[list[_Seq]] = [[] for _ in range(block)]
+        steps_left = context = 0
+        for i, s in enumerate(running):
+            if s.prompt_tokens + s.generated - s.computed != 1 or s.last_token_at != now:
+                return None
+            if s.cached_blocks < len(s.block_hashes):
+                return None  # (a decoding sequence's prompt blocks are all cached)
+            left = s.output_tokens - s.generated - 1  # the step after these finishes it
+            if i == 0 or left < steps_left:
+                steps_left = left
+            context += s.computed
+            by_offset[s.computed % block].append(s)
+        duration, free = cfg.step_time.duration, self._pool.num_free
+        itl_sums: list[float] = []
+        end = now
+        while len(itl_sums) < steps_left and end < until:
+            k = len(itl_sums)
+            grow = by_offset[-k % block]  # a sequence at a block's end needs a new one
+            if len(grow) > free:
+                break
+            for s in grow:
+                self._allocate(s, s.computed + k + 1)
+            free -= len(grow)
+            start, end = end, end + duration(0, batch, context)
+            context += batch
+            itl_sums.append(sum(repeat(end - start, batch)))
+        if not itl_sums:
+            return None
+        k = len(itl_sums)
+        for s in running:
+            s.computed += k
+            s.generated += k
+            s.last_token_at = end
+        return DecodeRun(ended_at=end, batch=batch, itl_sums=tuple(itl_sums))
 
     def _schedule_running(
         self, batch: list[tuple[_Seq, int]], preempted: list[str], budget: int

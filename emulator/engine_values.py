@@ -67,6 +67,18 @@ class FinishedRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class DecodeRun:
+    """Plain decode steps run back to back (``Engine.decode_ahead``): every sequence of the
+    batch emitted one token per step and none finished."""
+
+    ended_at: float
+    batch: int
+    """Sequences in each step (each an inter-token latency)."""
+    itl_sums: tuple[float, ...]
+    """Per step, the sum of its ``batch`` inter-token latencies (as ``sum`` adds a step's)."""
+
+
+@dataclass(frozen=True, slots=True)
 class StepResult:
     """What one engine step did. Its outputs are stamped at ``started_at + duration_s``."""
 

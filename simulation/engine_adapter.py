@@ -69,7 +69,11 @@ class EmulatedBackend:
         self.engine.abort(request_id)
         self._view = None
 
-    def step(self, now: float) -> EngineStep | None:
+    def step(self, now: float, until: float | None = None) -> EngineStep | None:
+        """The engine's next step at ``now``. With ``until`` (the caller handles nothing
+        before it), a step that only advanced decoding runs on with the plain decode steps
+        that start before then (``Engine.decode_ahead``), as one step: what the caller sees
+        at any time from ``until`` on is the same."""
         if not self.engine.has_work:
             return None
         result = self.engine.step(now)
@@ -85,11 +89,19 @@ class EmulatedBackend:
         self._preemptions.extend(end for _ in result.preempted)
         if result.finished or result.preempted:
             self._signals_at = float("-inf")
+        changed = bool(result.first_tokens or result.finished or result.preempted)
+        if not changed and until is not None:
+            run = self.engine.decode_ahead(end, until)
+            if run is not None:
+                for itl_sum in run.itl_sums:
+                    self._itl.sum += itl_sum
+                self._itl.count += run.batch * len(run.itl_sums)
+                end = run.ended_at
         return EngineStep(
-            duration_s=result.duration_s,
+            ends_at=end,
             first_token=result.first_tokens,
             finished=tuple(f.req_id for f in result.finished),
-            changed=bool(result.first_tokens or result.finished or result.preempted),
+            changed=changed,
         )
 
     def view(self, now: float) -> BackendView:

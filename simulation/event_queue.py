@@ -24,6 +24,10 @@ class EventQueue(Generic[T]):
         """``event`` at ``at`` seconds; the sequence number breaks ties, never ``event``."""
         heapq.heappush(self._heap, (at, next(self._seq), event))
 
+    def next_at(self) -> float:
+        """The earliest event's time (infinity when none is left)."""
+        return self._heap[0][0] if self._heap else float("inf")
+
     def pop(self) -> tuple[float, T]:
         """The earliest event and its time."""
         at, _, event = heapq.heappop(self._heap)

@@ -158,7 +158,7 @@ class FleetSimulation:
     def _kick_engine(self) -> None:
         step = self._stepping.start(self.clock.now)
         if step is not None:
-            self._at(self.clock.now + step.duration_s, lambda: self._step_end(step))
+            self._at(step.ends_at, lambda: self._step_end(step))
 
     # -- clients and the engine ------------------------------------------------------------
 

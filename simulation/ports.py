@@ -25,13 +25,14 @@ class VirtualClock:
 
 @dataclass(frozen=True, slots=True)
 class EngineStep:
-    """One engine step that starts at ``now`` and lasts ``duration_s``.
+    """One engine step that starts at ``now`` and ends at ``ends_at`` (it may hold a run of
+    plain decode steps, ``EmulatedBackend.step``).
 
     ``first_token``: requests whose first output token comes out of this step (decoding
     starts); ``finished``: requests that complete in it. Both take effect at the step's end.
     """
 
-    duration_s: float
+    ends_at: float
     first_token: tuple[str, ...] = ()
     finished: tuple[str, ...] = ()
     changed: bool = True
@@ -52,8 +53,9 @@ class EnginePort(Protocol):
         ...
 
     def abort(self, request_id: str) -> None: ...
-    def step(self, now: float) -> EngineStep | None:
-        """Run one step from ``now``; None when there is nothing to run."""
+    def step(self, now: float, until: float | None = None) -> EngineStep | None:
+        """Run one step from ``now``; None when there is nothing to run. ``until``: the
+        caller handles no event before it, so plain decode steps up to then may run as one."""
         ...
 
     def view(self, now: float) -> BackendView: ...

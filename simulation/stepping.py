@@ -14,7 +14,7 @@ T = TypeVar("T")
 
 
 class Steps(Protocol):
-    def step(self, now: float) -> EngineStep | None: ...
+    def step(self, now: float, until: float | None = None) -> EngineStep | None: ...
 
 
 class Stepping:
@@ -24,11 +24,12 @@ class Stepping:
         self._engine = engine
         self._busy = False
 
-    def start(self, now: float) -> EngineStep | None:
-        """The engine's next step when it is idle and has work; it is busy until ``ended``."""
+    def start(self, now: float, until: float | None = None) -> EngineStep | None:
+        """The engine's next step when it is idle and has work; it is busy until ``ended``.
+        ``until``: the loop's next event; plain decode steps before it may run as one."""
         if self._busy:
             return None
-        step = self._engine.step(now)
+        step = self._engine.step(now, until)
         self._busy = step is not None
         return step
 
@@ -57,10 +58,11 @@ class EngineEvents(Generic[T]):
         self._alarm = WakeupAlarm()
 
     def kick(self) -> None:
-        """The engine's next step, when it is idle and has work; its end is pushed."""
-        step = self._stepping.start(self._clock.now)
+        """The engine's next step, when it is idle and has work; its end is pushed. Plain
+        decode steps that start before the next event in the queue run as one."""
+        step = self._stepping.start(self._clock.now, self._events.next_at())
         if step is not None:
-            self._events.push(self._clock.now + step.duration_s, self._step_end(step))
+            self._events.push(step.ends_at, self._step_end(step))
 
     def ended(self) -> None:
         """The step under way has ended (its event handled): the next one may start."""

@@ -327,9 +327,9 @@ class MatrixSimulation:
 
     def _kick(self, name: str) -> None:
         """Start ``name``'s next step if it is idle and has work."""
-        step = self._stepping[name].start(self.clock.now)
+        step = self._stepping[name].start(self.clock.now, self._events.next_at())
         if step is not None:
-            self._push(self.clock.now + step.duration_s, "step", (name, step))
+            self._push(step.ends_at, "step", (name, step))
 
     def _snapshot(self) -> BackendsSnapshot:
         return self._views.snapshot(self.clock.now)

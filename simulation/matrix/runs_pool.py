@@ -133,8 +133,11 @@ class PooledRunSimulation(RunSimulation):
     def _kick_engine(self) -> None:
         now = self._clock.now
         for i, name in enumerate(self._names):
-            if (step := self._steps[name].start(now)) is not None:
-                self._push(now + step.duration_s, _Kind.ENGINE, branch=i, step=step)
+            until = self._events.next_at()
+            if not self._probed:  # it is taken at the first event from its time on
+                until = min(until, self._probe_at)
+            if (step := self._steps[name].start(now, until)) is not None:
+                self._push(step.ends_at, _Kind.ENGINE, branch=i, step=step)
 
     def _snapshot(self) -> BackendsSnapshot:
         return self._views.snapshot(self._clock.now)

@@ -14,7 +14,7 @@ def _run(backend: EmulatedBackend, until: float, now: float = 0.0) -> float:
     while now < until:
         step = backend.step(now)
         assert step is not None
-        now += step.duration_s
+        now = step.ends_at
         backend.view(now)
     return now
 
