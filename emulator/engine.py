@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
 
@@ -101,6 +102,41 @@ class _Seq:
     @property
     def remaining(self) -> int:
         return self.num_tokens - self.computed
+
+
+class _DecodePlan:
+    """The plain decode steps an engine could run from ``now`` (``Engine.decode_ahead``)."""
+
+    __slots__ = ("batch", "by_offset", "context", "engine", "now", "steps_left")
+
+    def __init__(
+        self,
+        engine: Engine,
+        now: float,
+        batch: int,
+        steps_left: int,
+        context: int,
+        by_offset: list[list[_Seq]],
+    ) -> None:
+        self.engine, self.now, self.batch = engine, now, batch
+        self.steps_left, self.context, self.by_offset = steps_left, context, by_offset
+
+    def steps(self, until: float) -> Iterator[tuple[float, float, list[_Seq]]]:
+        """(start, end, the sequences that need a new block) of each step, while each
+        starts before ``until``, none finishes a sequence and the free blocks last."""
+        cfg = self.engine.config
+        duration, free, block = cfg.step_time.duration, self.engine._pool.num_free, cfg.block_size
+        batch, context, end = self.batch, self.context, self.now
+        for k in range(self.steps_left):
+            if end >= until:
+                return
+            grow = self.by_offset[-k % block]  # a sequence at a block's end needs a new one
+            if len(grow) > free:
+                return
+            free -= len(grow)
+            start, end = end, end + duration(0, batch, context)
+            context += batch
+            yield start, end, grow
 
 
 class Engine:
@@ -246,9 +282,40 @@ class Engine:
         allocations (in the same order) are those of ``step``; only the per-step results are
         not built. A caller that handles nothing before ``until`` sees the same engine.
         """
+        plan = self._decode_plan(now)
+        if plan is None:
+            return None
+        batch, end = plan.batch, now
+        itl_sums: list[float] = []
+        for start, end, grow in plan.steps(until):
+            k = len(itl_sums)
+            for s in grow:
+                self._allocate(s, s.computed + k + 1)
+            itl_sums.append(sum(repeat(end - start, batch)))
+        if not itl_sums:
+            return None
+        k = len(itl_sums)
+        for s in self._running:
+            s.computed += k
+            s.generated += k
+            s.last_token_at = end
+        return DecodeRun(ended_at=end, batch=batch, itl_sums=tuple(itl_sums))
+
+    def decode_reach(self, now: float) -> float:
+        """Where the plain decode steps from ``now`` (``decode_ahead`` with nothing in the
+        way) would end, without running them: no step that finishes, starts or preempts a
+        sequence can end before then. ``now`` when none qualifies."""
+        plan = self._decode_plan(now)
+        end = now
+        if plan is not None:
+            for step in plan.steps(float("inf")):
+                end = step[1]
+        return end
+
+    def _decode_plan(self, now: float) -> _DecodePlan | None:
         running, cfg = self._running, self.config
         batch = len(running)
-        if not batch or now >= until or batch > cfg.max_num_batched_tokens:
+        if not batch or batch > cfg.max_num_batched_tokens:
             return None
         if self._waiting and batch < cfg.max_num_seqs:
             return None
@@ -265,28 +332,7 @@ class Engine:
                 steps_left = left
             context += s.computed
             by_offset[s.computed % block].append(s)
-        duration, free = cfg.step_time.duration, self._pool.num_free
-        itl_sums: list[float] = []
-        end = now
-        while len(itl_sums) < steps_left and end < until:
-            k = len(itl_sums)
-            grow = by_offset[-k % block]  # a sequence at a block's end needs a new one
-            if len(grow) > free:
-                break
-            for s in grow:
-                self._allocate(s, s.computed + k + 1)
-            free -= len(grow)
-            start, end = end, end + duration(0, batch, context)
-            context += batch
-            itl_sums.append(sum(repeat(end - start, batch)))
-        if not itl_sums:
-            return None
-        k = len(itl_sums)
-        for s in running:
-            s.computed += k
-            s.generated += k
-            s.last_token_at = end
-        return DecodeRun(ended_at=end, batch=batch, itl_sums=tuple(itl_sums))
+        return _DecodePlan(self, now, batch, steps_left, context, by_offset)
 
     def _schedule_running(
         self, batch: list[tuple[_Seq, int]], preempted: list[str], budget: int

@@ -52,6 +52,8 @@ class EmulatedBackend:
         self._scraped_at = float("-inf")
         self._view: BackendView | None = None
         """The view last built, while nothing it reads has changed since (None: rebuild)."""
+        self._reach: tuple[float, float] | None = None
+        """(from, to) of the last ``decode_reach``, while the engine has not changed since."""
 
     def add(
         self,
@@ -63,11 +65,11 @@ class EmulatedBackend:
         block_hashes: tuple[bytes, ...] = (),
     ) -> None:
         self.engine.add(request_id, prompt_tokens, output_tokens, now, block_hashes=block_hashes)
-        self._view = None
+        self._view = self._reach = None
 
     def abort(self, request_id: str) -> None:
         self.engine.abort(request_id)
-        self._view = None
+        self._view = self._reach = None
 
     def step(self, now: float, until: float | None = None) -> EngineStep | None:
         """The engine's next step at ``now``. With ``until`` (the caller handles nothing
@@ -77,7 +79,7 @@ class EmulatedBackend:
         if not self.engine.has_work:
             return None
         result = self.engine.step(now)
-        self._view = None
+        self._view = self._reach = None
         if result.duration_s <= 0.0 and not result.finished and not result.tokens_emitted:
             return None  # blocked (e.g. no KV blocks): the next add/finish will retry
         end = result.ended_at
@@ -103,6 +105,12 @@ class EmulatedBackend:
             finished=tuple(f.req_id for f in result.finished),
             changed=changed,
         )
+
+    def decode_reach(self, now: float) -> float:
+        """``Engine.decode_reach``, kept while the engine has not changed."""
+        if self._reach is None or self._reach[0] != now:
+            self._reach = (now, self.engine.decode_reach(now))
+        return self._reach[1]
 
     def view(self, now: float) -> BackendView:
         """The backend as the gateway sees it now. The same object as the last call while

@@ -11,26 +11,39 @@ T = TypeVar("T")
 
 
 class EventQueue(Generic[T]):
-    __slots__ = ("_heap", "_seq")
+    __slots__ = ("_heap", "_seen", "_seq")
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, T]] = []
+        self._seen: list[tuple[float, int]] = []
+        """(time, sequence) of the events pushed as ``seen``, a subset of ``_heap``."""
         self._seq = itertools.count()
 
     def __bool__(self) -> bool:
         return bool(self._heap)
 
-    def push(self, at: float, event: T) -> None:
-        """``event`` at ``at`` seconds; the sequence number breaks ties, never ``event``."""
-        heapq.heappush(self._heap, (at, next(self._seq), event))
+    def push(self, at: float, event: T, *, seen: bool = True) -> None:
+        """``event`` at ``at`` seconds; the sequence number breaks ties, never ``event``.
+        ``seen=False``: handling it reads and changes only what pushed it (an engine's
+        plain decode step), so ``next_seen_at`` looks past it."""
+        seq = next(self._seq)
+        heapq.heappush(self._heap, (at, seq, event))
+        if seen:
+            heapq.heappush(self._seen, (at, seq))
 
     def next_at(self) -> float:
         """The earliest event's time (infinity when none is left)."""
         return self._heap[0][0] if self._heap else float("inf")
 
+    def next_seen_at(self) -> float:
+        """The earliest time of an event pushed as ``seen`` (infinity when none is left)."""
+        return self._seen[0][0] if self._seen else float("inf")
+
     def pop(self) -> tuple[float, T]:
         """The earliest event and its time."""
-        at, _, event = heapq.heappop(self._heap)
+        at, seq, event = heapq.heappop(self._heap)
+        if self._seen and self._seen[0][1] == seq:  # both heaps pop in (time, seq) order
+            heapq.heappop(self._seen)
         return at, event
 
 

@@ -53,6 +53,10 @@ class EnginePort(Protocol):
         ...
 
     def abort(self, request_id: str) -> None: ...
+    def decode_reach(self, now: float) -> float:
+        """Where plain decode steps from ``now`` would take the engine (``Engine.decode_reach``)."""
+        ...
+
     def step(self, now: float, until: float | None = None) -> EngineStep | None:
         """Run one step from ``now``; None when there is nothing to run. ``until``: the
         caller handles no event before it, so plain decode steps up to then may run as one."""

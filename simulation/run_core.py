@@ -150,8 +150,9 @@ class RunSimulation:
         run: int = -1,
         branch: int = -1,
         step: EngineStep | None = None,
+        seen: bool = True,
     ) -> None:
-        self._events.push(at, _Event(kind, run, branch, step))
+        self._events.push(at, _Event(kind, run, branch, step), seen=seen)
 
     def _handle(self, event: _Event) -> None:
         live = self._live.get(event.run)

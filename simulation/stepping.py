@@ -4,7 +4,7 @@ one engine pushes besides its own events, that step's end and the policy's wake-
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Generic, Protocol, TypeVar
 
 from simulation.event_queue import EventQueue, WakeupAlarm
@@ -15,14 +15,16 @@ T = TypeVar("T")
 
 class Steps(Protocol):
     def step(self, now: float, until: float | None = None) -> EngineStep | None: ...
+    def decode_reach(self, now: float) -> float: ...
 
 
 class Stepping:
-    __slots__ = ("_busy", "_engine")
+    __slots__ = ("_busy", "_engine", "_step")
 
     def __init__(self, engine: Steps) -> None:
         self._engine = engine
         self._busy = False
+        self._step: EngineStep | None = None
 
     def start(self, now: float, until: float | None = None) -> EngineStep | None:
         """The engine's next step when it is idle and has work; it is busy until ``ended``.
@@ -31,10 +33,33 @@ class Stepping:
             return None
         step = self._engine.step(now, until)
         self._busy = step is not None
+        self._step = step
         return step
 
     def ended(self) -> None:
         self._busy = False
+        self._step = None
+
+    def reach(self) -> float:
+        """The earliest time this engine's stepping could end a step the loop acts on
+        (a first token, a finish, a preemption), if no other event reaches it first:
+        infinity when idle (only an event can start it), the step under way's end when
+        that step is one, else where plain decode steps from that end would take it."""
+        step = self._step
+        if step is None:
+            return float("inf")
+        if step.changed:
+            return step.ends_at
+        return self._engine.decode_reach(step.ends_at)
+
+
+def horizon(events: EventQueue[T], stepping: Iterable[Stepping]) -> float:
+    """Until when an engine of several may run plain decode steps as one: before the next
+    event the loop acts on, and before any other engine could end a step it acts on."""
+    until = events.next_seen_at()
+    for other in stepping:
+        until = min(until, other.reach())
+    return until
 
 
 class EngineEvents(Generic[T]):

@@ -34,7 +34,7 @@ from simulation.matrix.chat_clients import ChatClient
 from simulation.matrix.probe import PROBE_REQUESTS, probe
 from simulation.matrix.traffic import Tenant, draw_length
 from simulation.ports import EngineStep, VirtualClock
-from simulation.stepping import Stepping
+from simulation.stepping import Stepping, horizon
 
 MODEL = "sim-model"
 MAX_ATTEMPTS = 12
@@ -158,8 +158,8 @@ class MatrixSimulation:
         if probe:
             self._push(self._duration, "probe")
 
-    def _push(self, at: float, what: str, payload: Any = None) -> None:
-        self._events.push(at, _Event(what, payload))
+    def _push(self, at: float, what: str, payload: Any = None, *, seen: bool = True) -> None:
+        self._events.push(at, _Event(what, payload), seen=seen)
 
     def run(self) -> CellRun:
         while self._events:
@@ -327,9 +327,10 @@ class MatrixSimulation:
 
     def _kick(self, name: str) -> None:
         """Start ``name``'s next step if it is idle and has work."""
-        step = self._stepping[name].start(self.clock.now, self._events.next_at())
+        others = (s for n, s in self._stepping.items() if n != name)
+        step = self._stepping[name].start(self.clock.now, horizon(self._events, others))
         if step is not None:
-            self._push(step.ends_at, "step", (name, step))
+            self._push(step.ends_at, "step", (name, step), seen=step.changed)
 
     def _snapshot(self) -> BackendsSnapshot:
         return self._views.snapshot(self.clock.now)

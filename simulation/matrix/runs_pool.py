@@ -17,7 +17,7 @@ from simulation.matrix.loop import MODEL, Return
 from simulation.matrix.probe import probe
 from simulation.ports import EngineStep, VirtualClock
 from simulation.run_core import TENANT, CuttableBackend, RunSimulation, _Event, _Kind, _LiveRun
-from simulation.stepping import Stepping
+from simulation.stepping import Stepping, horizon
 
 _Key = tuple[int, int, int]
 """(run, step, branch): one call of a run, whatever attempt carries it."""
@@ -133,11 +133,12 @@ class PooledRunSimulation(RunSimulation):
     def _kick_engine(self) -> None:
         now = self._clock.now
         for i, name in enumerate(self._names):
-            until = self._events.next_at()
+            others = (s for n, s in self._steps.items() if n != name)
+            until = horizon(self._events, others)
             if not self._probed:  # it is taken at the first event from its time on
                 until = min(until, self._probe_at)
             if (step := self._steps[name].start(now, until)) is not None:
-                self._push(step.ends_at, _Kind.ENGINE, branch=i, step=step)
+                self._push(step.ends_at, _Kind.ENGINE, branch=i, step=step, seen=step.changed)
 
     def _snapshot(self) -> BackendsSnapshot:
         return self._views.snapshot(self._clock.now)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import random
+
 import pytest
 
 from emulator.engine import Engine
