@@ -11,23 +11,20 @@ import pytest
 
 from emulator.engine import Engine
 from emulator.profile import EngineConfig, StepTimeModel
+from tests.unit.emulator.test_engine import make_config as engine_config
 
 STEP = StepTimeModel(
     base_s=0.01, per_prefill_token_s=0.001, per_decode_seq_s=0.002, per_context_token_s=1e-6
 )
 
 
+SMALL = dict(max_num_seqs=6, num_gpu_blocks=80, block_size=4, max_model_len=128)
+"""Small blocks, which sequences cross often."""
+
+
 def make_config(**overrides: object) -> EngineConfig:
-    fields: dict[str, object] = {
-        "max_num_seqs": 6,
-        "max_num_batched_tokens": 64,
-        "num_gpu_blocks": 80,
-        "block_size": 4,
-        "max_model_len": 128,
-        "step_time": STEP,
-    }
-    fields.update(overrides)
-    return EngineConfig.model_validate(fields)
+    """A step time that grows with the context, on ``SMALL``."""
+    return engine_config(**{**SMALL, "step_time": STEP, **overrides})
 
 
 def state(engine: Engine) -> list[tuple[object, ...]]:
