@@ -75,6 +75,9 @@ class _LiveRun:
     deferrals: dict[int, int] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
     """Request ids of its calls queued or in flight, with their branch."""
+    received: dict[int, int] = field(default_factory=dict)
+    """Output tokens each branch of the step has had so far from answers the gateway cut
+    short (a degrade capped ``max_tokens``): its next call asks for the rest."""
     sent: int = 0
 
 
@@ -118,6 +121,8 @@ class RunSimulation:
         self._owner: dict[str, int] = {}
         self._tickets: dict[str, Ticket] = {}
         self._served: dict[str, int] = {}
+        self._asked: dict[str, int] = {}
+        """Each call's ``max_tokens`` as the client sent it (a degrade may lower it)."""
         self._engine_events = EngineEvents(
             self._events,
             backend,
@@ -186,6 +191,7 @@ class RunSimulation:
         width = len(live.plan.steps[live.step])
         live.pending = set(range(width))
         live.deferrals = {}
+        live.received = {}
         for branch in range(width):
             self._submit(live, branch)
 
@@ -195,8 +201,10 @@ class RunSimulation:
         live.sent += 1
         live.calls[rid] = branch
         self._owner[rid] = plan.index
-        length = plan.steps[live.step][branch]
-        prompt = self._workload.prompt_tokens
+        received = live.received.get(branch, 0)  # continuing an answer cut short
+        length = plan.steps[live.step][branch] - received
+        prompt = self._workload.prompt_tokens + received
+        self._asked[rid] = length
         out = self._estimator.output_tokens(prompt, length, None, FLOW)
         req = RequestInfo(
             request_id=rid,
@@ -241,6 +249,17 @@ class RunSimulation:
             return
         self._push(self._clock.now + wait, _Kind.RETRY, run=live.plan.index, branch=branch)
 
+    def _continue(self, rid: str, served: int) -> None:
+        """The answer was cut short (``finish_reason: length`` under a degrade's cap): the
+        client asks for the rest, its context the longer by what it got, as an agent does
+        with a truncated answer. The step is not done until the whole answer is in."""
+        live = self._forget(rid)
+        if live is None:
+            return
+        branch = live.calls.pop(rid)
+        live.received[branch] = live.received.get(branch, 0) + served
+        self._submit(live, branch)
+
     def _call_done(self, rid: str) -> None:
         live = self._forget(rid)
         if live is None:
@@ -279,6 +298,7 @@ class RunSimulation:
             self._unended -= 1
 
     def _forget(self, rid: str) -> _LiveRun | None:
+        self._asked.pop(rid, None)
         index = self._owner.pop(rid, None)
         return None if index is None else self._live.get(index)
 
@@ -317,8 +337,12 @@ class RunSimulation:
                     live.record.first_token = now
         for rid in step.finished:
             if (ticket := self._tickets.pop(rid, None)) is not None:
-                self._release(ticket, Outcome.COMPLETED, self._served.pop(rid))
-                self._call_done(rid)
+                served = self._served.pop(rid)
+                self._release(ticket, Outcome.COMPLETED, served)
+                if served < self._asked.pop(rid):
+                    self._continue(rid, served)
+                else:
+                    self._call_done(rid)
 
     def _cut(self, rid: str) -> None:
         """Abort a call in flight in the engine and release it CANCELLED."""

@@ -86,14 +86,19 @@ async def _steps(swarm: RunSwarm, plan: RunPlan, record: RunRecord) -> None:
 async def _call(
     swarm: RunSwarm, plan: RunPlan, record: RunRecord, branch: int, tokens: int
 ) -> None:
-    """One call, retried until served; RunOver when the run cannot go on."""
-    deferrals, first_try = 0, swarm.now()
+    """One call, retried until served; RunOver when the run cannot go on. An answer cut
+    short (a degrade capped ``max_tokens``) is continued: the rest is asked for with the
+    context the longer by what came, as the simulator's client does (``run_core``)."""
+    deferrals, first_try, received = 0, swarm.now(), 0
     while True:
-        status, retry_after = await _attempt(
-            swarm, plan, record, (branch, tokens, deferrals), first_try
+        status, retry_after, got = await _attempt(
+            swarm, plan, record, (branch, tokens - received, deferrals, received), first_try
         )
         if status == 200:
-            return
+            received += got
+            if received >= tokens or not got:
+                return
+            continue
         if status == 409:
             raise RunOver
         record.refusals += 1
@@ -108,19 +113,24 @@ async def _attempt(
     swarm: RunSwarm,
     plan: RunPlan,
     record: RunRecord,
-    call: tuple[int, int, int],
+    call: tuple[int, int, int, int],
     first_try: float,
-) -> tuple[int, float]:
-    """One streamed call (branch, tokens, retry) whose first attempt was at
-    ``first_try``: (status, emulated Retry-After); 200 when served to its end."""
-    branch, tokens, retry = call
+) -> tuple[int, float, int]:
+    """One streamed call (branch, tokens, retry, tokens already received of this answer)
+    whose first attempt was at ``first_try``: (status, emulated Retry-After, output tokens
+    streamed); 200 when served to its end."""
+    branch, tokens, retry, received = call
     deadline = plan.arrival + swarm.workload.deadline_s
     w = swarm.workload
     tag = f"Run {plan.index}, branch {branch}, at {swarm.now():.6f}. "  # no shared prefix
-    prompt = tag + "Plan the next tool call. " * max(1, w.prompt_tokens // 6)
+    filler = "Plan the next tool call. "  # about 6 tokens
+    messages = [{"role": "user", "content": tag + filler * max(1, w.prompt_tokens // 6)}]
+    if received:  # the answer so far, as the context of its continuation
+        messages.append({"role": "assistant", "content": filler * max(1, received // 6)})
+    got = 0
     body = {
         "model": swarm.model,
-        "messages": [{"role": "user", "content": prompt}],
+        "messages": messages,
         "max_tokens": tokens,
         "ignore_eos": True,
         "stream": True,
@@ -130,13 +140,14 @@ async def _attempt(
     headers |= {"x-session-id": f"run-{plan.index}-b{branch}", "x-retry-attempt": str(retry)}
 
     async def served(r: httpx.Response) -> None:
-        record.spent_tokens += w.prompt_tokens
-        spent_before = record.spent_tokens
+        nonlocal got
+        record.spent_tokens += w.prompt_tokens + received
         record.started = True
         async for line in r.aiter_lines():
             if is_token(line):
-                if record.spent_tokens == spent_before:  # the call's first token
+                if got == 0 and not received:  # the call's first token
                     swarm.call_ttft.append((first_try, swarm.now() - first_try))
+                got += 1
                 record.spent_tokens += 1
                 if record.first_token is None:
                     record.first_token = swarm.now()
@@ -146,7 +157,7 @@ async def _attempt(
     status, retry_after = await streamed_chat(swarm.client, body, headers, swarm.speed, served)
     if status not in (200, *DEFERRAL_STATUSES, 409):
         swarm.failures += 1
-    return status, retry_after
+    return status, retry_after, got
 
 
 def run_headers(w: RunWorkload, plan: RunPlan, left_s: float, speed: float) -> dict[str, str]:

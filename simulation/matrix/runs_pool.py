@@ -47,6 +47,8 @@ class PooledRunSimulation(RunSimulation):
         self._views = KeptViews(self.pool.values())
         self._where: dict[str, str] = {}
         self._first_try: dict[_Key, float] = {}
+        self._answered: set[_Key] = set()
+        """Calls whose first token came (one time to first token each)."""
         self._call: dict[str, _Key] = {}
         self._refused_at: dict[_Key, tuple[float, float]] = {}
         self._returning: dict[str, Return] = {}
@@ -118,6 +120,9 @@ class PooledRunSimulation(RunSimulation):
         now = self._clock.now
         for rid in step.first_token:
             if rid in self._tickets and (key := self._call.get(rid)) is not None:
+                if key in self._answered:
+                    continue  # the continuation of an answer cut short
+                self._answered.add(key)
                 first = self._first_try[key]
                 self.ttft.append((first, now - first))
         super()._engine_step(step)

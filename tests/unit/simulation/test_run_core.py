@@ -36,6 +36,7 @@ def simulate(
     policy: dict[str, Any],
     load: float,
     window: tuple[float, float] | None = None,
+    kind: type[RunSimulation] = RunSimulation,
 ) -> RunSimulation:
     """``window``: measure only the runs arriving in it."""
     w = workload()
@@ -43,7 +44,7 @@ def simulate(
     measured = None
     if window is not None:
         measured = frozenset(p.index for p in plans if window[0] <= p.arrival < window[1])
-    sim = RunSimulation(
+    sim = kind(
         plans=plans,
         workload=w,
         policy=policy,
@@ -97,3 +98,31 @@ def test_the_loop_ends_once_the_measured_runs_have_ended(profile: Profile) -> No
     assert all(r.ended is not None and r.ended <= last for r in sim.records)
     # runs that arrived after the window were still under way: the load went on
     assert any(p.arrival >= 120.0 and p.index not in recorded for p in sim._plans)
+
+
+class _Served(RunSimulation):
+    """Counts the output tokens each run was served, over all its calls."""
+
+    def _release(self, ticket: Any, outcome: Any, generated: int) -> None:
+        index = self._owner.get(ticket.request_id)
+        if index is not None:
+            self.served = getattr(self, "served", {})
+            self.served[index] = self.served.get(index, 0) + generated
+        super()._release(ticket, outcome, generated)
+
+
+def test_an_answer_cut_short_by_a_degrade_is_continued_to_its_full_length(
+    profile: Profile,
+) -> None:
+    """A capped ``max_tokens`` (the ladder's degrade) ends an answer early: the client asks
+    for the rest, so a step is done only when every call's whole answer is in."""
+    cap = 40  # below every call's length (100-300): each call is cut and continued
+    step = {"name": "cap", "at": 0.0, "action": "cap_max_tokens", "max_tokens": cap}
+    sim = simulate(profile, {"name": "capped", "ladder": {"steps": [step]}}, 0.3, kind=_Served)
+    assert isinstance(sim, _Served)
+    done = [r for r in sim.records if r.completed]
+    assert len(done) == len(sim._plans)
+    for record in done:
+        steps = sim._plans[record.index].steps
+        assert sim.served[record.index] == sum(sum(s) for s in steps)
+    assert sim._served == {} and sim._asked == {}

@@ -67,3 +67,35 @@ async def test_a_run_joins_its_branches_and_a_run_ended_by_the_gateway_stops() -
     assert fake.calls.count("run-0") == 4  # the refused attempt, its retry, two branches
     assert sorted(fake.ends) == [("DELETE", "/v1/runs/run-1"), ("POST", "/v1/runs/run-0/complete")]
     assert swarm.failures == 0
+
+
+class CappingGateway:
+    """Streams at most ``cap`` tokens of any call (a degrade's ``max_tokens`` cap)."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.bodies: list[dict[str, object]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.startswith("/v1/runs/"):
+            return httpx.Response(200, json={})
+        body = json.loads(request.content)
+        self.bodies.append(body)
+        chunk = json.dumps({"choices": [{"delta": {"content": "tok"}}]})
+        sse = f"data: {chunk}\n\n" * min(body["max_tokens"], self.cap) + "data: [DONE]\n\n"
+        return httpx.Response(200, text=sse, headers={"content-type": "text/event-stream"})
+
+
+async def test_an_answer_cut_short_is_continued_for_the_rest() -> None:
+    fake = CappingGateway(cap=2)
+    args = parser().parse_args(["--model", "m", "--speed", "100"])
+    w = RunWorkload(MIX, prompt_tokens=8, deadline_s=100.0)
+    swarm = await swarm_runs(
+        args, w, [RunPlan(0, 0.0, ((5,),), ())], transport=httpx.MockTransport(fake)
+    )
+    (record,) = swarm.records
+    assert record.completed
+    assert [b["max_tokens"] for b in fake.bodies] == [5, 3, 1]  # 2 + 2 + 1 tokens
+    roles = [[m["role"] for m in b["messages"]] for b in fake.bodies]  # type: ignore[union-attr]
+    assert roles == [["user"], ["user", "assistant"], ["user", "assistant"]]
+    assert len(swarm.call_ttft) == 1  # one time to first token per call

@@ -1,7 +1,7 @@
 """The fair-share preset meets a lone tenant's agent runs as the default does.
 
 Its own refusal, queue and degradation settings (a 60 s queue bound, a ladder without the
-default's output cap, Retry-After as a promise, a retry budget) completed a tenth of the
+default's output cap, Retry-After as a promise, a retry budget) completed a third of the
 default's runs under sustained overload (docs/runs.md, "fair-share under sustained run
 traffic"). ``bench/evaluate/fair-share-before.yaml`` keeps them, so this test fails if they
 come back: it also checks that they lose the runs here.
@@ -31,5 +31,5 @@ def test_a_lone_tenants_runs_complete_under_fair_share_as_under_the_default() ->
     assert fair.completed_per_s == default.completed_per_s
     assert fair.goodput_tps == default.goodput_tps
     assert fair.tenants["agents"] == default.tenants["agents"]
-    # the settings the preset no longer has: a tenth of the default's runs (0.09x)
+    # the settings the preset no longer has: a third of the default's runs (0.33x)
     assert collapsed.completed_per_s < 0.5 * default.completed_per_s
