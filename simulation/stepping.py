@@ -19,25 +19,22 @@ class Steps(Protocol):
 
 
 class Stepping:
-    __slots__ = ("_busy", "_engine", "_step")
+    __slots__ = ("_engine", "_step")
 
     def __init__(self, engine: Steps) -> None:
         self._engine = engine
-        self._busy = False
         self._step: EngineStep | None = None
+        """The step under way (None: idle)."""
 
     def start(self, now: float, until: float | None = None) -> EngineStep | None:
         """The engine's next step when it is idle and has work; it is busy until ``ended``.
         ``until``: the loop's next event; plain decode steps before it may run as one."""
-        if self._busy:
+        if self._step is not None:
             return None
-        step = self._engine.step(now, until)
-        self._busy = step is not None
-        self._step = step
-        return step
+        self._step = self._engine.step(now, until)
+        return self._step
 
     def ended(self) -> None:
-        self._busy = False
         self._step = None
 
     def reach(self) -> float:
@@ -54,11 +51,12 @@ class Stepping:
 
 
 def horizon(events: EventQueue[T], stepping: Iterable[Stepping]) -> float:
-    """Until when an engine of several may run plain decode steps as one: before the next
-    event the loop acts on, and before any other engine could end a step it acts on."""
+    """Until when an idle engine of several may run plain decode steps as one: before the
+    next event the loop acts on, and before any engine could end a step it acts on (the
+    idle one among them reaches infinity)."""
     until = events.next_seen_at()
-    for other in stepping:
-        until = min(until, other.reach())
+    for engine in stepping:
+        until = min(until, engine.reach())
     return until
 
 

@@ -327,8 +327,8 @@ class MatrixSimulation:
 
     def _kick(self, name: str) -> None:
         """Start ``name``'s next step if it is idle and has work."""
-        others = (s for n, s in self._stepping.items() if n != name)
-        step = self._stepping[name].start(self.clock.now, horizon(self._events, others))
+        until = horizon(self._events, self._stepping.values())
+        step = self._stepping[name].start(self.clock.now, until)
         if step is not None:
             self._push(step.ends_at, "step", (name, step), seen=step.changed)
 

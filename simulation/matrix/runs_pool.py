@@ -138,8 +138,7 @@ class PooledRunSimulation(RunSimulation):
     def _kick_engine(self) -> None:
         now = self._clock.now
         for i, name in enumerate(self._names):
-            others = (s for n, s in self._steps.items() if n != name)
-            until = horizon(self._events, others)
+            until = horizon(self._events, self._steps.values())
             if not self._probed:  # it is taken at the first event from its time on
                 until = min(until, self._probe_at)
             if (step := self._steps[name].start(now, until)) is not None:
