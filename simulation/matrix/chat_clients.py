@@ -33,7 +33,7 @@ class ChatClient:
     """One closed-loop client's conversation, as messages."""
 
     def __init__(self, shape: Shape, profile: Profile, model: str, seed: str) -> None:
-        self._shape, self._profile, self._model = shape, profile, model
+        self._shape, self._key = shape, (profile, model)
         self._rng = random.Random(seed)
         self._cpt = profile.chars_per_token
         self.messages: list[Message] = []
@@ -51,6 +51,12 @@ class ChatClient:
         room = ask_room(self.messages, before + round(self._shape.question_tokens * self._cpt))
         self.messages.append({"role": "user", "content": self._words(room)})
 
+    def continued(self, received: int) -> HashedPrompt:
+        """The prompt that asks for the rest of an answer cut short after ``received``
+        tokens: this turn's messages and the answer so far."""
+        partial = "".join(token_text(i) for i in range(received))
+        return hash_chat([*self.messages, {"role": "assistant", "content": partial}], *self._key)
+
     def prompt(self, max_tokens: int) -> HashedPrompt:
         """The next turn's prompt, its oldest turns dropped until it has at most
         ``max_tokens`` tokens (the first ask is never dropped)."""
@@ -58,7 +64,7 @@ class ChatClient:
             len(self.messages) > 2 and len(chat_prompt_text(self.messages)) / self._cpt > max_tokens
         ):
             del self.messages[1:3]
-        return hash_chat(self.messages, self._profile, self._model)
+        return hash_chat(self.messages, *self._key)
 
     def _words(self, chars: int) -> str:
         """Seeded words of ``chars`` characters (at least one)."""

@@ -15,6 +15,7 @@ and never logged.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import random
 import time
@@ -154,18 +155,40 @@ class LiveRequests:
         return req
 
     async def _serve(self, t: Tenant, req: Request, messages: list[dict[str, str]]) -> None:
+        """Every call of ``req`` until its whole answer is in or it is given up: an answer
+        cut short (a degrade capped ``max_tokens``) is asked for again with the answer so
+        far as its context, as the simulated client does."""
+        call = messages
+        while True:
+            got = await self._call(t, req, call)
+            if got is None:
+                return
+            req.received += got
+            if req.received >= req.output_tokens or got == 0:
+                if got == 0:  # a 200 with nothing in it: the client stops here
+                    self.failures += 1
+                    req.gave_up_at = self.clock.now()
+                else:
+                    req.finished = self.clock.now()
+                return
+            partial = {"role": "assistant", "content": "word " * req.received}
+            call = [*messages, partial]
+            req.attempts = 0
+
+    async def _call(self, t: Tenant, req: Request, messages: list[dict[str, str]]) -> int | None:
+        """One call until served (its output tokens) or given up (None)."""
         pending: Return | None = None
         while True:
             req.attempts += 1
-            status, retry_after = await self._attempt(t, req, messages)
+            status, retry_after, got = await self._attempt(t, req, messages)
             if pending is not None:
                 pending.admitted = status == 200
                 pending = None
             if status == 200:
-                return
+                return got
             if req.attempts >= MAX_ATTEMPTS:
                 req.gave_up_at = self.clock.now()
-                return
+                return None
             wait = retry_wait(retry_after or None, req.attempts)
             if retry_after:
                 pending = Return(self.clock.now() + wait, on_time=True)
@@ -174,27 +197,34 @@ class LiveRequests:
 
     async def _attempt(
         self, t: Tenant, req: Request, messages: list[dict[str, str]]
-    ) -> tuple[int, float]:
-        """One HTTP attempt: (status, emulated Retry-After); 200 when served to its end."""
+    ) -> tuple[int, float, int]:
+        """One HTTP attempt: (status, emulated Retry-After, output tokens served); 200 when
+        served to its end."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
-            "max_tokens": req.output_tokens,
+            "max_tokens": req.output_tokens - req.received,
             "ignore_eos": True,
             "stream": req.stream,
         }
+        if req.stream:
+            body["stream_options"] = {"include_usage": True}
         headers = {
             "authorization": f"Bearer {self.keys[t.name]}",
             "x-retry-attempt": str(req.attempts - 1),
         }
         if t.shape.turns > 1:
             headers["x-session-id"] = f"{t.name}-c{req.client}"
+        got = 0
 
         async def served(r: httpx.Response) -> None:
-            req.dispatched = self.clock.now()
+            nonlocal got
+            if req.dispatched is None:
+                req.dispatched = self.clock.now()
             async for line in r.aiter_lines():
                 if req.first_token is None and (not req.stream or is_token(line)):
                     req.first_token = self.clock.now()
+                got = max(got, completion_tokens(line))
 
         status, retry_after = await streamed_chat(
             self.client, body, headers, self.clock.speed, served
@@ -202,8 +232,17 @@ class LiveRequests:
         if status != 200:
             if status not in DEFERRAL_STATUSES:
                 self.failures += 1
-            return status, retry_after
-        req.finished = self.clock.now()
+            return status, retry_after, 0
         if req.first_token is None:
-            req.first_token = req.finished
-        return 200, 0.0
+            req.first_token = self.clock.now()
+        return 200, 0.0, got
+
+
+def completion_tokens(line: str) -> int:
+    """The ``usage.completion_tokens`` a response line reports (a non-streamed body, or a
+    stream's usage chunk); 0 when it reports none."""
+    text = line.removeprefix("data: ")
+    if '"completion_tokens"' not in text or not text.startswith("{"):
+        return 0
+    usage = json.loads(text).get("usage") or {}
+    return int(usage.get("completion_tokens", 0))

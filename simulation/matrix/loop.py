@@ -3,7 +3,10 @@ the production scheduler (``policies.engine.scheduler.Scheduler``) as the gatewa
 
 Each backend is the emulator's engine model and steps on its own. Every request carries
 ``max_tokens`` = its length (as the live clients send it); its estimate is the gateway's
-``TokenEstimator``. A tenant whose shape is ``hashed`` sends chat messages
+``TokenEstimator``. A degrade that caps ``max_tokens`` cuts the answer there
+(``finish_reason: length``); the client asks for the rest, its prompt the longer by what
+came, and the request is done when its whole answer is in (one time to first token).
+A tenant whose shape is ``hashed`` sends chat messages
 (``chat_clients.py``): the engine gets its prompt's block hashes (its prefix cache serves
 what was sent before) and, where the policy keeps a prefix model, the scheduler gets the
 gateway's chunk hashes of it, as the live gateway computes them. A refused request comes
@@ -53,13 +56,21 @@ class Request:
     stream: bool
     first_submit: float
     attempts: int = 0
+    """Attempts of the call under way (a continuation is a new call)."""
+    received: int = 0
+    """Tokens of the answer already in: calls before this one were cut short by a cap."""
     dispatched: float | None = None
     first_token: float | None = None
     finished: float | None = None
     gave_up_at: float | None = None
     turn: int = 0
     hashed: HashedPrompt | None = None
-    """The prompt's hashes, the engine's and the gateway's (a hashed tenant)."""
+    """The call's prompt hashes, the engine's and the gateway's (a hashed tenant)."""
+
+    def call_prompt(self) -> int:
+        """The prompt tokens of the call under way: a continuation's carries the answer
+        so far."""
+        return self.hashed.tokens if self.hashed is not None else self.prompt_tokens + self.received
 
 
 @dataclass(slots=True)
@@ -140,6 +151,10 @@ class MatrixSimulation:
         self._ids = itertools.count()
         self._open: dict[str, Request] = {}
         self._tickets: dict[str, Ticket] = {}
+        self._served: dict[str, int] = {}
+        """Each call in flight: the output tokens the engine serves it (a cap may cut them)."""
+        self._call_first: dict[str, float] = {}
+        """Each call in flight that has its first token: when it came."""
         self._pending_return: dict[str, Return] = {}
         self._alarm = WakeupAlarm()
         self.out = CellRun()
@@ -231,17 +246,18 @@ class MatrixSimulation:
         req = self._open[rid]
         req.attempts += 1
         t = self._tenants[req.tenant]
-        est = self._estimator.output_tokens(req.prompt_tokens, req.output_tokens, None, req.tenant)
+        prompt, length = req.call_prompt(), req.output_tokens - req.received
+        est = self._estimator.output_tokens(prompt, length, None, req.tenant)
         hashed = req.hashed if self.scheduler.policy.models_prefixes else None  # as the gateway
         info = RequestInfo(
             request_id=f"{rid}#{req.attempts}",
             tenant=req.tenant,
             workload_class="interactive",
             model=MODEL,
-            estimate=WorkEstimate(req.prompt_tokens, est),
+            estimate=WorkEstimate(prompt, est),
             arrival=self.clock.now,
             weight=t.weight,
-            max_tokens=req.output_tokens,
+            max_tokens=length,
             is_retry=req.attempts > 1,
             session_id=f"{req.tenant}-c{req.client}" if t.shape.turns > 1 else None,
             stream=req.stream,
@@ -257,12 +273,17 @@ class MatrixSimulation:
                 ret.admitted = True
                 del self._pending_return[rid]
             req = self._open[rid]
-            req.dispatched = self.clock.now
+            if req.dispatched is None:
+                req.dispatched = self.clock.now
+            tokens = req.output_tokens - req.received
+            if (cap := out.decision.degradation.max_tokens) is not None:
+                tokens = min(tokens, cap)
             self._tickets[rid] = out
-            engine = self.engines[out.backend]
-            now = self.clock.now
+            self._served[rid] = tokens
             blocks = () if req.hashed is None else req.hashed.engine_blocks
-            engine.add(rid, req.prompt_tokens, req.output_tokens, now, block_hashes=blocks)
+            self.engines[out.backend].add(
+                rid, req.call_prompt(), tokens, self.clock.now, block_hashes=blocks
+            )
         elif out.decision is DecisionKind.REJECT:
             if ret is not None:
                 ret.admitted = False
@@ -293,27 +314,46 @@ class MatrixSimulation:
         at = self.clock.now + t.think_s(self._rng)
         self._push(at, "new", (req.tenant, req.client, turn, context))
 
+    def _continue(self, req: Request) -> None:
+        """The answer was cut short (``finish_reason: length`` under a degrade's cap): the
+        client asks at once for the rest, its context the longer by what it got."""
+        if req.hashed is not None:
+            chat = self._chats[(req.tenant, req.client)]
+            req.hashed = chat.continued(req.received)
+        req.attempts = 0
+        rid = f"{req.tenant}-{next(self._ids)}"
+        self._open[rid] = req
+        self._submit(rid)
+
     # -- the gateway and the engines -------------------------------------------------------
 
     def _step_end(self, step: EngineStep) -> None:
         now = self.clock.now
         for rid in step.first_token:
             req = self._open[rid]
-            req.first_token = now
+            self._call_first[rid] = now
+            if req.first_token is None:  # a continuation's first token is not the answer's
+                req.first_token = now
             if req.stream:
                 self.scheduler.first_token(self._tickets[rid])
         for rid in step.finished:
             req = self._open.pop(rid)
             ticket = self._tickets.pop(rid)
-            req.finished = now
+            served = self._served.pop(rid)
             if req.first_token is None:
                 req.first_token = now
-            usage = Usage(prompt_tokens=req.prompt_tokens, completion_tokens=req.output_tokens)
+            usage = Usage(prompt_tokens=req.call_prompt(), completion_tokens=served)
             self._estimator.observe(MODEL, 0, usage, flow=req.tenant)
-            ttft = req.first_token - ticket.dispatched_at if req.stream else None
+            first_at = self._call_first.pop(rid, now)
+            ttft = first_at - ticket.dispatched_at if req.stream else None
             self.scheduler.release(
                 ticket, Outcome.COMPLETED, usage, ttft_s=ttft, latency_s=now - ticket.dispatched_at
             )
+            req.received += served
+            if req.received < req.output_tokens:
+                self._continue(req)
+                continue
+            req.finished = now
             self._next(req)
 
     def _pump(self) -> None:
