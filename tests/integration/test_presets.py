@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import math
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -157,7 +156,7 @@ async def _success_count(emu: EmbeddedEmulator) -> float:
     return await engine_gauge(emu.url, "vllm:request_success_total")
 
 
-async def test_agent_swarm_queues_the_step_keeps_sessions_and_computes_retry_after(
+async def test_agent_swarm_queues_the_step_and_keeps_sessions(
     start_emulator: StartEmulator,
 ) -> None:
     policy = preset_policy("agent-swarm")
@@ -165,7 +164,6 @@ async def test_agent_swarm_queues_the_step_keeps_sessions_and_computes_retry_aft
     n = 2 * sum(slots(e) for e in emus)
     async with serve_gateway(gateway_config([e.url for e in emus], policy)) as gw:
         client = gw.client()
-        t0 = time.monotonic()
         step = await burst(
             client,
             [chat_body(200) for _ in range(n)],
@@ -184,30 +182,6 @@ async def test_agent_swarm_queues_the_step_keeps_sessions_and_computes_retry_aft
                 [await _success_count(e) - b for e, b in zip(emus, before, strict=True)]
             )
             assert gained == [0, 3], f"session {session} was spread over backends: {gained}"
-        await _retry_budget_refusal(gw, client, policy, first_attempts=n + 6, t0=t0)
-
-
-async def _retry_budget_refusal(
-    gw: Gateway,
-    client: httpx.AsyncClient,
-    policy: dict[str, Any],
-    first_attempts: int,
-    t0: float,
-) -> None:
-    budget = next(g for g in policy["gates"] if g["type"] == "retry_budget")["parameters"]
-    allowed = math.floor(budget["ratio"] * first_attempts)
-    retry = {"x-stainless-retry-count": "1"}
-    for _ in range(allowed):
-        r = await client.post("/v1/chat/completions", json=chat_body(8), headers=retry)
-        assert r.status_code == 200
-    r = await client.post("/v1/chat/completions", json=chat_body(8), headers=retry)
-    elapsed = time.monotonic() - t0
-    assert r.status_code == 429 and r.json()["error"]["code"] == "retry_budget_exhausted"
-    ms = int(r.headers["retry-after-ms"])
-    jitter = gw.ctx.scheduler.policy.retry_after.jitter  # type: ignore[attr-defined]
-    # Until the oldest slice leaves the window: computed, not the floor.
-    assert budget["window_s"] - elapsed <= ms / 1000 <= budget["window_s"] * (1 + jitter) + 0.001
-    assert int(r.headers["retry-after"]) == math.ceil(ms / 1000)
 
 
 async def test_seed000_best_reserves_a_place_and_keeps_it(start_emulator: StartEmulator) -> None:

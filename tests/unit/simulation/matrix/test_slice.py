@@ -5,7 +5,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from simulation.matrix.cells import CI_SLICE, full_matrix
+import pytest
+
+from simulation.matrix.cells import CI_SLICE, Cell, full_matrix
 from simulation.matrix.evaluate import evaluate, shipped_policies
 from simulation.matrix.report import COLUMNS, summary, write_csv
 
@@ -45,3 +47,32 @@ def test_the_ci_slice_measures_every_cell_and_policy(tmp_path: Path) -> None:
         read = list(csv.DictReader(f))
     assert len(read) == len(rows) and tuple(read[0]) == COLUMNS
     assert any(line.startswith("fair-share: do-no-harm") for line in summary(rows))
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [Cell("runs-short", "cpu-tiny", 2.0, 1), Cell("alone", "cpu-tiny", 4.0, 1)],
+    ids=lambda c: c.key,
+)
+def test_no_shipped_preset_does_less_work_than_the_default_in_an_overload_cell(cell: Cell) -> None:
+    """Do-no-harm's work rule, kept by every shipped preset in two overload cells:
+    - runs of 5-9 sequential steps against a 300 s deadline at twice the capacity: a
+      preset that lets a call wait far past the default's queue bound loses every run
+      (``codel`` and ``agent-swarm`` with a 120 s bound completed none, against the
+      default's 0.07/s);
+    - one tenant at four times the capacity, its refused clients back when Retry-After
+      says: a retry budget refuses them until they give up (``agent-swarm`` with one
+      completed 0.26x the default's requests)."""
+    rows = evaluate([cell], shipped_policies(), workers=2)
+    default = next(r for r in rows if r.policy == "default")
+    assert default.completed_per_s > 0
+    short = {
+        r.policy: (
+            round(r.completed_per_s / default.completed_per_s, 2),
+            round(r.goodput_tps / default.goodput_tps, 2),
+        )
+        for r in rows
+        if min(r.completed_per_s / default.completed_per_s, r.goodput_tps / default.goodput_tps)
+        < 0.95
+    }
+    assert not short, f"(completed, goodput) against the default's: {short}"
