@@ -114,7 +114,7 @@ class _Completion:
         return body
 
     def body(self, finished: FinishedRequest) -> dict[str, Any]:
-        content = "".join(text.token_text(i) for i in range(finished.output_tokens))
+        content = text.reply_text(finished.output_tokens)
         choice: dict[str, Any] = {"index": 0, "logprobs": None}
         if self.chat:
             choice["message"] = {"role": "assistant", "content": content, "tool_calls": []}

@@ -124,3 +124,9 @@ def plan_request(
 def token_text(index: int) -> str:
     """The text of the ``index``-th output token of any request."""
     return _WORDS[index % len(_WORDS)]
+
+
+def reply_text(output_tokens: int) -> str:
+    """The whole text of an answer of ``output_tokens`` tokens (its first ones, for an
+    answer cut short)."""
+    return "".join(token_text(i) for i in range(output_tokens))

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass, field
 
 from emulator.profile import Profile
-from emulator.text import token_text
+from emulator.text import reply_text
 from policies.types import PromptBlocks
 from simulation.hashed_prompts import HashedPrompt, hash_chat
 
@@ -123,8 +123,7 @@ class ConversationPrompts:
 
     def answered(self, agent: int, output_tokens: int) -> None:
         self._next.pop(agent, None)
-        reply = "".join(token_text(i) for i in range(output_tokens))
-        self._conversations[agent].answered(reply)
+        self._conversations[agent].answered(reply_text(output_tokens))
 
     def tenant_of(self, session: str) -> str:
         """The tenant of session ``agent-N`` (the simulator's session ids)."""

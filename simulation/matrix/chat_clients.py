@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 
 from emulator.profile import Profile
-from emulator.text import chat_prompt_text, token_text
+from emulator.text import chat_prompt_text, reply_text
 from simulation.conversations import VOCABULARY
 from simulation.hashed_prompts import HashedPrompt, Message, hash_chat
 from simulation.matrix.traffic import Shape
@@ -33,7 +33,7 @@ class ChatClient:
     """One closed-loop client's conversation, as messages."""
 
     def __init__(self, shape: Shape, profile: Profile, model: str, seed: str) -> None:
-        self._shape, self._key = shape, (profile, model)
+        self._shape, self._profile, self._model = shape, profile, model
         self._rng = random.Random(seed)
         self._cpt = profile.chars_per_token
         self.messages: list[Message] = []
@@ -45,7 +45,7 @@ class ChatClient:
 
     def answered(self, output_tokens: int) -> None:
         """The last turn came back: the next carries its answer and one more question."""
-        reply = "".join(token_text(i) for i in range(output_tokens))
+        reply = reply_text(output_tokens)
         before = len(chat_prompt_text(self.messages)) + len(reply)
         self.messages.append({"role": "assistant", "content": reply})
         room = ask_room(self.messages, before + round(self._shape.question_tokens * self._cpt))
@@ -54,8 +54,8 @@ class ChatClient:
     def continued(self, received: int) -> HashedPrompt:
         """The prompt that asks for the rest of an answer cut short after ``received``
         tokens: this turn's messages and the answer so far."""
-        partial = "".join(token_text(i) for i in range(received))
-        return hash_chat([*self.messages, {"role": "assistant", "content": partial}], *self._key)
+        partial = {"role": "assistant", "content": reply_text(received)}
+        return hash_chat([*self.messages, partial], self._profile, self._model)
 
     def prompt(self, max_tokens: int) -> HashedPrompt:
         """The next turn's prompt, its oldest turns dropped until it has at most
@@ -64,7 +64,7 @@ class ChatClient:
             len(self.messages) > 2 and len(chat_prompt_text(self.messages)) / self._cpt > max_tokens
         ):
             del self.messages[1:3]
-        return hash_chat(self.messages, *self._key)
+        return hash_chat(self.messages, self._profile, self._model)
 
     def _words(self, chars: int) -> str:
         """Seeded words of ``chars`` characters (at least one)."""
