@@ -163,13 +163,13 @@ class LiveRequests:
             got = await self._call(t, req, call)
             if got is None:
                 return
+            if got == 0:  # a 200 with nothing in it: the client stops here
+                self.failures += 1
+                req.gave_up_at = self.clock.now()
+                return
             req.received += got
-            if req.received >= req.output_tokens or got == 0:
-                if got == 0:  # a 200 with nothing in it: the client stops here
-                    self.failures += 1
-                    req.gave_up_at = self.clock.now()
-                else:
-                    req.finished = self.clock.now()
+            if req.received >= req.output_tokens:
+                req.finished = self.clock.now()
                 return
             partial = {"role": "assistant", "content": "word " * req.received}
             call = [*messages, partial]

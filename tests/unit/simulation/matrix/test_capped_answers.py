@@ -84,17 +84,19 @@ def test_a_continuation_carries_the_answer_so_far_on_the_turns_prompt() -> None:
     assert rest.tokens >= turn.tokens + 60
 
 
-def _capping_gateway(bodies: list[dict[str, Any]]) -> httpx.MockTransport:
-    """A gateway that serves at most ``CAP`` tokens per call, streamed as vLLM streams
-    them (a usage chunk last)."""
+def _capping_gateway(bodies: list[dict[str, Any]], stream: bool) -> httpx.MockTransport:
+    """A gateway that serves at most ``CAP`` tokens per call: streamed as vLLM streams
+    them (a usage chunk last), or as one JSON body."""
 
     def handle(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         bodies.append(body)
         n = min(body["max_tokens"], CAP)
+        usage = {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}
+        if not stream:
+            return httpx.Response(200, json={"choices": [], "usage": usage})
         chunks = ['data: {"choices":[{"delta":{"role":"assistant","content":""}}]}']
         chunks += ['data: {"choices":[{"delta":{"content":"w "}}]}'] * n
-        usage = {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}
         chunks += [f"data: {json.dumps({'choices': [], 'usage': usage})}", "data: [DONE]"]
         return httpx.Response(200, text="\n\n".join(chunks) + "\n\n")
 
@@ -104,16 +106,7 @@ def _capping_gateway(bodies: list[dict[str, Any]]) -> httpx.MockTransport:
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
 async def test_the_live_client_continues_a_capped_answer(stream: bool) -> None:
     bodies: list[dict[str, Any]] = []
-    transport = _capping_gateway(bodies)
-    if not stream:
-
-        def handle(request: httpx.Request) -> httpx.Response:
-            body = json.loads(request.content)
-            bodies.append(body)
-            n = min(body["max_tokens"], CAP)
-            return httpx.Response(200, json={"choices": [], "usage": {"completion_tokens": n}})
-
-        transport = httpx.MockTransport(handle)
+    transport = _capping_gateway(bodies, stream)
     tenant = Tenant("t", Shape(50, fixed_length(LENGTH), stream=stream), clients=1)
     async with httpx.AsyncClient(base_url="http://gw", transport=transport) as client:
         live = LiveRequests(client, [tenant], {"t": "k"}, "m", 4096, 10.0, LiveClock(1.0))
