@@ -32,6 +32,7 @@ _TOMBSTONE_REASON = {RunEnd.COMPLETED: Reason.RUN_ENDED, RunEnd.CANCELLED: Reaso
 class RunBook:
     def __init__(self) -> None:
         self.runs: dict[Key, Run] = {}
+        self._of_tenant: dict[str, dict[str, Run]] = {}
         self._by_request: dict[str, Run] = {}
         self._ended: OrderedDict[Key, Reason] = OrderedDict()
         self._continuations: dict[str, dict[str, QueuedEntry]] = {}
@@ -125,6 +126,7 @@ class RunBook:
         assert hints is not None
         run = Run(req.tenant, hints.run_id, _flow(req), now, hints.deadline, plan, req.request_id)
         self.runs[run.key] = run
+        self._of_tenant.setdefault(run.tenant, {})[run.run_id] = run
         self.promised += run.outstanding
         self.started[run.tenant] = self.started.get(run.tenant, 0) + 1
         if run.deadline is not None:
@@ -235,6 +237,21 @@ class RunBook:
                 return entry
         return None
 
+    def behind_pace(self, tenant: str, now: float) -> bool:
+        """Whether ``tenant``'s started runs (their first call dispatched), together, have
+        drawn less of their reservations than the share of their time to the deadline gone
+        asks; True while one of them has no deadline (nothing says it may wait)."""
+        drawn = asked = 0.0
+        for run in self._of_tenant.get(tenant, {}).values():
+            if run.opening in run.queued:
+                continue  # not started
+            if run.deadline is None or run.deadline <= run.started_at:
+                return True
+            gone = (now - run.started_at) / (run.deadline - run.started_at)
+            drawn += run.drawn
+            asked += gone * run.reservation.tokens
+        return drawn < asked
+
     def has_precedence(self, request_id: str, tenant: str) -> bool:
         waiting = self._continuations.get(tenant)
         return waiting is not None and request_id in waiting
@@ -256,6 +273,10 @@ class RunBook:
         queued and held calls are the caller's to refuse (``run.queued``, ``run.held``
         still name them); those in flight are named in ``cut``."""
         del self.runs[run.key]
+        of_tenant = self._of_tenant[run.tenant]
+        del of_tenant[run.run_id]
+        if not of_tenant:
+            del self._of_tenant[run.tenant]
         run.ended = end
         self.promised -= run.outstanding
         reason = reason or _TOMBSTONE_REASON.get(end, Reason.RUN_ENDED)

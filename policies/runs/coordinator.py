@@ -176,7 +176,8 @@ class RunCoordinator:
 
     def precedence(self, entry: QueuedEntry, deferred: list[QueuedEntry]) -> QueuedEntry:
         """``entry``, or in its place its tenant's oldest continuation of an admitted run:
-        started work goes first within the tenant's turn (fair share is unchanged).
+        started work goes first within the tenant's turn (fair share is unchanged), while
+        the tenant's started runs are behind their pace (``RunsParams.precedence``).
         Continuations already set aside in this poll (``deferred``) are not taken again."""
         book = self._book
         if not book.continuations:
@@ -187,6 +188,10 @@ class RunCoordinator:
         other = book.first_continuation(req.tenant, req.model, deferred)
         if other is None:
             return entry
+        if self._host.runs_params().precedence == "behind_pace" and not book.behind_pace(
+            req.tenant, self._clock()
+        ):
+            return entry  # the started runs keep their pace: the fair order stands
         taken = self._host.take_copy(other)
         book.replaced(taken)
         self._host.put_back(entry)

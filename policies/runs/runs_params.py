@@ -14,6 +14,13 @@ from policies.params import Params
 class RunsParams(Params):
     enabled: bool = False
     """Admit agent runs: reservations, precedence of started runs, fan-out ceilings."""
+    precedence: Literal["always", "behind_pace"] = "behind_pace"
+    """When a started run's calls go ahead of their tenant's other queued calls.
+    ``behind_pace``: while the tenant's started runs, together, are behind the pace their
+    deadlines ask (they have drawn less of their reserved tokens than the share of their
+    time to the deadline that is gone, summed over the runs), and always while one of them
+    has no deadline. ``always``: whenever one is queued (a new run's first call then takes
+    all the queueing, and near the engines' capacity waits out its queue bound)."""
     idle_timeout_s: float = Field(default=60.0, gt=0)
     """A run with nothing queued or in flight for this long has ended."""
     promise_horizon_s: float | None = Field(default=None, gt=0)

@@ -5,10 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from policies.contracts import QueuedEntry
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.runs.run import RunEnd
+from policies.runs.book import RunBook
+from policies.runs.run import Reservation, RunEnd
 from policies.runs.run_state import EndedRunState, OpenRunState
-from policies.types import Decision, DecisionKind, Outcome, Reason, RequestInfo, RunHints, Usage
+from policies.runs.runs_params import RunsParams
+from policies.types import (
+    Decision,
+    DecisionKind,
+    Degradation,
+    Outcome,
+    Reason,
+    RequestInfo,
+    RunHints,
+    Usage,
+)
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
 
@@ -75,13 +87,19 @@ def test_a_flow_learns_its_runs_from_those_that_completed() -> None:
 
 
 def _next_after_a_started_run_and_a_new_run(
-    s: Scheduler, clock: ManualClock, a_calls: int = 4, a_tokens: int = 1000
+    s: Scheduler,
+    clock: ManualClock,
+    a_calls: int = 4,
+    a_tokens: int = 1000,
+    a_deadline_in: float | None = None,
 ) -> tuple[str, str, list[str]]:
     """One slot. Run ``a``'s first call (of ``a_calls`` reserved, ``a_tokens``) ran; run
     ``b``'s first call queued; then ``a``'s second call queued behind it. Returns (a's
-    second, b's first) request ids and those the next poll dispatches."""
+    second, b's first) request ids and those the next poll dispatches. One second passes
+    between ``a``'s start and the poll; ``a`` has drawn 200 tokens by then."""
     f = fleet(clock, backend(max_num_seqs=1))
-    a1 = s.submit(call(clock, "a", calls=a_calls, tokens=a_tokens), f)
+    hints = {} if a_deadline_in is None else {"deadline_in": a_deadline_in}
+    a1 = s.submit(call(clock, "a", calls=a_calls, tokens=a_tokens, **hints), f)
     assert isinstance(a1, Ticket)
     clock.advance(1)
     b1 = s.submit(call(clock, "b", calls=4, tokens=1000), f)
@@ -95,6 +113,33 @@ def _next_after_a_started_run_and_a_new_run(
 def test_a_started_run_goes_before_the_first_call_of_a_new_run() -> None:
     clock = ManualClock()
     a2, _b1, dispatched = _next_after_a_started_run_and_a_new_run(runs_on(clock), clock)
+    assert dispatched == [a2]
+
+
+def test_a_started_run_keeping_its_pace_leaves_the_older_first_call_its_turn() -> None:
+    # a: 200 of 1,000 tokens drawn (0.2) with 1 s of its 100 s gone (0.01); b's run has not
+    # started (its first call is queued), so its missing deadline does not count
+    clock = ManualClock()
+    _a2, b1, dispatched = _next_after_a_started_run_and_a_new_run(
+        runs_on(clock), clock, a_deadline_in=100.0
+    )
+    assert dispatched == [b1]
+
+
+def test_a_started_run_behind_its_pace_goes_first() -> None:
+    # 1 s of 1.5 s gone (0.67) against 0.2 of its tokens drawn
+    clock = ManualClock()
+    a2, _b1, dispatched = _next_after_a_started_run_and_a_new_run(
+        runs_on(clock), clock, a_deadline_in=1.5
+    )
+    assert dispatched == [a2]
+
+
+def test_with_precedence_always_a_started_run_goes_first_whatever_its_pace() -> None:
+    clock = ManualClock()
+    a2, _b1, dispatched = _next_after_a_started_run_and_a_new_run(
+        runs_on(clock, precedence="always"), clock, a_deadline_in=100.0
+    )
     assert dispatched == [a2]
 
 
@@ -328,3 +373,43 @@ def test_the_ended_runs_remembered_are_the_newest_ended_kept() -> None:
     ended = [i for i in range(10) if isinstance(s.runs.state("t1", f"r{i}"), EndedRunState)]
     assert ended == [7, 8, 9]
     assert all(s.runs.state("t1", f"r{i}") is None for i in range(7))
+
+
+def test_the_pace_is_summed_over_the_tenant_started_runs() -> None:
+    """Both runs reserve 1,000 tokens with 100 s to their deadline. ``x`` draws 100, ``y``
+    20: at 9 s ``x`` alone keeps its pace (100 >= 90) but the two together do not (120 <
+    180). A run whose first call waits in the queue, another tenant's runs, and a started
+    run without a deadline (always behind: nothing says it may wait)."""
+    book = RunBook()
+    clock = ManualClock()
+
+    def opened(run_id: str, tokens: int, deadline_in: float | None = 100.0) -> RequestInfo:
+        half = tokens // 2
+        deadline = None if deadline_in is None else clock.now + deadline_in
+        req = request(clock, prompt=half, output=half, run=RunHints(run_id, deadline=deadline))
+        book.open(req, Reservation(1000, 4, None, "hints"), clock.now)
+        return req
+
+    book.dispatched(opened("x", 100), clock.now)
+    y = opened("y", 20)
+    entry = QueuedEntry(
+        y,
+        DecisionKind.DELAY,
+        Degradation(),
+        (),
+        clock.now,
+        clock.now + 30,
+        Reason.QUEUE_FULL,
+        1,
+        y.flow,
+    )
+    book.enqueued(book.runs[("t1", "y")], entry)
+    clock.advance(9.0)
+    assert not book.behind_pace("t1", clock.now)  # y has not started: x alone, 100 >= 90
+    book.dispatched(y, clock.now)
+    assert book.behind_pace("t1", clock.now)  # 120 < 90 + 90
+    assert not book.behind_pace("t2", clock.now)  # no runs of its own
+    book.end(RunsParams(), book.runs[("t1", "y")], RunEnd.COMPLETED, clock.now)
+    assert not book.behind_pace("t1", clock.now)  # y's end takes it out of the sum
+    book.dispatched(opened("z", 100, deadline_in=None), clock.now)
+    assert book.behind_pace("t1", clock.now)

@@ -51,18 +51,27 @@ def test_the_ci_slice_measures_every_cell_and_policy(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "cell",
-    [Cell("runs-short", "cpu-tiny", 2.0, 1), Cell("alone", "cpu-tiny", 4.0, 1)],
+    [
+        Cell("runs-short", "cpu-tiny", 2.0, 1),
+        Cell("alone", "cpu-tiny", 4.0, 1),
+        Cell("runs-short", "cpu-tiny", 1.0, 1),
+    ],
     ids=lambda c: c.key,
 )
-def test_no_shipped_preset_does_less_work_than_the_default_in_an_overload_cell(cell: Cell) -> None:
-    """Do-no-harm's work rule, kept by every shipped preset in two overload cells:
+def test_no_shipped_preset_does_less_work_than_the_default_in_a_loaded_cell(cell: Cell) -> None:
+    """Do-no-harm's work rule, kept by every shipped preset in two overload cells and one
+    at the engines' capacity:
     - runs of 5-9 sequential steps against a 300 s deadline at twice the capacity: a
       preset that lets a call wait far past the default's queue bound loses every run
       (``codel`` and ``agent-swarm`` with a 120 s bound completed none, against the
       default's 0.07/s);
     - one tenant at four times the capacity, its refused clients back when Retry-After
       says: a retry budget refuses them until they give up (``agent-swarm`` with one
-      completed 0.26x the default's requests)."""
+      completed 0.26x the default's requests);
+    - the same runs at the engines' capacity, where the default completes every run: a
+      preset whose started runs always go first makes each new run's first call take all
+      the queueing, past its queue bound (``agent-runs`` with ``precedence: always``
+      completed 0.86x the default's runs)."""
     rows = evaluate([cell], shipped_policies(), workers=2)
     default = next(r for r in rows if r.policy == "default")
     assert default.completed_per_s > 0
