@@ -22,7 +22,7 @@ def _settings(examples: int, collect: bool) -> settings:
         deadline=None,
         phases=phases,
         suppress_health_check=list(HealthCheck),
-        print_blob=False,
+        print_blob=True,  # a failure prints the blob that replays it (@reproduce_failure)
     )
 
 
