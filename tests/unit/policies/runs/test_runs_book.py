@@ -5,23 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from policies.contracts import QueuedEntry
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.runs.book import RunBook
 from policies.runs.run import Reservation, RunEnd
 from policies.runs.run_state import EndedRunState, OpenRunState
 from policies.runs.runs_params import RunsParams
-from policies.types import (
-    Decision,
-    DecisionKind,
-    Degradation,
-    Outcome,
-    Reason,
-    RequestInfo,
-    RunHints,
-    Usage,
-)
+from policies.types import Decision, DecisionKind, Outcome, Reason, RequestInfo, RunHints, Usage
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
+from tests.unit.policies.helpers import queued as queued_call
 
 
 def runs_on(clock: ManualClock, **params: Any) -> Scheduler:
@@ -392,18 +383,7 @@ def test_the_pace_is_summed_over_the_tenant_started_runs() -> None:
 
     book.dispatched(opened("x", 100), clock.now)
     y = opened("y", 20)
-    entry = QueuedEntry(
-        y,
-        DecisionKind.DELAY,
-        Degradation(),
-        (),
-        clock.now,
-        clock.now + 30,
-        Reason.QUEUE_FULL,
-        1,
-        y.flow,
-    )
-    book.enqueued(book.runs[("t1", "y")], entry)
+    book.enqueued(book.runs[("t1", "y")], queued_call(y, 1, clock.now, clock.now + 30))
     clock.advance(9.0)
     assert not book.behind_pace("t1", clock.now)  # y has not started: x alone, 100 >= 90
     book.dispatched(y, clock.now)
