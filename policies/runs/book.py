@@ -35,8 +35,6 @@ class RunBook:
         self._of_tenant: dict[str, dict[str, Run]] = {}
         self._by_request: dict[str, Run] = {}
         self._ended: OrderedDict[Key, Reason] = OrderedDict()
-        self._idle_ended: set[Key] = set()
-        """Of the ended runs remembered, those that ended idle: a late call opens them again."""
         self._continuations: dict[str, dict[str, QueuedEntry]] = {}
         self._due: list[tuple[float, int, Key]] = []
         self._seq = 0
@@ -79,16 +77,6 @@ class RunBook:
     def refusal(self, tenant: str, run_id: str) -> Reason | None:
         """Why a call of an ended run is refused; None when the run has not ended."""
         return self._ended.get((tenant, run_id))
-
-    def reopen(self, tenant: str, run_id: str) -> bool:
-        """Forget a run that ended idle, so that its late call opens it again; False (and
-        nothing forgotten) for a run that its client, or its deadline, ended."""
-        key = (tenant, run_id)
-        if key not in self._idle_ended:
-            return False
-        self._idle_ended.discard(key)
-        del self._ended[key]
-        return True
 
     # -- admission -----------------------------------------------------------------------
 
@@ -279,19 +267,11 @@ class RunBook:
         return self.end(params, run, RunEnd.COMPLETED, now)
 
     def end(
-        self,
-        params: RunsParams,
-        run: Run,
-        end: RunEnd,
-        now: float,
-        reason: Reason | None = None,
-        *,
-        idle: bool = False,
+        self, params: RunsParams, run: Run, end: RunEnd, now: float, reason: Reason | None = None
     ) -> RunEnded:
         """End ``run`` (once): its reservation is released and its id remembered. Its
         queued and held calls are the caller's to refuse (``run.queued``, ``run.held``
-        still name them); those in flight are named in ``cut``. ``idle``: it ended because
-        nothing of it happened for ``idle_timeout_s`` (``reopen``)."""
+        still name them); those in flight are named in ``cut``."""
         del self.runs[run.key]
         of_tenant = self._of_tenant[run.tenant]
         del of_tenant[run.run_id]
@@ -302,12 +282,8 @@ class RunBook:
         reason = reason or _TOMBSTONE_REASON.get(end, Reason.RUN_ENDED)
         self._ended[run.key] = reason
         self._ended.move_to_end(run.key)
-        if idle:
-            self._idle_ended.add(run.key)
-        else:
-            self._idle_ended.discard(run.key)
         while len(self._ended) > params.ended_kept:
-            self._idle_ended.discard(self._ended.popitem(last=False)[0])
+            self._ended.popitem(last=False)
         tenant = run.tenant
         self.ended[(tenant, end)] = self.ended.get((tenant, end), 0) + 1
         for rid in run.queued:

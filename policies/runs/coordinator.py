@@ -112,14 +112,14 @@ class RunCoordinator:
     def check(self, req: RequestInfo, now: float) -> Run | Reservation | Decision | None:
         """The call's open run; for a run's first call, what it would reserve (admission);
         a REJECT for a call of an ended run, past its deadline, or over the promise. None:
-        not a call of a run, or runs are off. A run that ended idle opens again."""
+        not a call of a run, or runs are off."""
         hints = req.run
         params = self._host.runs_params()
         if hints is None or not params.enabled:
             return None
         book, host = self._book, self._host
         refused = book.refusal(req.tenant, hints.run_id)
-        if refused is not None and not book.reopen(req.tenant, hints.run_id):
+        if refused is not None:
             return host.refuse(req, refused, None, now, ())
         run = book.find(req.tenant, hints.run_id)
         deadline = hints.deadline if run is None else run.deadline
@@ -202,7 +202,7 @@ class RunCoordinator:
         out: list[Decision] = []
         if self._book:
             for run, end, reason in self._book.due(self._host.runs_params(), now):
-                out += self._end(run, end, reason, now, idle=reason is Reason.RUN_ENDED)
+                out += self._end(run, end, reason, now)
         return out
 
     def expire_held(self, now: float) -> Iterator[Decision]:
@@ -235,12 +235,10 @@ class RunCoordinator:
         self.left(req.request_id, now)
         return self._host.refuse(req, reason, None, now, entry.shadowed)
 
-    def _end(
-        self, run: Run, end: RunEnd, reason: Reason, now: float, *, idle: bool = False
-    ) -> list[Decision]:
+    def _end(self, run: Run, end: RunEnd, reason: Reason, now: float) -> list[Decision]:
         """End ``run``; its queued and held calls are refused at once (REJECT ``reason``)."""
         book, host = self._book, self._host
-        book.end(host.runs_params(), run, end, now, reason, idle=idle)
+        book.end(host.runs_params(), run, end, now, reason)
         queued, held = book.forget_calls(run)
         out: list[Decision] = []
         for rid in queued:

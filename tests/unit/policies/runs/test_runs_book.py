@@ -239,31 +239,6 @@ def test_an_idle_run_ends_completed_at_its_last_call() -> None:
     assert s.runs.stats().promised_tokens == 0 and s.runs.stats().wasted_tokens == {}
 
 
-def test_a_late_call_opens_again_a_run_that_ended_idle_but_not_one_its_client_ended() -> None:
-    """An agent whose tool ran longer than the idle timeout is not refused; a run its
-    client completed or cancelled is over (409 ``run_ended``)."""
-    clock = ManualClock()
-    s = runs_on(clock, idle_timeout_s=30.0)
-    f = fleet(clock, backend(max_num_seqs=8))
-    for run_id in ("idle", "done", "gone"):
-        t = s.submit(call(clock, run_id), f)
-        assert isinstance(t, Ticket)
-        s.release(t, Outcome.COMPLETED, Usage(100, 100))
-    assert s.runs.end("t1", "done", cancel=False) == []
-    assert s.runs.end("t1", "gone") == []
-    clock.advance(30.0)
-    s.poll(f)
-    ends = {e.run_id: e.end for e in s.runs.take_ends()}
-    assert ends == {"idle": RunEnd.COMPLETED, "done": RunEnd.COMPLETED, "gone": RunEnd.CANCELLED}
-    late = s.submit(call(clock, "idle"), f)
-    assert isinstance(late, Ticket)
-    assert isinstance(s.runs.state("t1", "idle"), OpenRunState)
-    assert s.runs.stats().open_runs == 1 and s.runs.stats().started == {"t1": 4}
-    for run_id, reason in (("done", Reason.RUN_ENDED), ("gone", Reason.RUN_CANCELLED)):
-        refused = s.submit(call(clock, run_id), f)
-        assert isinstance(refused, Decision) and refused.reason is reason
-
-
 def test_an_idle_run_whose_last_call_failed_is_abandoned_and_its_tokens_wasted() -> None:
     clock = ManualClock()
     s = runs_on(clock, idle_timeout_s=30.0)
