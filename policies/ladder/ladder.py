@@ -61,7 +61,7 @@ def apply_ladder(
     degradation = Degradation()
     shadowed: tuple[str, ...] = ()
     for step in params.steps:
-        if step.name not in active or not step.applies_to(req.workload_class):
+        if step.name not in active or not step.applies_to(req.workload_class, req.run is not None):
             continue
         changed = _step(req, step, served)
         if changed is None:

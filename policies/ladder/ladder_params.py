@@ -22,6 +22,9 @@ class LadderStep(Params):
     models: dict[str, str] = Field(default_factory=dict)
     """For route_model: requested model -> smaller alias."""
     shadow: bool = False
+    skip_runs: bool = False
+    """Calls of agent runs (``X-Agent-Run-Id``) pass this step untouched: a call of a run
+    cut short costs its run a continuation call (docs/runs.md)."""
 
     @model_validator(mode="after")
     def _action_fields(self) -> LadderStep:
@@ -31,7 +34,11 @@ class LadderStep(Params):
             raise ValueError("route_model needs models")
         return self
 
-    def applies_to(self, workload_class: str) -> bool:
+    def applies_to(self, workload_class: str, in_run: bool = False) -> bool:
+        """Whether the step applies to a request of ``workload_class`` (``in_run``: a call
+        of an agent run)."""
+        if in_run and self.skip_runs:
+            return False
         return not self.classes or workload_class in self.classes
 
 

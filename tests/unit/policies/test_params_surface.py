@@ -176,6 +176,13 @@ def test_a_ladder_step_applies_to_its_classes_or_to_all() -> None:
     assert batch.applies_to("batch") and not batch.applies_to("interactive")
 
 
+def test_a_ladder_step_that_skips_runs_passes_over_their_calls_only() -> None:
+    step = LadderStep(name="s", at=0.5, action="reject", skip_runs=True)
+    assert step.applies_to("interactive") and not step.applies_to("interactive", in_run=True)
+    every = LadderStep(name="s", at=0.5, action="reject")
+    assert every.applies_to("interactive", in_run=True)
+
+
 def test_the_examples_handed_to_the_conformance_suite() -> None:
     codel = {"target_s": 0.5, "interval_s": 3.0}
     assert CodelParams.example() == codel and CodelAdmissionParams.example() == codel

@@ -11,7 +11,7 @@ import pytest
 from policies.engine.scheduler import Ticket
 from policies.ladder.ladder import apply_ladder, backend_saturation, pool_saturation, update_active
 from policies.ladder.ladder_params import LadderParams
-from policies.types import Degradation, Reason, RequestInfo, WorkEstimate
+from policies.types import Degradation, Reason, RequestInfo, RunHints, WorkEstimate
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
 SCALES = LadderParams(waiting_scale=4.0, kv_scale=0.5, steps=[])  # not the defaults (5, 0.8)
@@ -93,6 +93,16 @@ def test_a_cap_lowers_max_tokens_and_the_output_estimate_never_raises_them() -> 
         kept = apply_ladder(req(max_tokens=small), on, params, frozenset({"big"}))
         assert kept.request.max_tokens == small and kept.degradation == Degradation()
         assert kept.request.estimate == WorkEstimate(300, 700)
+
+
+def test_a_cap_that_skips_runs_leaves_a_call_of_a_run_whole_and_caps_the_others() -> None:
+    params, on = ladder({**CAP, "skip_runs": True}), {"cap"}
+    call = apply_ladder(req(max_tokens=1000, run=RunHints("run-1")), on, params, frozenset())
+    assert call.request.max_tokens == 1000 and call.degradation == Degradation()
+    plain = apply_ladder(req(max_tokens=1000), on, params, frozenset())
+    assert plain.request.max_tokens == 256 and plain.degradation.steps == ("cap",)
+    capped = apply_ladder(req(max_tokens=1000, run=RunHints("run-1")), on, ladder(CAP), frozenset())
+    assert capped.request.max_tokens == 256  # without skip_runs a run's call is capped too
 
 
 def test_a_cap_above_the_output_estimate_keeps_the_estimate() -> None:
