@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import sys
 import tempfile
+from dataclasses import fields
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -21,6 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.soak.fleet import ProbeSettings
 from bench.soak.report import render, verdict
 from bench.soak.run import Settings, soak
+
+SETTINGS_FIELDS = {f.name for f in fields(Settings)}
+"""A flag of one of these names is passed on to ``Settings`` (those it must convert, too)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,18 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sluicegate-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
     probe = ProbeSettings(workdir / "probes", args.tracemalloc, args.malloc_trim)
-    settings = Settings(
-        duration_s=args.minutes * 60,
-        workdir=workdir,
-        round_s=args.round_s,
-        workers=args.workers,
-        think_s=args.think_s,
-        reload_every_s=args.reload_every_s,
-        speed=args.speed,
-        fault_every_s=args.fault_every_s,
-        samples=args.samples,
-        probe=probe if args.probe else None,
-    )
+    converted = {"workdir": workdir, "probe": probe if args.probe else None}
+    same = {k: v for k, v in vars(args).items() if k in SETTINGS_FIELDS}
+    settings = Settings(duration_s=args.minutes * 60, **{**same, **converted})
     print(f"soak: {args.minutes:g} min, logs in {workdir}", flush=True)
     report = asyncio.run(soak(settings, lambda line: print(line, flush=True)))
     print(render(report))
