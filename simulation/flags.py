@@ -13,6 +13,8 @@ def field_defaults(cls: Any) -> dict[str, Any]:
     return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
 
 
-def number_flag(p: argparse.ArgumentParser, flag: str, default: float, help: str) -> None:
+def number_flag(
+    p: argparse.ArgumentParser, flag: str, default: float, help: str | None = None
+) -> None:
     """``flag`` takes a number of ``default``'s type (int or float); ``default`` when absent."""
     p.add_argument(flag, type=type(default), default=default, help=help)
