@@ -18,3 +18,10 @@ def number_flag(
 ) -> None:
     """``flag`` takes a number of ``default``'s type (int or float); ``default`` when absent."""
     p.add_argument(flag, type=type(default), default=default, help=help)
+
+
+def choice_flag(
+    p: argparse.ArgumentParser, flag: str, choices: tuple[str, ...], help: str | None = None
+) -> None:
+    """``flag`` takes one of ``choices``; the first when absent."""
+    p.add_argument(flag, choices=choices, default=choices[0], help=help)
