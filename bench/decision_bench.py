@@ -48,6 +48,7 @@ from policies.build import core
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.registry import build_policy
 from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
+from simulation.flags import choice_flag
 
 POLICY = {
     "name": "decision-bench",
@@ -154,18 +155,10 @@ def population_args(description: str, ops: int) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     p = population_args(__doc__, 20_000)
-    p.add_argument(
-        "--gc",
-        choices=("serve", "python-default"),
-        default="serve",
-        help="the collector's settings: as sluicegate serve sets them, or Python's",
-    )
-    p.add_argument(
-        "--prefill-backlog",
-        choices=("on", "off"),
-        default="on",
-        help="the prefill backlog bound's accounting (policies/engine/prefill_backlog.py)",
-    )
+    collector = "the collector's settings: as sluicegate serve sets them, or Python's"
+    choice_flag(p, "--gc", ("serve", "python-default"), collector)
+    backlog = "the prefill backlog bound's accounting (policies/engine/prefill_backlog.py)"
+    choice_flag(p, "--prefill-backlog", ("on", "off"), backlog)
     args = p.parse_args(argv)
     if args.gc == "serve":
         tune_gc()  # at startup, before any request, as serve does

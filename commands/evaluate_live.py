@@ -29,7 +29,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -102,21 +102,28 @@ def run_live(
         return asyncio.run(run), names
 
 
+@dataclass(frozen=True)
+class Sides:
+    """What every cell and policy of one run of the command share: the live side's ``seed``
+    and ``engines`` (None: the emulators), the simulated seeds 1..``sim_seeds``, and with
+    ``alone`` each tenant kind's runs alone, to compare against."""
+
+    seed: int
+    sim_seeds: int
+    engines: Engines | None = None
+    alone: Alone | None = None
+
+
 def one_cell(
-    lc: LiveCell,
-    label: str,
-    policy: dict[str, object],
-    seed: int,
-    sim_seeds: int,
-    engines: Engines | None = None,
-    alone: Alone | None = None,
+    lc: LiveCell, label: str, policy: dict[str, object], sides: Sides
 ) -> tuple[list[Agreement], str]:
-    """The cell live (``seed``; against ``engines`` when given) and simulated (seeds
-    1..``sim_seeds``) under ``policy``; the agreement rows and a status line. With
-    ``alone``, each tenant kind's TTFT p99 against its value alone too."""
+    """The cell live and simulated under ``policy`` (``sides``); the agreement rows and a
+    status line. With ``sides.alone``, each tenant kind's TTFT p99 against its value alone
+    too."""
+    seed, engines, alone = sides.seed, sides.engines, sides.alone
     cap = capacity_of(lc.cell)
     live, _ = run_live(lc, policy, cap, seed, engines)
-    seeds = range(1, sim_seeds + 1)
+    seeds = range(1, sides.sim_seeds + 1)
     simulated = [run_cell(lc.cell, policy, cap, seed=s, duration_s=lc.duration_s) for s in seeds]
     status = (
         f"{lc.key} {label}: speed x{lc.speed:g}, {lc.duration_s:g} s of arrivals, "
@@ -186,12 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     rows: list[Agreement] = []
     statuses = [f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"]
-    alone = Alone() if args.alone else None
+    sides = Sides(args.seed, args.sim_seeds, engines, Alone() if args.alone else None)
     for lc in cells:
         for label, policy in policies:
-            got, status = one_cell(
-                lc, label, policy, args.seed, args.sim_seeds, engines, alone=alone
-            )
+            got, status = one_cell(lc, label, policy, sides)
             rows += got
             statuses.append(status)
             print(f"[{time.monotonic() - started:5.0f}s] {status}", flush=True)

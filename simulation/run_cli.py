@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from emulator.profile import Profile, load_profile
-from simulation.agent_runs import RunWorkload, arrivals, capacity_runs_per_s
+from simulation.agent_runs import RUN_HINTS, RunWorkload, arrivals, capacity_runs_per_s
 from simulation.csv_records import write_records
+from simulation.flags import field_defaults, number_flag
 from simulation.lengths import resolve_lengths
 from simulation.policy_file import read_policy_file
 from simulation.ports import VirtualClock
@@ -173,38 +174,32 @@ def _ints(text: str) -> list[int]:
 
 
 def add_workload_flags(p: argparse.ArgumentParser) -> None:
-    """The run workload's flags, shared by ``simulate-runs`` and ``swarm-runs``."""
+    """The run workload's flags, shared by ``simulate-runs`` and ``swarm-runs``; their
+    defaults are ``RunWorkload``'s."""
+    d = field_defaults(RunWorkload)
     p.add_argument("--profile", default="rx9070xt", help="emulator profile name or YAML path")
     p.add_argument(
         "--lengths",
         default="profile",
         help="call output lengths: profile, lognormal-S or a YAML file",
     )
-    p.add_argument("--turns", default="2-4", help="tool turns after the plan call: MIN-MAX")
-    p.add_argument(
-        "--branch-prob",
-        type=float,
-        default=0.3,
-        help="probability that a turn fans out into parallel branches",
+    turns = f"{d['turns_min']}-{d['turns_max']}"
+    p.add_argument("--turns", default=turns, help="tool turns after the plan call: MIN-MAX")
+    fans_out = "probability that a turn fans out into parallel branches"
+    number_flag(p, "--branch-prob", d["branch_prob"], fans_out)
+    number_flag(p, "--branches", d["branches"], "parallel calls of a fanned turn")
+    number_flag(p, "--think", d["think_mean_s"], "mean think/tool time (s), exp.")
+    number_flag(p, "--deadline", d["deadline_s"], "run deadline (s) from arrival")
+    dropped = (
+        "a run not admitted this long after arrival is dropped by its "
+        "client (s); 0: retry until the deadline"
     )
-    p.add_argument("--branches", type=int, default=3, help="parallel calls of a fanned turn")
-    p.add_argument("--think", type=float, default=2.0, help="mean think/tool time (s), exp.")
-    p.add_argument("--deadline", type=float, default=120.0, help="run deadline (s) from arrival")
-    p.add_argument(
-        "--patience",
-        type=float,
-        default=30.0,
-        help="a run not admitted this long after arrival is dropped by its "
-        "client (s); 0: retry until the deadline",
-    )
-    p.add_argument("--prompt-tokens", type=int, default=64, help="prefill per call (tokens)")
-    p.add_argument(
-        "--hints",
-        default="calls,tokens,branches,deadline",
-        help="run hints sent: any of calls,tokens,branches,deadline",
-    )
-    p.add_argument("--backoff-base", type=float, default=1.0, help="first backoff (s)")
-    p.add_argument("--backoff-cap", type=float, default=30.0, help="longest backoff (s)")
+    number_flag(p, "--patience", d["patience_s"], dropped)
+    number_flag(p, "--prompt-tokens", d["prompt_tokens"], "prefill per call (tokens)")
+    sent = f"run hints sent: any of {','.join(RUN_HINTS)}"
+    p.add_argument("--hints", default=",".join(d["hints"]), help=sent)
+    number_flag(p, "--backoff-base", d["backoff"].base_s, "first backoff (s)")
+    number_flag(p, "--backoff-cap", d["backoff"].cap_s, "longest backoff (s)")
 
 
 def workload_of(args: argparse.Namespace, profile: Profile) -> RunWorkload:

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -25,6 +23,7 @@ import httpx
 from scripts.cache_dirs import cache_dir
 from scripts.service_argv import start_group, stop_group
 from scripts.vllm.serve import free_port
+from tests.loopback_server import LoopbackServer
 
 REPO = Path(__file__).resolve().parents[1]
 INSTALL = REPO / "scripts" / "phoenix" / "install.sh"
@@ -45,24 +44,18 @@ def install_phoenix() -> None:
         raise RuntimeError(f"{INSTALL} failed ({done.returncode}):\n{done.stderr[-3000:]}")
 
 
-class PhoenixServer:
+class PhoenixServer(LoopbackServer):
     """``start``/``stop``; ``url`` is its HTTP API and UI, ``otlp_traces_url`` its OTLP/HTTP
     trace endpoint; ``started_in_s`` how long it took to answer ``/healthz``."""
 
     def __init__(self) -> None:
-        self.port = free_port()
+        super().__init__("phoenix")
         self.grpc_port = free_port()
         self.started_in_s = 0.0
         self._launched_at = 0.0
         self._failure = ""
         self._watch = threading.Thread()
-        self._dir = Path(tempfile.mkdtemp(prefix="sluicegate-phoenix-"))
         self.log_path = self._dir / "phoenix.log"
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     @property
     def otlp_traces_url(self) -> str:
@@ -103,16 +96,13 @@ class PhoenixServer:
     def _watch_healthz(self, proc: subprocess.Popen[bytes]) -> None:
         """From launch until ready, exited or past the deadline: ``started_in_s`` is when
         ``/healthz`` first answered, whenever a test first waits for it."""
-        deadline = self._launched_at + START_TIMEOUT_S
-        while not self.ready():
-            if proc.poll() is not None:
-                self._failure = f"exited with {proc.returncode}"
-                return
-            if time.monotonic() > deadline:
-                self._failure = f"no answer within {START_TIMEOUT_S} s"
-                return
-            time.sleep(0.2)  # polling a starting server; there is no event to wait on
-        self.started_in_s = time.monotonic() - self._launched_at
+        failure = self._poll_ready(proc, self._launched_at + START_TIMEOUT_S, 0.2)
+        if failure == "timeout":
+            self._failure = f"no answer within {START_TIMEOUT_S} s"
+        elif failure:
+            self._failure = failure
+        else:
+            self.started_in_s = time.monotonic() - self._launched_at
 
     def ready(self) -> bool:
         with contextlib.suppress(httpx.HTTPError):
@@ -125,9 +115,6 @@ class PhoenixServer:
         except OSError:
             return "(no log)"
 
-    def stop(self) -> None:
-        """SIGTERM to its process group, SIGKILL after a grace; idempotent."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            stop_group(proc, STOP_GRACE_S)
-        shutil.rmtree(self._dir, ignore_errors=True)
+    def _end(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGTERM to its process group, SIGKILL after a grace."""
+        stop_group(proc, STOP_GRACE_S)

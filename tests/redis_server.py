@@ -13,12 +13,10 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 from scripts.service_argv import redis_server
-from scripts.vllm.serve import free_port
+from tests.loopback_server import LoopbackServer
 
 START_TIMEOUT_S = 10.0
 
@@ -27,19 +25,15 @@ def redis_binary() -> str | None:
     return os.environ.get("REDIS_SERVER") or shutil.which("redis-server")
 
 
-class RedisServer:
+class RedisServer(LoopbackServer):
     """``start``/``stop``; ``pause`` and ``resume`` (SIGSTOP/SIGCONT) to make it hang;
     ``restart`` to bring it back empty on the same port."""
 
-    def __init__(self, binary: str, port: int | None = None) -> None:
-        self.binary = binary
-        self.port = port or free_port()
-        self._dir = Path(tempfile.mkdtemp(prefix="sluicegate-redis-"))
-        self._proc: subprocess.Popen[bytes] | None = None
+    URL = "redis://127.0.0.1:{port}/0"
 
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+    def __init__(self, binary: str, port: int | None = None) -> None:
+        super().__init__("redis", port)
+        self.binary = binary
 
     @property
     def pid(self) -> int:
@@ -49,20 +43,15 @@ class RedisServer:
     def start(self) -> RedisServer:
         argv = redis_server(self.binary, self.port, self._dir)
         self._proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self._wait_ready()
+        failure = self._poll_ready(self._proc, time.monotonic() + START_TIMEOUT_S, 0.02)
+        if failure == "timeout":
+            raise RuntimeError("redis-server did not answer PING")
+        if failure:
+            raise RuntimeError(f"redis-server {failure}")
         return self
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not self.ping():
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self._proc.returncode}")
-            if time.monotonic() > deadline:
-                raise RuntimeError("redis-server did not answer PING")
-            time.sleep(0.02)
-
-    def ping(self) -> bool:
+    def ready(self) -> bool:
+        """It answers PING."""
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
                 sock.sendall(b"PING\r\n")
@@ -80,17 +69,12 @@ class RedisServer:
 
     def restart(self) -> None:
         """Killed and started again on the same port: it comes back with no data."""
-        self._kill()
+        self._halt()
         self.start()
 
-    def _kill(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
+    def _end(self, proc: subprocess.Popen[bytes]) -> None:
+        if proc.poll() is not None:
             return
         os.kill(proc.pid, signal.SIGCONT)  # a paused server cannot act on SIGTERM
         proc.kill()
         proc.wait(10)
-
-    def stop(self) -> None:
-        self._kill()
-        shutil.rmtree(self._dir, ignore_errors=True)

@@ -41,6 +41,7 @@ from gateway.epp.mutations import (
     routed_body_answer,
     trailers_response,
 )
+from simulation.flags import choice_flag
 
 _BUFFERED = processing_mode_pb2.ProcessingMode.BUFFERED
 _SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -165,14 +166,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--endpoint", required=True, help="ip:port every request is routed to")
-    p.add_argument("--server", choices=("aio", "sync"), default="aio")
+    choice_flag(p, "--server", ("aio", "sync"))
     p.add_argument("--threads", type=int, default=512, help="sync server: worker threads")
-    p.add_argument(
-        "--loop",
-        choices=("asyncio", "uvloop"),
-        default="asyncio",
-        help="aio server: the event loop",
-    )
+    choice_flag(p, "--loop", ("asyncio", "uvloop"), "aio server: the event loop")
     args = p.parse_args(argv)
     if args.server == "aio":
         factory = uvloop.new_event_loop if args.loop == "uvloop" else None

@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import sys
 import tempfile
+from dataclasses import fields
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -21,22 +22,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.soak.fleet import ProbeSettings
 from bench.soak.report import render, verdict
 from bench.soak.run import Settings, soak
+from simulation.flags import field_defaults, number_flag
+
+SETTINGS_FIELDS = {f.name for f in fields(Settings)}
+"""A flag of one of these names is passed on to ``Settings`` (those it must convert, too);
+the flags' defaults are the fields'."""
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__)
+    d = field_defaults(Settings)
     p.add_argument("--minutes", type=float, default=30.0)
-    p.add_argument("--round-s", type=float, default=60.0, help="traffic between quiet points")
-    p.add_argument("--workers", type=int, default=16, help="closed-loop clients")
-    p.add_argument("--think-s", type=float, default=0.3, help="mean pause between requests")
-    p.add_argument("--reload-every-s", type=float, default=10.0)
-    p.add_argument("--speed", type=float, default=10.0, help="emulator speed-up")
-    p.add_argument(
-        "--fault-every-s",
-        type=float,
-        default=0.0,
-        help="a backend fault (frozen, then killed emulator) this often; 0: none",
-    )
+    number_flag(p, "--round-s", d["round_s"], "traffic between quiet points")
+    number_flag(p, "--workers", d["workers"], "closed-loop clients")
+    number_flag(p, "--think-s", d["think_s"], "mean pause between requests")
+    number_flag(p, "--reload-every-s", d["reload_every_s"])
+    number_flag(p, "--speed", d["speed"], "emulator speed-up")
+    faults = "a backend fault (frozen, then killed emulator) this often; 0: none"
+    number_flag(p, "--fault-every-s", d["fault_every_s"], faults)
     p.add_argument("--samples", type=Path, help="append every footprint sample (JSON lines)")
     p.add_argument(
         "--probe",
@@ -60,18 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sluicegate-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
     probe = ProbeSettings(workdir / "probes", args.tracemalloc, args.malloc_trim)
-    settings = Settings(
-        duration_s=args.minutes * 60,
-        workdir=workdir,
-        round_s=args.round_s,
-        workers=args.workers,
-        think_s=args.think_s,
-        reload_every_s=args.reload_every_s,
-        speed=args.speed,
-        fault_every_s=args.fault_every_s,
-        samples=args.samples,
-        probe=probe if args.probe else None,
-    )
+    converted = {"workdir": workdir, "probe": probe if args.probe else None}
+    same = {k: v for k, v in vars(args).items() if k in SETTINGS_FIELDS}
+    settings = Settings(duration_s=args.minutes * 60, **{**same, **converted})
     print(f"soak: {args.minutes:g} min, logs in {workdir}", flush=True)
     report = asyncio.run(soak(settings, lambda line: print(line, flush=True)))
     print(render(report))

@@ -14,6 +14,7 @@ import argparse
 import sys
 import time
 
+from simulation.flags import choice_flag
 from simulation.matrix.cells import CI_SLICE, Cell, full_matrix
 from simulation.matrix.evaluate import chosen_policies, evaluate
 from simulation.matrix.report import draw, summary, write_csv
@@ -26,12 +27,7 @@ def _names(text: str | None) -> set[str] | None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sluicegate evaluate", description=__doc__.split("\n")[0])
-    p.add_argument(
-        "--slice",
-        choices=("full", "ci"),
-        default="full",
-        help="the whole matrix, or the fixed slice CI runs",
-    )
+    choice_flag(p, "--slice", ("full", "ci"), "the whole matrix, or the fixed slice CI runs")
     p.add_argument("--workloads", default=None, help="comma-separated workload filter")
     p.add_argument("--profiles", default=None, help="comma-separated profile filter")
     p.add_argument("--loads", default=None, help="comma-separated load filter, e.g. 1,2")

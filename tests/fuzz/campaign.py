@@ -4,6 +4,7 @@ gathers findings (the long command); without it the first finding fails, shrunk 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
@@ -12,6 +13,7 @@ from tests.fuzz.harness import ConfigChecker, Finding, GatewayDriver
 from tests.fuzz.strategies import bodies, config_documents, headers, paths
 
 methods = st.sampled_from(["POST"] * 9 + ["GET"])
+H = TypeVar("H")
 
 
 def _settings(examples: int, collect: bool) -> settings:
@@ -34,38 +36,37 @@ def _report(finding: Finding | None, collect: list[Finding] | None) -> None:
     collect.append(finding)
 
 
-def run_requests(
-    driver: GatewayDriver,
-    examples: int,
-    *,
-    collect: list[Finding] | None = None,
-    at_seed: int | None = None,
-) -> None:
-    """``examples`` generated requests (method, path, headers, body) through ``driver``."""
+class Campaign(Generic[H]):
+    """Generated examples (``drawn``: a strategy per argument of ``check``) through a
+    harness; ``examples`` of them, seeded ``at_seed`` when given."""
 
-    @_settings(examples, collect is not None)
-    @given(method=methods, path=paths, hdrs=headers, body=bodies)
-    def one(method: str, path: str, hdrs: dict[str, str], body: bytes) -> None:
-        _report(driver.exchange(method, path, hdrs, body), collect)
+    def __init__(
+        self, check: Callable[..., Finding | None], **drawn: st.SearchStrategy[Any]
+    ) -> None:
+        self._check, self._drawn = check, drawn
 
-    _seeded(one, at_seed)()
+    def __call__(
+        self,
+        harness: H,
+        examples: int,
+        *,
+        collect: list[Finding] | None = None,
+        at_seed: int | None = None,
+    ) -> None:
+        @_settings(examples, collect is not None)
+        @given(**self._drawn)
+        def one(**example: Any) -> None:
+            _report(self._check(harness, **example), collect)
+
+        _seeded(one, at_seed)()
 
 
-def run_configs(
-    checker: ConfigChecker,
-    examples: int,
-    *,
-    collect: list[Finding] | None = None,
-    at_seed: int | None = None,
-) -> None:
-    """``examples`` generated config files through ``checker``."""
-
-    @_settings(examples, collect is not None)
-    @given(raw=config_documents())
-    def one(raw: bytes) -> None:
-        _report(checker.check(raw), collect)
-
-    _seeded(one, at_seed)()
+run_requests = Campaign[GatewayDriver](
+    GatewayDriver.exchange, method=methods, path=paths, headers=headers, body=bodies
+)
+"""Generated requests (method, path, headers, body) through a ``GatewayDriver``."""
+run_configs = Campaign[ConfigChecker](ConfigChecker.check, raw=config_documents())
+"""Generated config files through a ``ConfigChecker``."""
 
 
 def _seeded(test: Callable[[], None], at_seed: int | None) -> Callable[[], None]:
