@@ -22,12 +22,10 @@ from typing import Any
 
 import httpx
 
-from tests.integration.harness import Gateway, engine_gauge, wait_for
+from tests.integration.harness import Gateway, engine_running, wait_for
 
 LONG = 4000
 """Output tokens of a request held open through a fault: far longer than any test waits."""
-NO_LADDER: dict[str, Any] = {"ladder": {"steps": []}}
-"""The policy's ladder switched off: a fault's requests are not degraded on the way."""
 
 
 @dataclass(frozen=True)
@@ -159,4 +157,4 @@ async def after_fault(
 
 
 async def _engine_idle(url: str) -> bool:
-    return await engine_gauge(url, "vllm:num_requests_running") == 0
+    return await engine_running(url) == 0

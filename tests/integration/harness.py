@@ -41,6 +41,8 @@ PRESETS = REPO / "presets"
 MODEL = "emulated"
 COMPLETION_PATHS = ("/v1/chat/completions", "/v1/completions")
 SETTLE_TIMEOUT_S = 20.0
+NO_LADDER: dict[str, Any] = {"ladder": {"steps": []}}
+"""The policy's ladder switched off: requests are not degraded on the way."""
 
 
 def api_key(tenant: str) -> str:
@@ -296,6 +298,17 @@ async def engine_gauge(url: str, name: str) -> float:
     """One of the emulator's own vLLM gauges, read over HTTP from its /metrics."""
     async with httpx.AsyncClient(base_url=url) as c:
         return metric_sums((await c.get("/metrics")).text).get(name, 0.0)
+
+
+async def engine_running(url: str) -> float:
+    """The requests an emulator is running now (its own ``vllm:num_requests_running``)."""
+    return await engine_gauge(url, "vllm:num_requests_running")
+
+
+def engine_slots(emulator: Any) -> int:
+    """An emulator's own number of slots: its profile's ``max_num_seqs``."""
+    slots: int = emulator.runner.profile.engine.max_num_seqs
+    return slots
 
 
 @contextlib.asynccontextmanager

@@ -13,10 +13,12 @@ import pytest
 from tests.integration.conftest import StartEmulator
 from tests.integration.faults import Answer, after_fault, error_log
 from tests.integration.harness import (
+    NO_LADDER,
     Gateway,
     chat_body,
     direct_load,
-    engine_gauge,
+    engine_running,
+    engine_slots,
     gateway_config,
     serve_gateway,
     wait_for,
@@ -29,13 +31,12 @@ async def test_engine_busy_503_is_saturation_not_a_dead_backend(
     start_emulator: StartEmulator,
 ) -> None:
     probe = start_emulator(profile="rx9070xt", model_name="emulated", speed=5.0)
-    cap = probe.runner.profile.engine.max_num_seqs // 2  # below the slots: vLLM's own cap binds
+    cap = engine_slots(probe) // 2  # below the slots: vLLM's own cap binds
     emu = start_emulator(
         profile="rx9070xt", model_name="emulated", speed=5.0, max_num_queued_reqs=cap
     )
-    policy = {"ladder": {"steps": []}}
     with error_log() as errors:
-        async with serve_gateway(gateway_config([emu.url], policy)) as gw:
+        async with serve_gateway(gateway_config([emu.url], NO_LADDER)) as gw:
             async with direct_load(emu.url, cap, max_tokens=2000):
                 replies = await _busy_replies(gw, emu.url, cap)
             # a fault of the fault tier (test_faults.py): its check, once the load is gone
@@ -69,4 +70,4 @@ async def _busy_replies(gw: Gateway, url: str, cap: int) -> list[httpx.Response]
 
 
 async def _running_is(url: str, n: int) -> bool:
-    return await engine_gauge(url, "vllm:num_requests_running") == n
+    return await engine_running(url) == n

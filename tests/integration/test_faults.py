@@ -42,7 +42,6 @@ from emulator.embedded import EmbeddedEmulator
 from tests.integration.conftest import StartEmulator
 from tests.integration.faults import (
     LONG,
-    NO_LADDER,
     Answer,
     after_fault,
     error_log,
@@ -52,6 +51,7 @@ from tests.integration.faults import (
     stream_answer,
 )
 from tests.integration.harness import (
+    NO_LADDER,
     api_key,
     chat_body,
     chat_head,

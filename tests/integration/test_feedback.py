@@ -5,14 +5,15 @@ never saw), not because of anything the gateway counted itself."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
 from tests.integration.conftest import StartEmulator
 from tests.integration.harness import (
+    NO_LADDER,
     chat_body,
     direct_load,
+    engine_slots,
     gateway_config,
     serve_gateway,
     wait_for,
@@ -20,14 +21,11 @@ from tests.integration.harness import (
 
 pytestmark = pytest.mark.emulator
 
-NO_LADDER: dict[str, Any] = {"ladder": {"steps": []}}
-
 
 async def test_backend_reported_waiting_holds_new_requests_until_it_drains(
     start_emulator: StartEmulator,
 ) -> None:
     emu = start_emulator(speed=20.0)
-    slots = emu.runner.profile.engine.max_num_seqs
     burst_tokens = 200
     async with serve_gateway(gateway_config([emu.url], NO_LADDER)) as gw:
         client = gw.client()
@@ -41,7 +39,7 @@ async def test_backend_reported_waiting_holds_new_requests_until_it_drains(
             client.post("/v1/chat/completions", json=chat_body(6 * burst_tokens))
         )
         await wait_for(lambda: gw.ctx.scheduler.stats().in_flight == 1, what="ours in flight")
-        async with direct_load(emu.url, 2 * slots, burst_tokens):
+        async with direct_load(emu.url, 2 * engine_slots(emu), burst_tokens):
             await wait_for(
                 lambda: (gw.ctx.pool.snapshot().backends[0].waiting or 0) > 1,
                 what="the gateway sees the backend's waiting",

@@ -16,7 +16,14 @@ import pytest
 from emulator.embedded import EmbeddedEmulator
 from tests.integration.conftest import StartEmulator
 from tests.integration.fleet import Fleet, fleet
-from tests.integration.harness import MODEL, api_key, chat_body, gateway_config, wait_for
+from tests.integration.harness import (
+    MODEL,
+    api_key,
+    chat_body,
+    engine_slots,
+    gateway_config,
+    wait_for,
+)
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.emulator
@@ -469,7 +476,7 @@ async def test_fair_share_holds_for_a_tenant_entering_through_one_replica(
 
         # both backlogged, on every replica they enter through: twice the engine's slots for
         # each replica (more clients must not mean a larger share)
-        seqs = emulator.runner.profile.engine.max_num_seqs
+        seqs = engine_slots(emulator)
         clients_of = {"solo": 2 * seqs, "spread": 2 * seqs * len(f.replicas)}
         tasks = [asyncio.ensure_future(ask(t)) for t in tokens for _ in range(clients_of[t])]
         try:

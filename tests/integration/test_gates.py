@@ -18,6 +18,7 @@ from tests.integration.harness import (
     decode_seconds,
     direct_load,
     engine_gauge,
+    engine_slots,
     gateway_config,
     serve_gateway,
     wait_for,
@@ -134,7 +135,6 @@ async def test_ladder_caps_max_tokens_under_backend_saturation(
     start_emulator: StartEmulator,
 ) -> None:
     emu = start_emulator(speed=10.0)
-    slots = emu.runner.profile.engine.max_num_seqs
     cap = 16
     step = {
         "name": "cap-output",
@@ -149,7 +149,7 @@ async def test_ladder_caps_max_tokens_under_backend_saturation(
         calm = await client.post("/v1/chat/completions", json=chat_body(4 * cap))
         assert calm.status_code == 200 and "x-sluicegate-degraded" not in calm.headers
         assert calm.json()["usage"]["completion_tokens"] == 4 * cap
-        async with direct_load(emu.url, 3 * slots, max_tokens=400):
+        async with direct_load(emu.url, 3 * engine_slots(emu), max_tokens=400):
             scale = gw.ctx.scheduler.policy.ladder.waiting_scale  # type: ignore[attr-defined]
 
             def saturated() -> bool:  # the gateway's own view of the backend's signals

@@ -13,8 +13,9 @@ import pytest
 
 from emulator.embedded import EmbeddedEmulator
 from tests.integration.conftest import StartEmulator
-from tests.integration.faults import LONG, NO_LADDER, Answer, after_fault, error_log, events_answer
+from tests.integration.faults import LONG, Answer, after_fault, error_log, events_answer
 from tests.integration.harness import (
+    NO_LADDER,
     chat_body,
     emulator_process,
     engine_gauge,

@@ -24,6 +24,7 @@ from tests.integration.harness import (
     Gateway,
     chat_body,
     engine_gauge,
+    engine_slots,
     gateway_config,
     preset_policy,
     sampling,
@@ -47,10 +48,6 @@ async def burst(
         for b, h in zip(bodies, hdrs, strict=True)
     ]
     return list(await asyncio.gather(*posts))
-
-
-def slots(emulator: EmbeddedEmulator) -> int:
-    return emulator.runner.profile.engine.max_num_seqs
 
 
 @contextlib.asynccontextmanager
@@ -82,7 +79,7 @@ async def test_fixed_cap_holds_the_cap_and_defers_the_excess(
     policy = preset_policy("fixed-cap")
     assert "parameters" not in policy["limit"], "the preset types in a cap"
     emu = start_emulator(speed=SPEED)
-    cap = slots(emu)  # the engine's own number, as the operator's backend config states it
+    cap = engine_slots(emu)  # the engine's own number, as the operator's backend config states it
     n = 3 * cap
     async with serve_gateway(gateway_config([emu.url], policy, max_num_seqs=cap)) as gw:
         async with peak_sampler(gw, [emu]) as peak:
@@ -102,7 +99,7 @@ async def test_codel_drops_only_after_sojourn_above_target_for_an_interval(
     params.update({k: v / SPEED for k, v in params.items()})
     target_s, interval_s = params["target_s"], params["interval_s"]
     emu = start_emulator(speed=SPEED)
-    n = 6 * slots(emu)
+    n = 6 * engine_slots(emu)
     async with serve_gateway(gateway_config([emu.url], policy)) as gw:
         client = gw.client()
         started = time.monotonic()
@@ -132,12 +129,14 @@ async def test_fair_share_serves_a_light_tenant_during_a_heavy_burst(
 ) -> None:
     policy = preset_policy("fair-share")
     emu = start_emulator(speed=SPEED)
-    heavy_n = 4 * slots(emu)
-    raw = gateway_config([emu.url], policy, tenants=("heavy", "light"), max_num_seqs=slots(emu))
+    heavy_n = 4 * engine_slots(emu)
+    raw = gateway_config(
+        [emu.url], policy, tenants=("heavy", "light"), max_num_seqs=engine_slots(emu)
+    )
     async with serve_gateway(raw) as gw:
         heavy_bodies = [chat_body(1000) for _ in range(heavy_n)]
         heavy = asyncio.ensure_future(burst(gw.client("heavy"), heavy_bodies))
-        await _until_queued(gw, 2 * slots(emu))
+        await _until_queued(gw, 2 * engine_slots(emu))
         light = await burst(gw.client("light"), [chat_body(50) for _ in range(3)])
         still_queued = gw.ctx.scheduler.stats().queued
         heavy_done = await heavy
@@ -161,7 +160,7 @@ async def test_agent_swarm_queues_the_step_and_keeps_sessions(
 ) -> None:
     policy = preset_policy("agent-swarm")
     emus = [start_emulator(speed=SPEED, seed=i) for i in range(2)]
-    n = 2 * sum(slots(e) for e in emus)
+    n = 2 * sum(engine_slots(e) for e in emus)
     async with serve_gateway(gateway_config([e.url for e in emus], policy)) as gw:
         client = gw.client()
         step = await burst(
@@ -193,10 +192,10 @@ async def test_seed000_best_reserves_a_place_and_keeps_it(start_emulator: StartE
     params = policy["gates"][0]["parameters"]
     params.update({k: v / speed for k, v in params.items()})
     emu = start_emulator(speed=speed)
-    n = 4 * slots(emu)
+    n = 4 * engine_slots(emu)
     async with serve_gateway(gateway_config([emu.url], policy)) as gw:
         client = gw.client()
-        warm = await burst(client, [chat_body(200) for _ in range(slots(emu))])
+        warm = await burst(client, [chat_body(200) for _ in range(engine_slots(emu))])
         assert all(r.status_code == 200 for r in warm)
         assert gw.ctx.scheduler.stats().drain_tokens_per_s, "no drain rate measured"
         results = await asyncio.gather(*(_obedient_agent(client, f"a{i}") for i in range(n)))
@@ -233,7 +232,7 @@ async def test_agent_runs_lets_a_started_run_go_ahead_of_new_runs(
     policy = preset_policy("agent-runs")
     assert policy["runs"]["enabled"] and "promise_horizon_s" not in policy["runs"]
     emu = start_emulator(speed=SPEED / 5)
-    n = 3 * slots(emu)
+    n = 3 * engine_slots(emu)
     async with serve_gateway(gateway_config([emu.url], policy)) as gw:
         client = gw.client()
         plan = await client.post(
@@ -243,7 +242,7 @@ async def test_agent_runs_lets_a_started_run_go_ahead_of_new_runs(
         bodies = [chat_body(400) for _ in range(n)]
         firsts_sent = [_run_call(f"new-{i}", 1) for i in range(n)]
         new_runs = asyncio.ensure_future(burst(client, bodies, firsts_sent))
-        await _until_queued(gw, slots(emu))
+        await _until_queued(gw, engine_slots(emu))
         turn = await client.post(
             "/v1/chat/completions", json=chat_body(50), headers=_run_call("started", 2)
         )

@@ -19,6 +19,7 @@ from tests.integration.harness import (
     Gateway,
     chat_body,
     decode_seconds,
+    engine_slots,
     gateway_config,
     sampling,
     serve_gateway,
@@ -101,7 +102,7 @@ async def test_two_tenants_agents_finish_their_runs(start_emulator: StartEmulato
 
 async def test_a_run_fan_out_is_capped_at_its_branch_limit(start_emulator: StartEmulator) -> None:
     emu = start_emulator(speed=20.0)
-    seqs = emu.runner.profile.engine.max_num_seqs
+    seqs = engine_slots(emu)
     branches = 2
     assert seqs > 3 * branches  # the engine could run every branch at once
     raw = gateway_config([emu.url], RUNS, max_num_seqs=seqs, scrape=SCRAPE)
@@ -124,7 +125,7 @@ async def test_delete_frees_the_engine_slots_and_refuses_the_waiting_call(
     start_emulator: StartEmulator,
 ) -> None:
     emu = start_emulator(speed=20.0)
-    seqs = emu.runner.profile.engine.max_num_seqs
+    seqs = engine_slots(emu)
     raw = gateway_config(
         [emu.url], RUNS, tenants=("alice", "bob"), max_num_seqs=seqs, scrape=SCRAPE
     )
@@ -159,11 +160,10 @@ async def test_a_passing_run_deadline_cuts_its_streams_and_frees_the_engine(
     start_emulator: StartEmulator,
 ) -> None:
     emu = start_emulator(speed=5.0)
-    seqs = emu.runner.profile.engine.max_num_seqs
     deadline_s = 1.0
     tokens = 4000
     assert decode_seconds(emu, tokens) > 10 * deadline_s  # the streams cannot finish in time
-    raw = gateway_config([emu.url], RUNS, max_num_seqs=seqs, scrape=SCRAPE)
+    raw = gateway_config([emu.url], RUNS, max_num_seqs=engine_slots(emu), scrape=SCRAPE)
     async with serve_gateway(raw) as gw:
         headers = {**_run("late"), "X-Agent-Run-Deadline-Ms": str(int(deadline_s * 1000))}
         client = gw.client(headers=headers)

@@ -27,13 +27,19 @@ import yaml
 
 from tests.integration.conftest import StartEmulator
 from tests.integration.faults import Answer, after_fault, error_log, read_events, stream_answer
-from tests.integration.harness import MODEL, chat_body, gateway_config, serve_gateway, wait_for
+from tests.integration.harness import (
+    MODEL,
+    NO_LADDER,
+    chat_body,
+    gateway_config,
+    serve_gateway,
+    wait_for,
+)
 
 pytestmark = pytest.mark.emulator
 
 LATE_S = 20.0
 """The first token comes later than this (the case under test, checked)."""
-NO_LADDER: dict[str, Any] = {"ladder": {"steps": []}}
 
 
 def profile(tmp_path: Path, **engine: Any) -> str:

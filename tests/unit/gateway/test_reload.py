@@ -45,16 +45,17 @@ def _write(path: Path, raw: dict[str, Any]) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _watching(path: Path, fleet: FakeFleet) -> AsyncIterator[Harness]:
-    """The gateway in process, started from ``_raw()`` written to ``path``, which it reloads."""
+async def _watching(tmp_path: Path, fleet: FakeFleet) -> AsyncIterator[tuple[Harness, Path]]:
+    """The gateway in process, started from ``_raw()`` written to a file in ``tmp_path``,
+    which it reloads; and that file's path."""
+    path = tmp_path / "gw.yaml"
     _write(path, _raw())
     async with in_process(load_config(path), fleet, config_path=path) as h:
-        yield h
+        yield h, path
 
 
 async def test_bad_file_keeps_old_config_and_is_counted(tmp_path: Path, fleet) -> None:
-    path = tmp_path / "gw.yaml"
-    async with _watching(path, fleet) as h:
+    async with _watching(tmp_path, fleet) as (h, path):
         before = h.ctx.runtime.version
         path.write_text("backends: [\n")
         assert h.ctx.reloader.reload() is False
@@ -70,8 +71,7 @@ async def test_bad_file_keeps_old_config_and_is_counted(tmp_path: Path, fleet) -
 
 
 async def test_good_file_swaps_keys_and_policy_version(tmp_path: Path, fleet) -> None:
-    path = tmp_path / "gw.yaml"
-    async with _watching(path, fleet) as h:
+    async with _watching(tmp_path, fleet) as (h, path):
         r = await h.client.post(CHAT, headers=auth(NEW_KEY), json=chat_body())
         assert r.status_code == 401
         raw = _raw()
@@ -104,8 +104,7 @@ async def test_queued_and_in_flight_survive_a_reload(tmp_path: Path, fleet: Fake
 
 
 async def test_file_change_and_sighup_trigger_reload(tmp_path: Path, fleet) -> None:
-    path = tmp_path / "gw.yaml"
-    async with _watching(path, fleet) as h:
+    async with _watching(tmp_path, fleet) as (h, path):
         reloader = h.ctx.reloader
         watcher = asyncio.ensure_future(reloader.watch(0.01))
         try:
@@ -133,12 +132,9 @@ async def _metrics_version(h: Any) -> str:
 async def test_a_restart_only_change_is_reported_and_not_advertised(
     tmp_path: Path, fleet: FakeFleet, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = tmp_path / "gw.yaml"
-    async with _watching(path, fleet) as h:
+    async with _watching(tmp_path, fleet) as (h, path):
         started = h.ctx.runtime.version
-        raw = _raw()
-        raw["server"] = {"port": 9191}
-        _write(path, raw)
+        _write(path, {**_raw(), "server": {"port": 9191}})
         with caplog.at_level(logging.INFO, "sluicegate.reload"):
             assert h.ctx.reloader.reload() is True
         assert "server.port: 8080 in force, 9191 in the file" in caplog.text
@@ -152,8 +148,7 @@ async def test_a_restart_only_change_is_reported_and_not_advertised(
 async def test_putting_restart_only_settings_back_is_not_a_change(
     tmp_path: Path, fleet: FakeFleet, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = tmp_path / "gw.yaml"
-    async with _watching(path, fleet) as h:
+    async with _watching(tmp_path, fleet) as (h, path):
         started = h.ctx.runtime.version
         moved = _raw()
         moved["backends"][0]["url"] = "http://elsewhere.test"
@@ -174,8 +169,7 @@ async def test_putting_restart_only_settings_back_is_not_a_change(
 async def test_the_version_is_that_of_the_settings_in_force(
     tmp_path: Path, fleet: FakeFleet
 ) -> None:
-    path = tmp_path / "gw.yaml"
-    async with _watching(path, fleet) as h:
+    async with _watching(tmp_path, fleet) as (h, path):
         raw = _raw(queue={"max_wait_s": 11.0})
         raw["health"] = {"interval_s": 0.25}
         _write(path, raw)

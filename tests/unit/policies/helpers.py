@@ -68,6 +68,25 @@ def scheduler(clock: ManualClock, raw: Mapping[str, Any] | None = None, seed: in
     return Scheduler(build_policy(raw), clock=clock, rng=random.Random(seed))
 
 
+def promising_quota(
+    clock: ManualClock,
+    limits: Mapping[str, Any],
+    slots: int,
+    retry_after: Mapping[str, Any],
+    backlog_off: bool = True,
+) -> tuple[Scheduler, BackendsSnapshot]:
+    """A scheduler whose one gate is ``tenant_quota`` with ``limits`` for every tenant and
+    whose Retry-After is a promise (no jitter; ``retry_after`` for the rest), the prefill
+    backlog off unless ``backlog_off`` is False; and a fleet of one backend of ``slots``."""
+    config: dict[str, Any] = {
+        "gates": [{"type": "tenant_quota", "parameters": {"default": dict(limits)}}],
+        "retry_after": {"jitter": 0.0, **retry_after, "promise": True},
+    }
+    if backlog_off:
+        config["prefill_backlog"] = {"enabled": False}
+    return scheduler(clock, config), fleet(clock, backend(max_num_seqs=slots))
+
+
 def policy(raw: Mapping[str, Any] | None = None) -> PolicySet:
     return build_policy(raw)
 

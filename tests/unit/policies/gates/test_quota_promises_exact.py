@@ -9,14 +9,7 @@ from typing import Any
 from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.types import Decision, Reason
-from tests.unit.policies.helpers import (
-    ManualClock,
-    backend,
-    fleet,
-    refused_after,
-    request,
-    scheduler,
-)
+from tests.unit.policies.helpers import ManualClock, promising_quota, refused_after, request
 
 TPM = 6000  # the operator's quota in this test config: 100 tokens/s, a bucket of 6,000
 
@@ -24,13 +17,8 @@ TPM = 6000  # the operator's quota in this test config: 100 tokens/s, a bucket o
 def _empty_bucket(
     clock: ManualClock, retry_after: dict[str, Any] | None = None
 ) -> tuple[Scheduler, BackendsSnapshot]:
-    config = {
-        "gates": [{"type": "tenant_quota", "parameters": {"default": {"tokens_per_minute": TPM}}}],
-        "retry_after": {"jitter": 0.0, "grace_s": 1.0, "promise": True, **(retry_after or {})},
-        "prefill_backlog": {"enabled": False},
-    }
-    s = scheduler(clock, config)
-    f = fleet(clock, backend(max_num_seqs=100))
+    limits = {"tokens_per_minute": TPM}
+    s, f = promising_quota(clock, limits, 100, {"grace_s": 1.0, **(retry_after or {})})
     assert isinstance(s.submit(request(clock, prompt=TPM, output=0), f), Ticket)
     return s, f
 
@@ -96,18 +84,8 @@ def test_a_promise_never_admits_past_the_bucket() -> None:
 
 def test_a_request_past_the_burst_is_promised_the_burst_not_its_cost() -> None:
     clock = ManualClock()
-    config = {
-        "gates": [
-            {
-                "type": "tenant_quota",
-                "parameters": {"default": {"tokens_per_minute": TPM, "burst_tokens": 50}},
-            }
-        ],
-        "retry_after": {"jitter": 0.0, "min_s": 0.01, "promise": True},
-        "prefill_backlog": {"enabled": False},
-    }
-    s = scheduler(clock, config)
-    f = fleet(clock, backend(max_num_seqs=100))
+    limits = {"tokens_per_minute": TPM, "burst_tokens": 50}
+    s, f = promising_quota(clock, limits, 100, {"min_s": 0.01})
     assert isinstance(s.submit(request(clock, prompt=50, output=0), f), Ticket)  # empty now
     # 100 tokens need the full bucket, 50: half a second at 100 a second
     assert _refused(s.submit(request(clock, prompt=100, output=0), f)) == 0.5

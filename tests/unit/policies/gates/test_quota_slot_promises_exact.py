@@ -7,27 +7,14 @@ from __future__ import annotations
 from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.types import Decision, Outcome, Reason, Usage
-from tests.unit.policies.helpers import (
-    ManualClock,
-    backend,
-    fleet,
-    refused_after,
-    request,
-    scheduler,
-)
+from tests.unit.policies.helpers import ManualClock, promising_quota, refused_after, request
 
 CAP = 2  # the operator's cap on the tenant's requests in the system
 
 
 def _full(clock: ManualClock) -> tuple[Scheduler, BackendsSnapshot, list[Ticket]]:
     """Two requests left in 4 s of the tenant being busy (0.5 a second); two in flight."""
-    config = {
-        "gates": [{"type": "tenant_quota", "parameters": {"default": {"max_concurrent": CAP}}}],
-        "retry_after": {"jitter": 0.0, "grace_s": 1.0, "min_s": 0.01, "promise": True},
-        "prefill_backlog": {"enabled": False},
-    }
-    s = scheduler(clock, config)
-    f = fleet(clock, backend(max_num_seqs=10))
+    s, f = promising_quota(clock, {"max_concurrent": CAP}, 10, {"grace_s": 1.0, "min_s": 0.01})
     running = [s.submit(request(clock), f) for _ in range(CAP)]
     clock.advance(4.0)
     for t in running:
@@ -77,12 +64,7 @@ def test_a_promised_slot_is_not_taken_past_the_cap() -> None:
 
 def test_before_anything_left_the_wait_is_the_learned_run_time_or_the_floor() -> None:
     clock = ManualClock()
-    config = {
-        "gates": [{"type": "tenant_quota", "parameters": {"default": {"max_concurrent": 1}}}],
-        "retry_after": {"jitter": 0.0, "promise": True},
-    }
-    s = scheduler(clock, config)
-    f = fleet(clock, backend(max_num_seqs=10))
+    s, f = promising_quota(clock, {"max_concurrent": 1}, 10, {}, backlog_off=False)
     assert isinstance(s.submit(request(clock), f), Ticket)
     out = s.submit(request(clock), f)
     assert _slot_refusal(out) == s.policy.retry_after.min_s  # no p95 learned yet
@@ -90,13 +72,7 @@ def test_before_anything_left_the_wait_is_the_learned_run_time_or_the_floor() ->
 
 def test_the_departure_rate_counts_the_time_the_tenant_still_had_one_in_the_system() -> None:
     clock = ManualClock()
-    config = {
-        "gates": [{"type": "tenant_quota", "parameters": {"default": {"max_concurrent": CAP}}}],
-        "retry_after": {"jitter": 0.0, "min_s": 0.01, "promise": True},
-        "prefill_backlog": {"enabled": False},
-    }
-    s = scheduler(clock, config)
-    f = fleet(clock, backend(max_num_seqs=10))
+    s, f = promising_quota(clock, {"max_concurrent": CAP}, 10, {"min_s": 0.01})
     first, second = (s.submit(request(clock), f) for _ in range(CAP))
     assert isinstance(first, Ticket) and isinstance(second, Ticket)
     clock.advance(2.0)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.runs.book import RunBook
 from policies.runs.run import Reservation, RunEnd
@@ -101,50 +103,36 @@ def _next_after_a_started_run_and_a_new_run(
     return a2.request_id, b1.request_id, [t.request_id for t in out if isinstance(t, Ticket)]
 
 
-def test_a_started_run_goes_before_the_first_call_of_a_new_run() -> None:
-    clock = ManualClock()
-    a2, _b1, dispatched = _next_after_a_started_run_and_a_new_run(runs_on(clock), clock)
-    assert dispatched == [a2]
-
-
-def test_a_started_run_keeping_its_pace_leaves_the_older_first_call_its_turn() -> None:
+# Which the next poll dispatches ("a": a's second call, "b": b's first) with the runs' parameters
+# (None: a scheduler without runs) and a's reservation (calls, tokens) and deadline.
+PRECEDENCE = [
+    pytest.param({}, 4, 1000, None, "a", id="a-started-run-before-a-new-runs-first-call"),
     # a: 200 of 1,000 tokens drawn (0.2) with 1 s of its 100 s gone (0.01); b's run has not
     # started (its first call is queued), so its missing deadline does not count
-    clock = ManualClock()
-    _a2, b1, dispatched = _next_after_a_started_run_and_a_new_run(
-        runs_on(clock), clock, a_deadline_in=100.0
-    )
-    assert dispatched == [b1]
-
-
-def test_a_started_run_behind_its_pace_goes_first() -> None:
+    pytest.param({}, 4, 1000, 100.0, "b", id="keeping-its-pace-leaves-the-older-its-turn"),
     # 1 s of 1.5 s gone (0.67) against 0.2 of its tokens drawn
+    pytest.param({}, 4, 1000, 1.5, "a", id="behind-its-pace-goes-first"),
+    pytest.param({"precedence": "always"}, 4, 1000, 100.0, "a", id="always-whatever-its-pace"),
+    pytest.param(None, 4, 1000, None, "b", id="without-runs-the-older-goes-first"),
+    # a reserved one call: its second is beyond
+    pytest.param({}, 1, 200, None, "b", id="beyond-the-reservation-no-precedence"),
+]
+
+
+@pytest.mark.parametrize(("runs", "a_calls", "a_tokens", "a_deadline_in", "first"), PRECEDENCE)
+def test_a_started_runs_next_call_or_the_older_first_call_of_a_new_run_goes_first(
+    runs: dict[str, Any] | None,
+    a_calls: int,
+    a_tokens: int,
+    a_deadline_in: float | None,
+    first: str,
+) -> None:
     clock = ManualClock()
-    a2, _b1, dispatched = _next_after_a_started_run_and_a_new_run(
-        runs_on(clock), clock, a_deadline_in=1.5
+    s = scheduler(clock) if runs is None else runs_on(clock, **runs)
+    a2, b1, dispatched = _next_after_a_started_run_and_a_new_run(
+        s, clock, a_calls, a_tokens, a_deadline_in
     )
-    assert dispatched == [a2]
-
-
-def test_with_precedence_always_a_started_run_goes_first_whatever_its_pace() -> None:
-    clock = ManualClock()
-    a2, _b1, dispatched = _next_after_a_started_run_and_a_new_run(
-        runs_on(clock, precedence="always"), clock, a_deadline_in=100.0
-    )
-    assert dispatched == [a2]
-
-
-def test_without_runs_the_older_first_call_goes_first() -> None:
-    clock = ManualClock()
-    _a2, b1, dispatched = _next_after_a_started_run_and_a_new_run(scheduler(clock), clock)
-    assert dispatched == [b1]
-
-
-def test_a_call_beyond_the_reservation_has_no_precedence() -> None:
-    clock = ManualClock()
-    s = runs_on(clock)  # a reserved one call: its second is beyond
-    _a2, b1, dispatched = _next_after_a_started_run_and_a_new_run(s, clock, 1, 200)
-    assert dispatched == [b1]
+    assert dispatched == [{"a": a2, "b": b1}[first]]
 
 
 def test_precedence_stays_inside_the_tenant_fair_share() -> None:
