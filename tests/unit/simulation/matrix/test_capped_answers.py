@@ -33,9 +33,14 @@ def _run(policy: dict[str, Any], shape: Shape) -> tuple[MatrixSimulation, list[t
     as (prompt tokens, output tokens)."""
     tenant = Tenant("t", shape, clients=4, think_mean_s=1.0)
     sim = MatrixSimulation(
-        tenants=[tenant], policy=policy, profile=PROFILE, backends=1, duration_s=20.0, seed=3,
+        tenants=[tenant],
+        policy=policy,
+        profile=PROFILE,
+        backends=1,
+        duration_s=20.0,
+        seed=3,
         probe=False,
-    )  # fmt: skip
+    )
     calls: list[tuple[int, int]] = []
     engine = sim.engines["b0"]
     add = engine.add
