@@ -93,12 +93,31 @@ def test_never_above_the_maximum_never_below_the_computed_value_where_it_fits(
     values = [retry_after(seconds, params, fractions.next()) for _ in range(200)]
     base = params.min_s if seconds is None else min(max(seconds, params.min_s), params.max_s)
     assert all(params.min_s <= v < params.max_s or v == base == params.max_s for v in values)
-    if base * (1 + params.jitter) <= params.max_s:
+    if seconds is None:  # unknown: a window min_s wide above the floor
+        assert params.min_s <= min(values) and max(values) <= 2 * params.min_s
+    elif base * (1 + params.jitter) <= params.max_s:
         assert min(values) >= base  # jitter only lengthens while there is room
         assert max(values) <= base * (1 + params.jitter)
     else:
         assert min(values) >= params.max_s - params.jitter * base
     assert len(set(values)) == len(values)
+
+
+@pytest.mark.parametrize("jitter", [0.0, 0.2])
+def test_a_hundred_simultaneous_refusals_with_no_drain_measured_are_all_different(
+    jitter: float,
+) -> None:
+    """Nothing completed yet (or for a while): the wait is unknown, and the clients refused
+    meanwhile must not all come back in the same instant, whatever the jitter."""
+    clock = ManualClock()
+    s = scheduler(clock, {"queue": {"max_queued_tokens": 1}, "retry_after": {"jitter": jitter}})
+    f = fleet(clock, backend(max_num_seqs=1))
+    assert isinstance(s.submit(request(clock), f), Ticket)  # the slot, never released
+    out = [s.submit(request(clock), f) for _ in range(100)]
+    assert all(isinstance(d, Decision) and d.reason is Reason.QUEUE_FULL for d in out)
+    millis = _millis(out)
+    assert len(set(millis)) == 100, "two simultaneous refusals got the same value"
+    assert min(millis) >= 500 and max(millis) <= 1000  # within [min_s, 2 x min_s]
 
 
 def test_the_window_stays_above_the_floor() -> None:

@@ -67,7 +67,8 @@ def test_before_anything_left_the_wait_is_the_learned_run_time_or_the_floor() ->
     s, f = promising_quota(clock, {"max_concurrent": 1}, 10, {}, backlog_off=False)
     assert isinstance(s.submit(request(clock), f), Ticket)
     out = s.submit(request(clock), f)
-    assert _slot_refusal(out) == s.policy.retry_after.min_s  # no p95 learned yet
+    floor = s.policy.retry_after.min_s  # no p95 learned yet: the floor's window
+    assert floor <= _slot_refusal(out) <= 2 * floor
 
 
 def test_the_departure_rate_counts_the_time_the_tenant_still_had_one_in_the_system() -> None:
