@@ -19,6 +19,7 @@ from policies.types import (
     Clock,
     Decision,
     DecisionKind,
+    Ending,
     Outcome,
     PromptBlocks,
     RequestInfo,
@@ -109,16 +110,11 @@ class SchedulerAdmission:
         self, request_id: str, usage: tuple[int, int], decode_start: float, finished: float
     ) -> None:
         ticket = self._tickets.pop(request_id)
+        done = Usage(prompt_tokens=usage[0], completion_tokens=usage[1])
         if self._estimator is not None:
-            done = Usage(prompt_tokens=usage[0], completion_tokens=usage[1])
             self._estimator.observe(self._model, 0, done, flow=FLOW)
-        self.scheduler.release(
-            ticket,
-            Outcome.COMPLETED,
-            Usage(prompt_tokens=usage[0], completion_tokens=usage[1]),
-            ttft_s=decode_start - ticket.dispatched_at,
-            latency_s=finished - ticket.dispatched_at,
-        )
+        ttft, latency = decode_start - ticket.dispatched_at, finished - ticket.dispatched_at
+        self.scheduler.release(ticket, Ending(Outcome.COMPLETED, done, ttft, latency))
 
     def next_wakeup(self) -> float | None:
         return self.scheduler.next_wakeup()

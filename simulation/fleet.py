@@ -27,7 +27,7 @@ from policies.engine.scheduler import Scheduler, Ticket
 from policies.fairness.fleet_ledger import FleetLedger
 from policies.fairness.fleet_share import FleetShare, ShareReport, share_of
 from policies.registry import build_policy
-from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
+from policies.types import Decision, DecisionKind, Ending, Outcome, RequestInfo, Usage, WorkEstimate
 from simulation.engine_adapter import EmulatedBackend
 from simulation.event_queue import EventQueue
 from simulation.ports import EngineStep, VirtualClock
@@ -198,7 +198,7 @@ class FleetSimulation:
             replica, ticket, tenant, output = self._open.pop(rid)
             assert ticket is not None
             usage = Usage(prompt_tokens=self.spec.prompt_tokens, completion_tokens=output)
-            self.schedulers[replica].release(ticket, Outcome.COMPLETED, usage)
+            self.schedulers[replica].release(ticket, Ending(Outcome.COMPLETED, usage))
             self._poll(replica)  # its own release wakes the replica's dispatcher
             if self.clock.now >= self.spec.warmup_s:
                 self.served[tenant] += usage.total

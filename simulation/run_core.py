@@ -26,6 +26,7 @@ from policies.registry import build_policy
 from policies.types import (
     Decision,
     DecisionKind,
+    Ending,
     Outcome,
     Reason,
     RequestInfo,
@@ -360,7 +361,7 @@ class RunSimulation:
             live.record.spent_tokens += usage.total
         if outcome is Outcome.COMPLETED:
             self._estimator.observe(self._model, 0, usage, flow=FLOW)
-        self.scheduler.release(ticket, outcome, usage, latency_s=now - ticket.dispatched_at)
+        self.scheduler.release(ticket, Ending(outcome, usage, latency_s=now - ticket.dispatched_at))
 
     def _pump(self) -> None:
         for out in self.scheduler.poll(self._snapshot()):

@@ -29,7 +29,7 @@ from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.estimate import TokenEstimator
 from policies.registry import build_policy
-from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
+from policies.types import Decision, DecisionKind, Ending, Outcome, RequestInfo, Usage, WorkEstimate
 from simulation.engine_adapter import EmulatedBackend, KeptViews
 from simulation.event_queue import EventQueue, WakeupAlarm
 from simulation.hashed_prompts import HashedPrompt
@@ -347,7 +347,8 @@ class MatrixSimulation:
             first_at = self._call_first.pop(rid, now)
             ttft = first_at - ticket.dispatched_at if req.stream else None
             self.scheduler.release(
-                ticket, Outcome.COMPLETED, usage, ttft_s=ttft, latency_s=now - ticket.dispatched_at
+                ticket,
+                Ending(Outcome.COMPLETED, usage, ttft_s=ttft, latency_s=now - ticket.dispatched_at),
             )
             req.received += served
             if req.received < req.output_tokens:
