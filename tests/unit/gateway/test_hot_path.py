@@ -285,7 +285,10 @@ async def test_a_bug_on_the_completion_path_still_gets_the_gateway_500(
 ) -> None:
     """The completion paths bypass FastAPI's middleware; its 500 answer must not be lost."""
     app = create_app(
-        config, transport=fleet.transport, background=False, estimator=BrokenEstimator()
+        config,
+        transport=fleet.transport,
+        background=False,
+        estimator=BrokenEstimator(),  # type: ignore[arg-type]
     )
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
