@@ -26,7 +26,7 @@ from policies.types import (
     Usage,
     WorkEstimate,
 )
-from simulation.ports import AdmissionAnswer, Deferred, Dispatched, Queued
+from simulation.ports import AdmissionAnswer, Attempt, Deferred, Dispatched, Queued
 
 FLOW = "agents"
 """Every agent is one flow at the gateway (one tenant, one class, one model)."""
@@ -70,24 +70,16 @@ class SchedulerAdmission:
         self._marks_retries = marks_retries
         self._blocks_of = blocks_of if self.policy_set.models_prefixes else None
 
-    def submit(
-        self,
-        request_id: str,
-        session: str,
-        prompt_tokens: int,
-        output_tokens: int,
-        fleet: BackendsSnapshot,
-        *,
-        is_retry: bool,
-    ) -> AdmissionAnswer:
+    def submit(self, attempt: Attempt, fleet: BackendsSnapshot) -> AdmissionAnswer:
+        session = attempt.session
         req = RequestInfo(
-            request_id=request_id,
+            request_id=attempt.request_id,
             tenant=self._tenant_of(session) if self._tenant_of else "agents",
             workload_class="interactive",
             model=self._model,
-            estimate=self._work(prompt_tokens, output_tokens),
+            estimate=self._work(attempt.prompt_tokens, attempt.output_tokens),
             arrival=self._clock(),
-            is_retry=is_retry and self._marks_retries,
+            is_retry=attempt.is_retry and self._marks_retries,
             session_id=session,
             stream=True,
             blocks=self._blocks_of(session) if self._blocks_of else None,

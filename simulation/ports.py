@@ -89,19 +89,20 @@ class Deferred:
 AdmissionAnswer = Dispatched | Queued | Deferred
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt at an agent's turn, as admission is asked for it. ``session``: the agent's
+    stable id (the gateway's ``X-Session-Id``); ``is_retry``: an earlier attempt was deferred."""
+
+    request_id: str
+    session: str
+    prompt_tokens: int
+    output_tokens: int
+    is_retry: bool
+
+
 class AdmissionPort(Protocol):
-    def submit(
-        self,
-        request_id: str,
-        session: str,
-        prompt_tokens: int,
-        output_tokens: int,
-        fleet: BackendsSnapshot,
-        *,
-        is_retry: bool,
-    ) -> AdmissionAnswer:
-        """``session``: the agent's stable id (the gateway's ``X-Session-Id``)."""
-        ...
+    def submit(self, attempt: Attempt, fleet: BackendsSnapshot) -> AdmissionAnswer: ...
 
     def poll(self, fleet: BackendsSnapshot) -> list[AdmissionAnswer]: ...
     def first_token(self, request_id: str) -> None:
