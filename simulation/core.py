@@ -24,6 +24,7 @@ from simulation.ports import (
     Deferred,
     Dispatched,
     EnginePort,
+    EngineRequest,
     EngineStep,
     Queued,
     VirtualClock,
@@ -177,7 +178,7 @@ class Simulation:
                 tokens = min(tokens, verdict.max_tokens)
             self._served[rid] = tokens
             prompt, hashes = self._prompts.prompt(agent)
-            self._engine.add(rid, prompt, tokens, self._clock.now, block_hashes=hashes)
+            self._engine.add(EngineRequest(rid, prompt, tokens, hashes), self._clock.now)
         elif isinstance(verdict, Deferred):
             record.deferrals.append(self._attempt_submit.pop(rid))
             del self._by_request[rid]

@@ -39,18 +39,19 @@ class EngineStep:
     """False for a step that only advanced decoding: nothing the policy can see changed."""
 
 
+@dataclass(frozen=True, slots=True)
+class EngineRequest:
+    """A request handed to the engine: its prompt and the output tokens it is to generate.
+    ``block_hashes``: the prompt's chained block hashes, for the prefix cache."""
+
+    request_id: str
+    prompt_tokens: int
+    output_tokens: int
+    block_hashes: tuple[bytes, ...] = ()
+
+
 class EnginePort(Protocol):
-    def add(
-        self,
-        request_id: str,
-        prompt_tokens: int,
-        output_tokens: int,
-        now: float,
-        *,
-        block_hashes: tuple[bytes, ...] = (),
-    ) -> None:
-        """``block_hashes``: the prompt's chained block hashes, for the prefix cache."""
-        ...
+    def add(self, request: EngineRequest, now: float) -> None: ...
 
     def abort(self, request_id: str) -> None: ...
     def decode_reach(self, now: float) -> float:

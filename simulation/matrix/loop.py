@@ -36,7 +36,7 @@ from simulation.hashed_prompts import HashedPrompt
 from simulation.matrix.chat_clients import ChatClient
 from simulation.matrix.probe import PROBE_REQUESTS, probe
 from simulation.matrix.traffic import Tenant, draw_length
-from simulation.ports import EngineStep, VirtualClock
+from simulation.ports import EngineRequest, EngineStep, VirtualClock
 from simulation.stepping import Stepping, horizon
 
 MODEL = "sim-model"
@@ -281,9 +281,8 @@ class MatrixSimulation:
             self._tickets[rid] = out
             self._served[rid] = tokens
             blocks = () if req.hashed is None else req.hashed.engine_blocks
-            self.engines[out.backend].add(
-                rid, req.call_prompt(), tokens, self.clock.now, block_hashes=blocks
-            )
+            sent = EngineRequest(rid, req.call_prompt(), tokens, blocks)
+            self.engines[out.backend].add(sent, self.clock.now)
         elif out.decision is DecisionKind.REJECT:
             if ret is not None:
                 ret.admitted = False
