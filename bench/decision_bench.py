@@ -47,7 +47,7 @@ from policies.backends import BackendsSnapshot, BackendView
 from policies.build import core
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.registry import build_policy
-from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
+from policies.types import Decision, DecisionKind, Ending, Outcome, RequestInfo, Usage, WorkEstimate
 from simulation.flags import choice_flag
 
 POLICY = {
@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         clock.now += 1e-4
         done = tickets.pop(rng.randrange(len(tickets)))
         usage = Usage(done.request.estimate.prompt_tokens, rng.randint(1, 512))
-        timed(partial(sched.release, done, Outcome.COMPLETED, usage, latency_s=1.0), release_ns)
+        ending = Ending(Outcome.COMPLETED, usage, latency_s=1.0)
+        timed(partial(sched.release, done, ending), release_ns)
         out = timed(partial(sched.poll, fleet.snapshot()), poll_ns)
         assert isinstance(out, list)
         tickets += [t for t in out if isinstance(t, Ticket)]

@@ -47,7 +47,7 @@ from policies.engine.scheduler import Scheduler, Ticket
 from policies.policy_set import PolicySet
 from policies.registry import build_policy
 from policies.shared_mode import for_mode
-from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
+from policies.types import Decision, DecisionKind, Ending, Outcome, RequestInfo, Usage
 from scripts.service_argv import redis_server
 from scripts.vllm.serve import free_port
 
@@ -104,7 +104,7 @@ async def settle(side: Side) -> None:
 
 
 def release(side: Side, ticket: Ticket, usage: Usage) -> None:
-    side.sched.release(ticket, Outcome.COMPLETED, usage, latency_s=1.0)
+    side.sched.release(ticket, Ending(Outcome.COMPLETED, usage, latency_s=1.0))
     grant = side.grants.pop(ticket.request.request_id, None)
     if grant is not None:
         side.shared.release(grant, usage, served=True)

@@ -32,7 +32,7 @@ from gateway.backends.scrape.scraper import MetricsScraper, ScrapeSettings
 from gateway.config.reload import Reloader, build_loaded_policy
 from gateway.config.schema import GatewayConfig, LoadedConfig, config_version
 from gateway.config.yaml_lines import LineIndex
-from gateway.context import Estimator, GatewayContext, Runtime
+from gateway.context import GatewayContext, Runtime
 from gateway.forward.stall import StallBounds
 from gateway.front.routes import http_front
 from gateway.metrics.event_loop import event_loop_gauges
@@ -82,7 +82,7 @@ def build_gateway(
     clock: Clock = time.monotonic,
     transport: httpx.AsyncBaseTransport | None = None,
     scheduler: SchedulerLike | None = None,
-    estimator: Estimator | None = None,
+    estimator: TokenEstimator | None = None,
     config_path: str | Path | None = None,
     rng: random.Random | None = None,
     background: bool = True,
@@ -137,7 +137,7 @@ def http_app(gateway: Gateway) -> Starlette:
 def _context(
     loaded: LoadedConfig,
     scheduler: SchedulerLike,
-    estimator: Estimator,
+    estimator: TokenEstimator,
     clock: Clock,
     transport: httpx.AsyncBaseTransport | None,
     closers: list[Any],

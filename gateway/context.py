@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -15,39 +14,12 @@ from gateway.metrics.exporter import GatewayMetrics
 from gateway.metrics.records import RecordSink
 from gateway.replicas.contract import SharedState
 from gateway.request.auth import Authenticator
-from policies.estimate import FanOut
+from policies.estimate import TokenEstimator
 from policies.policy_set import PolicySet
-from policies.types import Clock, Usage, WorkEstimate
+from policies.types import Clock
 
 if TYPE_CHECKING:
     from gateway.tracing.provider import Tracing
-
-
-class Estimator(Protocol):
-    """Token cost before any backend work; learns from actual usage (``TokenEstimator``)."""
-
-    def estimate(
-        self,
-        model: str,
-        prompt_chars: int,
-        *,
-        max_tokens: int | None = None,
-        max_model_len: int | None = None,
-        flow: Hashable | None = None,
-        fan_out: FanOut = ...,
-        known_prompt_tokens: int = 0,
-    ) -> WorkEstimate: ...
-
-    def observe(
-        self,
-        model: str,
-        prompt_chars: int,
-        usage: Usage,
-        *,
-        flow: Hashable | None = None,
-        expected_output: int | None = None,
-        sequences: int = 1,
-    ) -> None: ...
 
 
 class Reloading(Protocol):
@@ -83,7 +55,8 @@ class GatewayContext:
     runtime: Runtime
     pool: BackendPool
     admission: Admission
-    estimator: Estimator
+    estimator: TokenEstimator
+    """Token cost before any backend work; learns from actual usage."""
     metrics: GatewayMetrics
     records: RecordSink
     clock: Clock

@@ -131,6 +131,19 @@ class Usage:
 
 @quick_init
 @dataclass(frozen=True, slots=True)
+class Ending:
+    """How a dispatched request ended, as its release tells the scheduler: the ``outcome``,
+    the ``usage`` the backend reported (None: none), and its times measured from dispatch in
+    clock seconds: ``ttft_s`` to the first token, ``latency_s`` to the end (None: not timed)."""
+
+    outcome: Outcome
+    usage: Usage | None = None
+    ttft_s: float | None = None
+    latency_s: float | None = None
+
+
+@quick_init
+@dataclass(frozen=True, slots=True)
 class RunHints:
     """The agent run a call belongs to, and what its client says of the run (docs/runs.md).
 

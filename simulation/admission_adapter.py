@@ -19,13 +19,14 @@ from policies.types import (
     Clock,
     Decision,
     DecisionKind,
+    Ending,
     Outcome,
     PromptBlocks,
     RequestInfo,
     Usage,
     WorkEstimate,
 )
-from simulation.ports import AdmissionAnswer, Deferred, Dispatched, Queued
+from simulation.ports import AdmissionAnswer, Attempt, Deferred, Dispatched, Queued
 
 FLOW = "agents"
 """Every agent is one flow at the gateway (one tenant, one class, one model)."""
@@ -69,24 +70,16 @@ class SchedulerAdmission:
         self._marks_retries = marks_retries
         self._blocks_of = blocks_of if self.policy_set.models_prefixes else None
 
-    def submit(
-        self,
-        request_id: str,
-        session: str,
-        prompt_tokens: int,
-        output_tokens: int,
-        fleet: BackendsSnapshot,
-        *,
-        is_retry: bool,
-    ) -> AdmissionAnswer:
+    def submit(self, attempt: Attempt, fleet: BackendsSnapshot) -> AdmissionAnswer:
+        session = attempt.session
         req = RequestInfo(
-            request_id=request_id,
+            request_id=attempt.request_id,
             tenant=self._tenant_of(session) if self._tenant_of else "agents",
             workload_class="interactive",
             model=self._model,
-            estimate=self._work(prompt_tokens, output_tokens),
+            estimate=self._work(attempt.prompt_tokens, attempt.output_tokens),
             arrival=self._clock(),
-            is_retry=is_retry and self._marks_retries,
+            is_retry=attempt.is_retry and self._marks_retries,
             session_id=session,
             stream=True,
             blocks=self._blocks_of(session) if self._blocks_of else None,
@@ -109,16 +102,11 @@ class SchedulerAdmission:
         self, request_id: str, usage: tuple[int, int], decode_start: float, finished: float
     ) -> None:
         ticket = self._tickets.pop(request_id)
+        done = Usage(prompt_tokens=usage[0], completion_tokens=usage[1])
         if self._estimator is not None:
-            done = Usage(prompt_tokens=usage[0], completion_tokens=usage[1])
             self._estimator.observe(self._model, 0, done, flow=FLOW)
-        self.scheduler.release(
-            ticket,
-            Outcome.COMPLETED,
-            Usage(prompt_tokens=usage[0], completion_tokens=usage[1]),
-            ttft_s=decode_start - ticket.dispatched_at,
-            latency_s=finished - ticket.dispatched_at,
-        )
+        ttft, latency = decode_start - ticket.dispatched_at, finished - ticket.dispatched_at
+        self.scheduler.release(ticket, Ending(Outcome.COMPLETED, done, ttft, latency))
 
     def next_wakeup(self) -> float | None:
         return self.scheduler.next_wakeup()

@@ -20,9 +20,11 @@ from simulation.metrics import TurnRecord
 from simulation.ports import (
     AdmissionAnswer,
     AdmissionPort,
+    Attempt,
     Deferred,
     Dispatched,
     EnginePort,
+    EngineRequest,
     EngineStep,
     Queued,
     VirtualClock,
@@ -159,14 +161,10 @@ class Simulation:
         record.attempts.append(now)
         self._by_request[request_id] = agent
         self._attempt_submit[request_id] = now
-        verdict = self._admission.submit(
-            request_id,
-            f"agent-{agent}",
-            self._prompts.prompt(agent)[0],
-            record.output_tokens,
-            self._snapshot(),
-            is_retry=len(record.attempts) > 1,
-        )
+        prompt_tokens = self._prompts.prompt(agent)[0]
+        retry = len(record.attempts) > 1
+        attempt = Attempt(request_id, f"agent-{agent}", prompt_tokens, record.output_tokens, retry)
+        verdict = self._admission.submit(attempt, self._snapshot())
         self._apply(verdict)
 
     def _apply(self, verdict: AdmissionAnswer) -> None:
@@ -180,7 +178,7 @@ class Simulation:
                 tokens = min(tokens, verdict.max_tokens)
             self._served[rid] = tokens
             prompt, hashes = self._prompts.prompt(agent)
-            self._engine.add(rid, prompt, tokens, self._clock.now, block_hashes=hashes)
+            self._engine.add(EngineRequest(rid, prompt, tokens, hashes), self._clock.now)
         elif isinstance(verdict, Deferred):
             record.deferrals.append(self._attempt_submit.pop(rid))
             del self._by_request[rid]

@@ -18,7 +18,7 @@ from emulator.profile import Profile
 from policies.backends import BackendsSnapshot, BackendView
 from policies.step_latency import StepLatency
 from simulation.metrics import percentile
-from simulation.ports import EngineStep
+from simulation.ports import EngineRequest, EngineStep
 
 SIGNAL_WINDOW_S = 30.0
 """Sliding window for the histogram- and counter-derived signals, in seconds."""
@@ -55,16 +55,9 @@ class EmulatedBackend:
         self._reach: tuple[float, float] | None = None
         """(from, to) of the last ``decode_reach``, while the engine has not changed since."""
 
-    def add(
-        self,
-        request_id: str,
-        prompt_tokens: int,
-        output_tokens: int,
-        now: float,
-        *,
-        block_hashes: tuple[bytes, ...] = (),
-    ) -> None:
-        self.engine.add(request_id, prompt_tokens, output_tokens, now, block_hashes=block_hashes)
+    def add(self, request: EngineRequest, now: float) -> None:
+        rid, prompt, output = request.request_id, request.prompt_tokens, request.output_tokens
+        self.engine.add(rid, prompt, output, now, block_hashes=request.block_hashes)
         self._view = self._reach = None
 
     def abort(self, request_id: str) -> None:

@@ -27,10 +27,10 @@ from policies.engine.scheduler import Scheduler, Ticket
 from policies.fairness.fleet_ledger import FleetLedger
 from policies.fairness.fleet_share import FleetShare, ShareReport, share_of
 from policies.registry import build_policy
-from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
+from policies.types import Decision, DecisionKind, Ending, Outcome, RequestInfo, Usage, WorkEstimate
 from simulation.engine_adapter import EmulatedBackend
 from simulation.event_queue import EventQueue
-from simulation.ports import EngineStep, VirtualClock
+from simulation.ports import EngineRequest, EngineStep, VirtualClock
 from simulation.stepping import Stepping
 from simulation.workload import AgentWorkload
 
@@ -183,7 +183,8 @@ class FleetSimulation:
         if isinstance(out, Ticket):
             replica, _, tenant, output = self._open[out.request_id]
             self._open[out.request_id] = (replica, out, tenant, output)
-            self.engine.add(out.request_id, self.spec.prompt_tokens, output, self.clock.now)
+            sent = EngineRequest(out.request_id, self.spec.prompt_tokens, output)
+            self.engine.add(sent, self.clock.now)
         elif out.decision is DecisionKind.REJECT:  # not expected: the client asks again
             tenant = self._open.pop(out.request_id)[2]
             self._at(self.clock.now + (out.retry_after_s or 1.0), lambda: self._send(tenant))
@@ -198,7 +199,7 @@ class FleetSimulation:
             replica, ticket, tenant, output = self._open.pop(rid)
             assert ticket is not None
             usage = Usage(prompt_tokens=self.spec.prompt_tokens, completion_tokens=output)
-            self.schedulers[replica].release(ticket, Outcome.COMPLETED, usage)
+            self.schedulers[replica].release(ticket, Ending(Outcome.COMPLETED, usage))
             self._poll(replica)  # its own release wakes the replica's dispatcher
             if self.clock.now >= self.spec.warmup_s:
                 self.served[tenant] += usage.total

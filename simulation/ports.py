@@ -39,18 +39,19 @@ class EngineStep:
     """False for a step that only advanced decoding: nothing the policy can see changed."""
 
 
+@dataclass(frozen=True, slots=True)
+class EngineRequest:
+    """A request handed to the engine: its prompt and the output tokens it is to generate.
+    ``block_hashes``: the prompt's chained block hashes, for the prefix cache."""
+
+    request_id: str
+    prompt_tokens: int
+    output_tokens: int
+    block_hashes: tuple[bytes, ...] = ()
+
+
 class EnginePort(Protocol):
-    def add(
-        self,
-        request_id: str,
-        prompt_tokens: int,
-        output_tokens: int,
-        now: float,
-        *,
-        block_hashes: tuple[bytes, ...] = (),
-    ) -> None:
-        """``block_hashes``: the prompt's chained block hashes, for the prefix cache."""
-        ...
+    def add(self, request: EngineRequest, now: float) -> None: ...
 
     def abort(self, request_id: str) -> None: ...
     def decode_reach(self, now: float) -> float:
@@ -89,19 +90,20 @@ class Deferred:
 AdmissionAnswer = Dispatched | Queued | Deferred
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt at an agent's turn, as admission is asked for it. ``session``: the agent's
+    stable id (the gateway's ``X-Session-Id``); ``is_retry``: an earlier attempt was deferred."""
+
+    request_id: str
+    session: str
+    prompt_tokens: int
+    output_tokens: int
+    is_retry: bool
+
+
 class AdmissionPort(Protocol):
-    def submit(
-        self,
-        request_id: str,
-        session: str,
-        prompt_tokens: int,
-        output_tokens: int,
-        fleet: BackendsSnapshot,
-        *,
-        is_retry: bool,
-    ) -> AdmissionAnswer:
-        """``session``: the agent's stable id (the gateway's ``X-Session-Id``)."""
-        ...
+    def submit(self, attempt: Attempt, fleet: BackendsSnapshot) -> AdmissionAnswer: ...
 
     def poll(self, fleet: BackendsSnapshot) -> list[AdmissionAnswer]: ...
     def first_token(self, request_id: str) -> None:

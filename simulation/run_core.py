@@ -26,6 +26,7 @@ from policies.registry import build_policy
 from policies.types import (
     Decision,
     DecisionKind,
+    Ending,
     Outcome,
     Reason,
     RequestInfo,
@@ -36,7 +37,7 @@ from policies.types import (
 from simulation.agent_runs import RunPlan, RunWorkload
 from simulation.engine_adapter import EmulatedBackend
 from simulation.event_queue import EventQueue
-from simulation.ports import EngineStep, VirtualClock
+from simulation.ports import EngineRequest, EngineStep, VirtualClock
 from simulation.run_metrics import RunRecord
 from simulation.stepping import EngineEvents
 
@@ -321,7 +322,8 @@ class RunSimulation:
         self._served[rid] = tokens
         if (live := self._live.get(self._owner[rid])) is not None:
             live.record.started = True
-        self._engine_for(ticket).add(rid, req.estimate.prompt_tokens, tokens, self._clock.now)
+        sent = EngineRequest(rid, req.estimate.prompt_tokens, tokens)
+        self._engine_for(ticket).add(sent, self._clock.now)
 
     def _engine_for(self, ticket: Ticket) -> CuttableBackend:
         """The engine a dispatched ticket runs on: the one backend here."""
@@ -360,7 +362,7 @@ class RunSimulation:
             live.record.spent_tokens += usage.total
         if outcome is Outcome.COMPLETED:
             self._estimator.observe(self._model, 0, usage, flow=FLOW)
-        self.scheduler.release(ticket, outcome, usage, latency_s=now - ticket.dispatched_at)
+        self.scheduler.release(ticket, Ending(outcome, usage, latency_s=now - ticket.dispatched_at))
 
     def _pump(self) -> None:
         for out in self.scheduler.poll(self._snapshot()):

@@ -24,7 +24,7 @@ from policies.fairness.fleet_share import FleetShare, ShareReport
 from policies.policy_set import PolicySet
 from policies.runs.run import RunEnded, RunStats
 from policies.runs.run_state import RunState
-from policies.types import Clock, Decision, Outcome, RequestInfo, Usage
+from policies.types import Clock, Decision, Ending, Outcome, RequestInfo
 
 log = logging.getLogger("sluicegate.admission")
 
@@ -51,15 +51,7 @@ class SchedulerLike(Protocol):
     def submit(self, req: RequestInfo, fleet: BackendsSnapshot) -> Ticket | Decision: ...
     def poll(self, fleet: BackendsSnapshot) -> list[Ticket | Decision]: ...
     def cancel(self, request_id: str) -> bool: ...
-    def release(
-        self,
-        ticket: Ticket,
-        outcome: Outcome,
-        usage: Usage | None = None,
-        *,
-        ttft_s: float | None = None,
-        latency_s: float | None = None,
-    ) -> None: ...
+    def release(self, ticket: Ticket, ending: Ending) -> None: ...
     def first_token(self, ticket: Ticket) -> None: ...
     def share_report(self) -> ShareReport | None: ...
     def share_merge(self, share: FleetShare | None, failed: ShareReport | None = None) -> None: ...
@@ -140,22 +132,14 @@ class Admission:
         if future.done() and not future.cancelled():
             result = future.result()
             if isinstance(result, Ticket):
-                self.release(result, Outcome.CANCELLED)
+                self.release(result, Ending(Outcome.CANCELLED))
             return
         future.cancel()
         self.scheduler.cancel(request_id)
         self._wake.set()
 
-    def release(
-        self,
-        ticket: Ticket,
-        outcome: Outcome,
-        usage: Usage | None = None,
-        *,
-        ttft_s: float | None = None,
-        latency_s: float | None = None,
-    ) -> None:
-        self.scheduler.release(ticket, outcome, usage, ttft_s=ttft_s, latency_s=latency_s)
+    def release(self, ticket: Ticket, ending: Ending) -> None:
+        self.scheduler.release(ticket, ending)
         if self._waiters or ticket.request.run is not None:
             # freed capacity matters only to someone queued; a run's idle timer restarts
             self._wake.set()
@@ -181,7 +165,7 @@ class Admission:
             future.set_result(result)
         elif isinstance(result, Ticket):
             log.warning("ticket %s had no waiter; released", result.request_id)
-            self.release(result, Outcome.CANCELLED)
+            self.release(result, Ending(Outcome.CANCELLED))
 
     def end_run(self, tenant: str, run_id: str, *, cancel: bool = True) -> bool:
         """End ``tenant``'s open run ``run_id``: cancelled (its queued calls refused at once,

@@ -14,7 +14,7 @@ from gateway.metrics.records import RequestRecord
 from gateway.replicas.contract import Grant
 from policies.engine.scheduler_types import Ticket
 from policies.estimate import SINGLE, FanOut
-from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
+from policies.types import Decision, DecisionKind, Ending, Outcome, RequestInfo, Usage
 
 if TYPE_CHECKING:
     from gateway.tracing.request_trace import RequestTrace
@@ -93,7 +93,7 @@ class Flight:
         now = self.ctx.clock()
         ttft = None if self.first_byte_at is None else self.first_byte_at - ticket.dispatched_at
         self.ctx.admission.release(
-            ticket, outcome, usage, ttft_s=ttft, latency_s=now - ticket.dispatched_at
+            ticket, Ending(outcome, usage, ttft_s=ttft, latency_s=now - ticket.dispatched_at)
         )
 
     def finish(

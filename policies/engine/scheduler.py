@@ -41,10 +41,10 @@ from policies.types import (
     Decision,
     DecisionKind,
     Degradation,
+    Ending,
     Outcome,
     Reason,
     RequestInfo,
-    Usage,
     WorkEstimate,
 )
 
@@ -391,21 +391,13 @@ class Scheduler:
             self.runs.dispatched(req, now)
         return ticket
 
-    def release(
-        self,
-        ticket: Ticket,
-        outcome: Outcome,
-        usage: Usage | None = None,
-        *,
-        ttft_s: float | None = None,
-        latency_s: float | None = None,
-    ) -> None:
-        """Idempotent: frees the slot, corrects the charge with ``usage``, feeds learners."""
+    def release(self, ticket: Ticket, ending: Ending) -> None:
+        """Idempotent: frees the slot, corrects the charge with ``ending.usage``, feeds learners."""
         gate_names = self._in_flight.pop(ticket.request_id, None)
         if gate_names is None:
             return
         now = self._clock()
-        req = ticket.request
+        req, outcome, usage = ticket.request, ending.outcome, ending.usage
         total = req.estimate.total
         load = self._place.gave_back(ticket.backend, req, total, outcome is Outcome.COMPLETED)
         self._released += total
@@ -420,6 +412,7 @@ class Scheduler:
             self._drain.add(now, computed)
             if self._queue:
                 self._full_drain.add(now, computed)
+        latency_s = ending.latency_s
         if outcome is Outcome.COMPLETED and latency_s is not None:
             self._exec.add(total, latency_s)
         self._gates.finish(req, now, usage, served=True, names=gate_names)
@@ -430,7 +423,7 @@ class Scheduler:
                 self._states.limit,
                 self._place.view.get(ticket.backend),
                 load,
-                ttft_s,
+                ending.ttft_s,
                 latency_s,
                 outcome is Outcome.FAILED,
             )

@@ -29,14 +29,14 @@ from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.estimate import TokenEstimator
 from policies.registry import build_policy
-from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
+from policies.types import Decision, DecisionKind, Ending, Outcome, RequestInfo, Usage, WorkEstimate
 from simulation.engine_adapter import EmulatedBackend, KeptViews
 from simulation.event_queue import EventQueue, WakeupAlarm
 from simulation.hashed_prompts import HashedPrompt
 from simulation.matrix.chat_clients import ChatClient
 from simulation.matrix.probe import PROBE_REQUESTS, probe
 from simulation.matrix.traffic import Tenant, draw_length
-from simulation.ports import EngineStep, VirtualClock
+from simulation.ports import EngineRequest, EngineStep, VirtualClock
 from simulation.stepping import Stepping, horizon
 
 MODEL = "sim-model"
@@ -281,9 +281,8 @@ class MatrixSimulation:
             self._tickets[rid] = out
             self._served[rid] = tokens
             blocks = () if req.hashed is None else req.hashed.engine_blocks
-            self.engines[out.backend].add(
-                rid, req.call_prompt(), tokens, self.clock.now, block_hashes=blocks
-            )
+            sent = EngineRequest(rid, req.call_prompt(), tokens, blocks)
+            self.engines[out.backend].add(sent, self.clock.now)
         elif out.decision is DecisionKind.REJECT:
             if ret is not None:
                 ret.admitted = False
@@ -347,7 +346,8 @@ class MatrixSimulation:
             first_at = self._call_first.pop(rid, now)
             ttft = first_at - ticket.dispatched_at if req.stream else None
             self.scheduler.release(
-                ticket, Outcome.COMPLETED, usage, ttft_s=ttft, latency_s=now - ticket.dispatched_at
+                ticket,
+                Ending(Outcome.COMPLETED, usage, ttft_s=ttft, latency_s=now - ticket.dispatched_at),
             )
             req.received += served
             if req.received < req.output_tokens:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.types import DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
+from policies.types import DecisionKind, Ending, Outcome, RequestInfo, Usage, WorkEstimate
 
 PROBE_REQUESTS = 100
 
@@ -36,7 +36,7 @@ def probe(
         )
         out = scheduler.submit(info, fleet)
         if isinstance(out, Ticket):
-            scheduler.release(out, Outcome.CANCELLED, Usage(prompt_tokens=0, completion_tokens=0))
+            scheduler.release(out, Ending(Outcome.CANCELLED, Usage(0, 0)))
         elif out.decision is DecisionKind.REJECT:
             if out.retry_after_s is not None:
                 values.append(round(out.retry_after_s, 3))

@@ -30,6 +30,7 @@ from policies.backends import BackendsSnapshot, Health
 from policies.types import (
     Decision,
     DecisionKind,
+    Ending,
     FlowKey,
     Outcome,
     Reason,
@@ -212,15 +213,7 @@ class Scheduler:
     def submit(self, req: RequestInfo, fleet: BackendsSnapshot) -> object:
         return self.result
 
-    def release(
-        self,
-        ticket: object,
-        outcome: Outcome,
-        usage: Usage | None = None,
-        *,
-        ttft_s: float | None = None,
-        latency_s: float | None = None,
-    ) -> None:
+    def release(self, ticket: object, ending: Ending) -> None:
         self.released += 1
 
     def cancel(self, request_id: str) -> bool:
@@ -263,7 +256,7 @@ async def test_an_immediate_ticket_does_not_wake_the_dispatcher_a_delay_does() -
     request = Ticket.request
     admission.submit(request)
     assert not admission._wake.is_set()
-    admission.release(Ticket(), Outcome.COMPLETED)
+    admission.release(Ticket(), Ending(Outcome.COMPLETED))
     assert not admission._wake.is_set() and scheduler.released == 1
 
     scheduler.result = _delay()  # a queued request: the dispatcher must poll for it
@@ -273,7 +266,7 @@ async def test_an_immediate_ticket_does_not_wake_the_dispatcher_a_delay_does() -
     gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     waiting = asyncio.ensure_future(admission.wait_dispatch(delay, gone))
     await asyncio.sleep(0)
-    admission.release(Ticket(), Outcome.COMPLETED)  # freed capacity: someone is waiting
+    admission.release(Ticket(), Ending(Outcome.COMPLETED))  # freed capacity: someone is waiting
     assert admission._wake.is_set()
     gone.set_result(None)
     assert await waiting is None
@@ -292,7 +285,10 @@ async def test_a_bug_on_the_completion_path_still_gets_the_gateway_500(
 ) -> None:
     """The completion paths bypass FastAPI's middleware; its 500 answer must not be lost."""
     app = create_app(
-        config, transport=fleet.transport, background=False, estimator=BrokenEstimator()
+        config,
+        transport=fleet.transport,
+        background=False,
+        estimator=BrokenEstimator(),  # type: ignore[arg-type]
     )
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)

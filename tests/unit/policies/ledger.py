@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
+from policies.types import Decision, DecisionKind, Ending, Outcome, RequestInfo, Usage
 
 from .helpers import ManualClock
 
@@ -52,8 +52,8 @@ class Ledger:
 
     def release(self, request_id: str, outcome: Outcome, usage: Usage | None) -> None:
         ticket = self.tickets.pop(request_id)
-        self.scheduler.release(ticket, outcome, usage, latency_s=1.0, ttft_s=0.1)
-        self.scheduler.release(ticket, outcome, usage)  # idempotent
+        self.scheduler.release(ticket, Ending(outcome, usage, latency_s=1.0, ttft_s=0.1))
+        self.scheduler.release(ticket, Ending(outcome, usage))  # idempotent
         self.end(request_id, outcome.value)
 
     def cancel(self, request_id: str) -> None:

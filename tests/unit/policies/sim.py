@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.types import Decision, DecisionKind, Outcome, RequestInfo, Usage
+from policies.types import Decision, DecisionKind, Ending, Outcome, RequestInfo, Usage
 
 from .helpers import ManualClock
 
@@ -74,7 +74,7 @@ class Sim:
             est = payload.request.estimate
             latency = self.clock.now - payload.dispatched_at
             usage = Usage(est.prompt_tokens, est.output_tokens)
-            self.scheduler.release(payload, Outcome.COMPLETED, usage, latency_s=latency)
+            self.scheduler.release(payload, Ending(Outcome.COMPLETED, usage, latency_s=latency))
             self.result.outcomes[payload.request_id] = "completed"
         return []
 

@@ -36,6 +36,7 @@ from policies.types import (
     Decision,
     DecisionKind,
     Degradation,
+    Ending,
     FlowKey,
     Outcome,
     Reason,
@@ -357,7 +358,7 @@ def test_room_is_read_from_the_load_the_scheduler_keeps() -> None:
     assert {a.backend, b.backend} == {"b1", "b2"}
     waiting = sched.submit(request(clock), snap)  # the same snapshot: its memo must see the load
     assert isinstance(waiting, Decision) and waiting.decision is DecisionKind.DELAY
-    sched.release(a, Outcome.COMPLETED)
+    sched.release(a, Ending(Outcome.COMPLETED))
     (out,) = sched.poll(snap)
     assert isinstance(out, Ticket) and out.backend == a.backend
     assert sched.stats().in_flight_by_backend == {"b1": 1, "b2": 1}
@@ -581,7 +582,7 @@ def test_poll_dispatches_where_picking_each_request_would(sessions: bool) -> Non
                 if isinstance(got, Ticket):
                     tickets.append(got)
             for _ in range(min(len(tickets), rng.choice([0, 0, 1, 3]))):  # several slots free
-                s.release(tickets.pop(rng.randrange(len(tickets))), Outcome.COMPLETED)
+                s.release(tickets.pop(rng.randrange(len(tickets))), Ending(Outcome.COMPLETED))
         runs.append([(type(o).__name__, o.request_id, getattr(o, "backend", None)) for o in out])
     assert runs[0] == runs[1]
     assert sum(1 for kind, _, _ in runs[0] if kind == "Ticket") > 100
@@ -628,7 +629,7 @@ def test_gate_context_rates_are_computed_when_a_gate_may_read_them(
         ticket = sched.submit(request(clock), snap)
         assert isinstance(ticket, Ticket)
         clock.advance(1.0)
-        sched.release(ticket, Outcome.COMPLETED, Usage(100, 100), latency_s=1.0)
+        sched.release(ticket, Ending(Outcome.COMPLETED, Usage(100, 100), latency_s=1.0))
     rates = (sched._drain.rate(clock.now), sched._exec.p95(200))
     assert None not in rates
     ctx = sched._gate_context(request(clock), clock.now, False, None, False)

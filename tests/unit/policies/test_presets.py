@@ -32,7 +32,7 @@ def test_agent_runs_queues_a_new_run_after_the_fleet_was_full_instead_of_refusin
     runs always do (promised / capacity ~ half a run's duration). The preset now refuses a
     run only through the queue bound, like any call; started runs keep their precedence."""
     from policies.engine.scheduler import Scheduler, Ticket
-    from policies.types import Decision, DecisionKind, Outcome, RunHints, Usage
+    from policies.types import Decision, DecisionKind, Ending, Outcome, RunHints, Usage
 
     from .helpers import ManualClock, fleet, request
 
@@ -48,7 +48,7 @@ def test_agent_runs_queues_a_new_run_after_the_fleet_was_full_instead_of_refusin
     assert isinstance(a, Ticket)
     assert isinstance(first_call("b"), Decision)  # queued behind a: the fleet is full
     clock.advance(2.0)
-    s.release(a, Outcome.COMPLETED, Usage(100, 500))  # 600 tokens in 2 s full: 300/s
+    s.release(a, Ending(Outcome.COMPLETED, Usage(100, 500)))  # 600 tokens in 2 s full: 300/s
     (b,) = s.poll(fleet(clock))
     assert isinstance(b, Ticket)
     # 19 400 + 19 800 promised + 20 000: 197 s at 300/s, far past any horizon

@@ -8,7 +8,7 @@ from policies.types import PromptBlocks
 from simulation.admission_adapter import SchedulerAdmission
 from simulation.catalog import SEED_POLICIES
 from simulation.engine_adapter import EmulatedBackend
-from simulation.ports import Dispatched, VirtualClock
+from simulation.ports import Attempt, Dispatched, VirtualClock
 
 
 def charged(profile: Profile, hint: bool, lengths: list[int]) -> list[int]:
@@ -26,7 +26,7 @@ def charged(profile: Profile, hint: bool, lengths: list[int]) -> list[int]:
     out = []
     for i, tokens in enumerate(lengths):
         before = adm.scheduler.stats().charged_tokens
-        verdict = adm.submit(f"r{i}", "agent-0", 64, tokens, fleet, is_retry=False)
+        verdict = adm.submit(Attempt(f"r{i}", "agent-0", 64, tokens, is_retry=False), fleet)
         assert isinstance(verdict, Dispatched)
         out.append(adm.scheduler.stats().charged_tokens - before)
         clock.now += 1.0
@@ -64,7 +64,7 @@ def _asked(profile: Profile, policy: dict[str, object]) -> list[str]:
         seed=1,
         blocks_of=blocks_of,
     )
-    adm.submit("r0", "agent-3", 64, 10, fleet, is_retry=False)
+    adm.submit(Attempt("r0", "agent-3", 64, 10, is_retry=False), fleet)
     return asked
 
 

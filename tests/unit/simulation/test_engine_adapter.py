@@ -8,6 +8,7 @@ import pytest
 
 from emulator.profile import load_profile
 from simulation.engine_adapter import EmulatedBackend
+from simulation.ports import EngineRequest
 
 
 def _run(backend: EmulatedBackend, until: float, now: float = 0.0) -> float:
@@ -24,7 +25,7 @@ def test_the_step_time_is_the_profile_s_with_the_batch_it_holds() -> None:
     backend = EmulatedBackend(p)
     assert backend.view(0.0).itl_s is None  # nothing decoded yet
     for i in range(8):
-        backend.add(f"r{i}", 1000, 2000, 0.0)
+        backend.add(EngineRequest(f"r{i}", 1000, 2000), 0.0)
     now = _run(backend, 2.0)
     view = backend.view(now)
     model, running = p.engine.step_time, backend.engine.num_running
@@ -39,12 +40,12 @@ def test_the_step_time_is_the_profile_s_with_the_batch_it_holds() -> None:
 def test_the_floor_is_the_lightest_batch_seen_and_the_step_grows_past_it() -> None:
     p = load_profile("cpu-tiny")
     backend = EmulatedBackend(p)
-    backend.add("alone", 100, 3000, 0.0)
+    backend.add(EngineRequest("alone", 100, 3000), 0.0)
     now = _run(backend, 1.5)
     light = backend.view(now).itl_s
     assert light is not None
     for i in range(7):
-        backend.add(f"long{i}", 3000, 1000, now)
+        backend.add(EngineRequest(f"long{i}", 3000, 1000), now)
     now = _run(backend, now + 3.0, now)
     view = backend.view(now)
     assert view.itl_floor_s == pytest.approx(light, rel=0.05)
@@ -58,7 +59,7 @@ def test_the_view_is_kept_while_nothing_moves_and_rebuilt_when_anything_does() -
     backend = EmulatedBackend(load_profile("cpu-tiny"))
     first = backend.view(0.0)
     assert backend.view(0.1) is first
-    backend.add("a", 100, 50, 0.1)
+    backend.add(EngineRequest("a", 100, 50), 0.1)
     queued = backend.view(0.1)
     assert queued is not first and queued.waiting == 1.0
     assert backend.view(0.2) is queued

@@ -10,7 +10,7 @@ from policies.engine.scheduler import Scheduler, Ticket
 from policies.gates.reservation import ReservationState, WaitReservation
 from policies.gates.reservation_params import ReservationParams
 from policies.registry import build_policy
-from policies.types import DecisionKind, Outcome, RequestInfo, Usage, WorkEstimate
+from policies.types import DecisionKind, Ending, Outcome, RequestInfo, Usage, WorkEstimate
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request
 
 
@@ -103,7 +103,7 @@ def _saturated_scheduler(shadow: bool) -> tuple[Scheduler, ManualClock]:
     first = sched.submit(request(clock, session_id="s0"), f)
     assert isinstance(first, Ticket)
     clock.advance(2.0)
-    sched.release(first, Outcome.COMPLETED, Usage(100, 100))  # a drain rate is measured
+    sched.release(first, Ending(Outcome.COMPLETED, Usage(100, 100)))  # a drain rate is measured
     for i in range(1, 6):
         sched.submit(request(clock, session_id=f"s{i}"), f)
     return sched, clock
@@ -138,7 +138,7 @@ def test_a_reservation_holds_no_place_from_an_arrival_the_fleet_takes_now() -> N
     first = sched.submit(request(clock, session_id="s0"), f())
     assert isinstance(first, Ticket)
     clock.advance(10.0)
-    sched.release(first, Outcome.COMPLETED, Usage(100, 100))  # 20 tok/s busy
+    sched.release(first, Ending(Outcome.COMPLETED, Usage(100, 100)))  # 20 tok/s busy
     one, two = (sched.submit(request(clock, session_id=s), f()) for s in ("s1", "s2"))
     assert isinstance(one, Ticket) and isinstance(two, Ticket)
     assert getattr(sched.submit(request(clock, session_id="s3"), f()), "decision", None) is (
@@ -150,7 +150,7 @@ def test_a_reservation_holds_no_place_from_an_arrival_the_fleet_takes_now() -> N
     assert set(state.held) == {"s4"}
     clock.advance(1.0)
     for ticket in (one, two):
-        sched.release(ticket, Outcome.COMPLETED, Usage(100, 100))
+        sched.release(ticket, Ending(Outcome.COMPLETED, Usage(100, 100)))
     assert [type(t) for t in sched.poll(f())] == [Ticket]  # s3 goes; a slot is free
     # 200 reserved at the busy drain (600 tokens in 11 s) would be 3.7 s, past the target
     assert isinstance(sched.submit(request(clock, session_id="s5"), f()), Ticket)

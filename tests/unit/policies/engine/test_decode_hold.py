@@ -98,14 +98,14 @@ def test_no_floor_yet_no_hold() -> None:
 
 
 def test_the_quiet_tenant_alone_in_the_batch_is_not_held_when_the_flood_has_gone() -> None:
-    from policies.types import Outcome
+    from policies.types import Ending, Outcome
 
     clock = ManualClock()
     s = scheduler(clock, HOLD)
     slowed = _slowed(clock, 3.0)  # the engine's mean still shows the flood
     (gone,) = _burst(s, clock, slowed, 1)
     assert isinstance(gone, Ticket)
-    s.release(gone, Outcome.COMPLETED)  # the hog is still active, with nothing in flight
+    s.release(gone, Ending(Outcome.COMPLETED))  # the hog is still active, with nothing in flight
     turns = [
         s.submit(request(clock, tenant="quiet", prompt=50, output=32), slowed) for _ in range(3)
     ]
@@ -113,14 +113,14 @@ def test_the_quiet_tenant_alone_in_the_batch_is_not_held_when_the_flood_has_gone
 
 
 def test_the_flood_refills_only_its_slot_share_while_the_quiet_tenant_is_between_turns() -> None:
-    from policies.types import Outcome
+    from policies.types import Ending, Outcome
 
     clock = ManualClock()
     s = scheduler(clock, HOLD)
     slowed = _slowed(clock, 3.0)
     turn = s.submit(request(clock, tenant="quiet", prompt=50, output=32), slowed)
     assert isinstance(turn, Ticket)
-    s.release(turn, Outcome.COMPLETED)  # the quiet tenant is between turns, still active
+    s.release(turn, Ending(Outcome.COMPLETED))  # the quiet tenant is between turns, still active
     assert sum(isinstance(h, Ticket) for h in _burst(s, clock, slowed, 6)) == 4  # 8 x 1/2
 
 

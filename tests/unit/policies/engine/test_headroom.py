@@ -5,7 +5,7 @@ from __future__ import annotations
 from policies.engine.headroom import may_take_slot
 from policies.engine.headroom_params import HeadroomParams
 from policies.engine.scheduler import Ticket
-from policies.types import Decision, Outcome
+from policies.types import Decision, Ending, Outcome
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
 QUARTER = HeadroomParams(reserve_fraction=0.25)
@@ -50,8 +50,8 @@ def test_scheduler_keeps_a_slot_for_the_other_active_tenant() -> None:
     assert isinstance(quiet, Decision)  # others are queued: it goes through poll
     (out,) = s.poll(f)
     assert isinstance(out, Ticket) and out.request.tenant == "quiet"
-    s.release(first, Outcome.COMPLETED)
+    s.release(first, Ending(Outcome.COMPLETED))
     assert s.poll(f) == []  # the hog still holds 6, past 4 + 1: the last stays free
-    s.release(out, Outcome.COMPLETED)
+    s.release(out, Ending(Outcome.COMPLETED))
     (nxt,) = s.poll(f)
     assert isinstance(nxt, Ticket) and nxt.request.tenant == "hog"  # work goes on

@@ -7,7 +7,7 @@ from typing import Any
 
 from policies.engine.routing import home_backend
 from policies.engine.scheduler import Ticket
-from policies.types import Decision, Outcome, Reason, WorkEstimate
+from policies.types import Decision, Ending, Outcome, Reason, WorkEstimate
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
 LADDER: dict[str, Any] = {
@@ -68,7 +68,7 @@ def test_routes_to_least_outstanding_tokens() -> None:
     assert isinstance(big, Ticket)
     smalls = [s.submit(request(clock, prompt=10), f) for _ in range(3)]
     assert {t.backend for t in smalls if isinstance(t, Ticket)} == {"a", "b"} - {big.backend}
-    s.release(big, Outcome.COMPLETED)
+    s.release(big, Ending(Outcome.COMPLETED))
 
 
 def test_session_affinity_is_sticky_and_spills_when_home_is_full() -> None:
@@ -85,7 +85,7 @@ def test_session_affinity_is_sticky_and_spills_when_home_is_full() -> None:
     assert isinstance(first, Ticket) and first.backend == home
     spill = s.submit(request(clock, session_id="sess-42"), f)
     assert isinstance(spill, Ticket) and spill.backend != home
-    s.release(first, Outcome.COMPLETED)
+    s.release(first, Ending(Outcome.COMPLETED))
     again = s.submit(request(clock, session_id="sess-42"), f)
     assert isinstance(again, Ticket) and again.backend == home
     for gone in {"a", "b", "c"} - {home}:  # removing another backend never moves the session

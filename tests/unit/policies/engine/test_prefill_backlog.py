@@ -12,7 +12,7 @@ from policies.backends import BackendsSnapshot
 from policies.engine.prefill_backlog import BackendPrefill, PrefillBacklog, PrefillRate
 from policies.engine.prefill_backlog_params import PrefillBacklogParams
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.types import Decision, Outcome
+from policies.types import Decision, Ending, Outcome
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
 ON = {"prefill_backlog": {"enabled": True, "ttft_target_s": 0.5}}
@@ -118,7 +118,7 @@ def _measured(
     assert isinstance(probe, Ticket)
     clock.advance(1.0)
     s.first_token(probe)
-    s.release(probe, Outcome.COMPLETED)
+    s.release(probe, Ending(Outcome.COMPLETED))
     return clock, s, f
 
 
@@ -168,8 +168,8 @@ def test_released_requests_leave_no_backlog_behind() -> None:
     clock, s, f = _measured()
     t = s.submit(request(clock, tenant="a", prompt=1500, stream=True), f)
     assert isinstance(t, Ticket)
-    s.release(t, Outcome.FAILED)
-    s.release(t, Outcome.FAILED)  # idempotent
+    s.release(t, Ending(Outcome.FAILED))
+    s.release(t, Ending(Outcome.FAILED))  # idempotent
     s.first_token(t)  # late: ignored
     prefill = s._place.prefill
     assert prefill is not None and prefill.pending_tokens() == {"b1": 0}

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.registry import build_policy
-from policies.types import Outcome, Usage
+from policies.types import Ending, Outcome, Usage
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request
 from tests.unit.policies.ledger import Ledger
 
@@ -94,6 +94,6 @@ def test_no_positive_weight_tenant_starves(weights: list[float], costs: list[int
         req = ticket.request
         served[req.tenant] += req.estimate.total / req.weight
         left[req.tenant] -= 1
-        s.release(ticket, Outcome.COMPLETED, Usage(req.estimate.prompt_tokens, 1))
+        s.release(ticket, Ending(Outcome.COMPLETED, Usage(req.estimate.prompt_tokens, 1)))
         backlogged = [served[t] for t in tenants if left[t] > 0]  # queued since the start
         assert max(backlogged, default=0) - min(backlogged, default=0) <= bound

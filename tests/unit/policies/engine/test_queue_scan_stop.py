@@ -14,7 +14,7 @@ from policies.engine.placement import Placement
 from policies.engine.queue_book import QueueBook
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.registry import build_policy
-from policies.types import Outcome, PromptBlocks, RequestInfo
+from policies.types import Ending, Outcome, PromptBlocks, RequestInfo
 from tests.unit.policies.helpers import ManualClock, backend, fleet, queued, request
 
 ON = {"limit": {"type": "server_signals"}, "prefill_backlog": {"ttft_target_s": 0.5}}
@@ -106,7 +106,7 @@ def _measured(raw: dict[str, Any] = ON) -> tuple[ManualClock, Scheduler, Any]:
     assert isinstance(probe, Ticket)
     clock.advance(1.0)
     s.first_token(probe)
-    s.release(probe, Outcome.COMPLETED)
+    s.release(probe, Ending(Outcome.COMPLETED))
     return clock, s, f
 
 
@@ -168,7 +168,7 @@ def test_the_scan_that_stops_dispatches_what_the_full_scan_dispatches(
                 done = tickets.pop(rng.randrange(len(tickets)))
                 if done.request.stream:
                     s.first_token(done)
-                s.release(done, Outcome.COMPLETED)
+                s.release(done, Ending(Outcome.COMPLETED))
         runs.append([(type(o).__name__, o.request_id, getattr(o, "backend", None)) for o in out])
     assert runs[0] == runs[1]
     assert sum(1 for kind, _, _ in runs[0] if kind == "Ticket") > 100

@@ -12,7 +12,7 @@ from gateway.request.errors import retry_after_headers
 from policies.engine.retry_after import JitterSequence, retry_after
 from policies.engine.retry_after_params import RetryAfterParams
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.types import Decision, Outcome, Reason, Usage
+from policies.types import Decision, Ending, Outcome, Reason, Usage
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
 N = 1000
@@ -69,7 +69,7 @@ def _measure_a_slow_drain(s: Scheduler, clock: ManualClock, f: object) -> None:
     first = s.submit(request(clock), f)  # type: ignore[arg-type]
     assert isinstance(first, Ticket)
     clock.advance(10.0)
-    s.release(first, Outcome.COMPLETED, Usage(50, 50), latency_s=10.0)
+    s.release(first, Ending(Outcome.COMPLETED, Usage(50, 50), latency_s=10.0))
     holder = s.submit(request(clock), f)  # type: ignore[arg-type]
     assert isinstance(holder, Ticket)
 

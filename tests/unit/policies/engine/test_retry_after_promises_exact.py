@@ -12,7 +12,7 @@ from typing import Any
 
 from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.types import Decision, DecisionKind, Outcome, Reason, RunHints, Usage
+from policies.types import Decision, DecisionKind, Ending, Outcome, Reason, RunHints, Usage
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
 RATE = 25.0
@@ -41,7 +41,7 @@ def _measured(clock: ManualClock, config: dict[str, Any]) -> tuple[Scheduler, Ba
     assert _decision(s.submit(request(clock, prompt=21, output=5), f)).decision is (
         DecisionKind.DELAY
     )
-    s.release(running, Outcome.COMPLETED, Usage(60, 40))
+    s.release(running, Ending(Outcome.COMPLETED, Usage(60, 40)))
     assert s.stats().drain_tokens_per_s == RATE
     return s, f
 
@@ -175,7 +175,7 @@ def _measured_half_cached(clock: ManualClock) -> tuple[Scheduler, BackendsSnapsh
     stats = s.stats()  # 30 of the running prompt's 60 tokens expected cached
     assert (stats.in_flight_tokens, stats.in_flight_computed_tokens) == (100, 70)
     assert (stats.queued_tokens, stats.queued_computed_tokens) == (27, UNCACHED_QUEUED)
-    s.release(running, Outcome.COMPLETED, Usage(60, 40, cached_tokens=20))
+    s.release(running, Ending(Outcome.COMPLETED, Usage(60, 40, cached_tokens=20)))
     assert (s.stats().drain_tokens_per_s, s.stats().in_flight_computed_tokens) == (UNCACHED_RATE, 0)
     return s, f
 

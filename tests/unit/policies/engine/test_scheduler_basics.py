@@ -6,7 +6,7 @@ import pytest
 
 from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import DuplicateRequestId, Scheduler, Ticket
-from policies.types import Decision, DecisionKind, Outcome, Reason, Usage
+from policies.types import Decision, DecisionKind, Ending, Outcome, Reason, Usage
 from tests.unit.policies.helpers import ManualClock, backend, down, fleet, request, scheduler
 
 
@@ -46,7 +46,7 @@ def test_delays_when_engine_is_full_then_dispatches_on_release() -> None:
     assert second.decision is DecisionKind.DELAY
     assert second.queue_position == 1
     assert s.poll(f) == []
-    s.release(first, Outcome.COMPLETED, Usage(100, 50), latency_s=1.0)
+    s.release(first, Ending(Outcome.COMPLETED, Usage(100, 50), latency_s=1.0))
     out = s.poll(f)
     assert len(out) == 1 and isinstance(out[0], Ticket)
     assert out[0].request_id == second.request_id
@@ -84,8 +84,8 @@ def test_cancel_removes_queued_request_and_release_is_idempotent() -> None:
     s, f, first, delayed = _one_seat_taken()
     assert s.cancel(delayed.request_id) is True
     assert s.cancel(delayed.request_id) is False
-    s.release(first, Outcome.COMPLETED)
-    s.release(first, Outcome.COMPLETED)
+    s.release(first, Ending(Outcome.COMPLETED))
+    s.release(first, Ending(Outcome.COMPLETED))
     st = s.stats()
     assert st.queued == 0 and st.in_flight == 0
     assert st.charged_tokens == st.released_tokens
@@ -115,6 +115,6 @@ def test_a_live_request_id_cannot_be_submitted_twice() -> None:
     with pytest.raises(DuplicateRequestId):
         s.submit(request(clock, request_id="same"), f)
     assert isinstance(running, Ticket)
-    s.release(running, Outcome.COMPLETED)
+    s.release(running, Ending(Outcome.COMPLETED))
     assert isinstance(s.submit(request(clock, request_id="same"), f), Ticket)  # ended: reusable
     assert s.stats().in_flight == 1

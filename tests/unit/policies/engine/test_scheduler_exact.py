@@ -6,7 +6,7 @@ queue's own wait bound, and the Retry-After a refusal computes from the measured
 from __future__ import annotations
 
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.types import Decision, DecisionKind, Outcome, Reason, Usage
+from policies.types import Decision, DecisionKind, Ending, Outcome, Reason, Usage
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
 NO_JITTER = {"retry_after": {"jitter": 0.0}, "prefill_backlog": {"enabled": False}}
@@ -40,16 +40,16 @@ def test_stats_follow_dispatch_and_release_on_two_backends() -> None:
     assert (st.charged_tokens, st.released_tokens, st.drain_tokens_per_s) == (200, 0, None)
     assert st.deficits == {"a": 280.0, "b": 5.0}  # a: 150 / 0.5; b: 40 / 2 + 10 / 2, less 20
     clock.advance(2.0)
-    s.release(r1, Outcome.COMPLETED, Usage(100, 80), latency_s=2.0)
+    s.release(r1, Ending(Outcome.COMPLETED, Usage(100, 80), latency_s=2.0))
     st = s.stats()
     assert (st.in_flight, st.in_flight_tokens) == (2, 50)
     assert st.in_flight_by_backend == {"b1": 0, "b2": 2}
     assert (st.charged_tokens, st.released_tokens) == (200, 150)
     assert st.drain_tokens_per_s == 90.0  # 180 tokens over 2 s busy
     assert st.deficits == {"a": 60.0, "b": -275.0}  # a: 300 + 30 / 0.5, above a's own 300
-    s.release(r2, Outcome.FAILED)
-    s.release(r2, Outcome.FAILED)  # idempotent
-    s.release(r3, Outcome.COMPLETED, Usage(7, 1))
+    s.release(r2, Ending(Outcome.FAILED))
+    s.release(r2, Ending(Outcome.FAILED))  # idempotent
+    s.release(r3, Ending(Outcome.COMPLETED, Usage(7, 1)))
     st = s.stats()
     assert (st.in_flight, st.in_flight_tokens, st.charged_tokens, st.released_tokens) == (
         0,
@@ -93,7 +93,7 @@ def test_the_queue_bound_admits_work_up_to_it_and_refuses_a_token_more() -> None
     floor = s.policy.retry_after.min_s  # nothing drained yet: the floor's window
     assert full.retry_after_s is not None and floor <= full.retry_after_s <= 2 * floor
     clock.advance(4.0)
-    s.release(running, Outcome.COMPLETED, Usage(60, 40))  # 100 tokens in 4 s: 25 per second
+    s.release(running, Ending(Outcome.COMPLETED, Usage(60, 40)))  # 100 tokens in 4 s: 25 per second
     (out,) = s.poll(f)
     assert isinstance(out, Ticket)
     refused = _decision(s.submit(request(clock, prompt=20, output=10), f))
@@ -135,7 +135,7 @@ def test_cancel_and_release_of_unknown_ids_change_nothing() -> None:
     assert s.cancel("q") and not s.cancel("q")
     st = s.stats()
     assert (st.queued, st.queued_tokens, st.in_flight) == (0, 0, 1)
-    s.release(t, Outcome.CANCELLED)
+    s.release(t, Ending(Outcome.CANCELLED))
     assert s.stats().released_tokens == 20
 
 
@@ -176,7 +176,7 @@ def test_only_completed_requests_teach_the_execution_time() -> None:
     f = fleet(clock, backend("b1", max_num_seqs=64))
     for outcome, latency in [(Outcome.FAILED, 9.0)] * 5 + [(Outcome.COMPLETED, 2.0)] * 5:
         t = _ticket(s.submit(request(clock, prompt=60, output=40), f))
-        s.release(t, outcome, latency_s=latency)
+        s.release(t, Ending(outcome, latency_s=latency))
     assert s._exec.p95(100) == 2.0
 
 
@@ -199,8 +199,8 @@ def test_a_completed_release_settles_the_prefill_ahead_and_a_failed_one_only_its
     a, b, c = (_ticket(s.submit(request(clock, prompt=p), f)) for p in (300, 200, 50))
     prefill = s._place.prefill
     assert prefill is not None and prefill.pending_tokens() == {"b1": 550}
-    s.release(c, Outcome.FAILED)
+    s.release(c, Ending(Outcome.FAILED))
     assert prefill.pending_tokens() == {"b1": 500}
-    s.release(b, Outcome.COMPLETED)
+    s.release(b, Ending(Outcome.COMPLETED))
     assert prefill.pending_tokens() == {"b1": 0}
-    s.release(a, Outcome.COMPLETED)
+    s.release(a, Ending(Outcome.COMPLETED))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from policies.engine.scheduler import Ticket
 from policies.registry import build_policy
-from policies.types import Decision, Outcome
+from policies.types import Decision, Ending, Outcome
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
 
@@ -17,14 +17,14 @@ def test_swap_keeps_queue_and_tickets_across_a_fairness_change() -> None:
     assert isinstance(running, Ticket) and all(isinstance(q, Decision) for q in queued)
     s.swap(build_policy({"fairness": {"type": "fifo"}, "queue": {"max_wait_s": 99}}))
     assert s.stats().queued == 6 and s.stats().in_flight == 1
-    s.release(running, Outcome.COMPLETED)
+    s.release(running, Ending(Outcome.COMPLETED))
     order = []
     for _ in range(6):
         (out,) = s.poll(f)
         assert isinstance(out, Ticket)
         assert out.decision.policy_version == s.policy.version
         order.append(out.request_id)
-        s.release(out, Outcome.COMPLETED)
+        s.release(out, Ending(Outcome.COMPLETED))
     assert order == [q.request_id for q in queued]  # fifo now: arrival order
 
 
@@ -38,5 +38,5 @@ def test_swap_to_a_smaller_limit_never_drops_in_flight() -> None:
     assert isinstance(s.submit(request(clock), f), Decision)
     for t in tickets:
         assert isinstance(t, Ticket)
-        s.release(t, Outcome.COMPLETED)
+        s.release(t, Ending(Outcome.COMPLETED))
     assert len(s.poll(f)) == 1

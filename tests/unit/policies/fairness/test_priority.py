@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.types import Outcome
+from policies.types import Ending, Outcome
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
 GUARD_S = 5.0
@@ -25,7 +25,7 @@ def dispatch_order(s: Scheduler, f: BackendsSnapshot, first: Ticket, n: int) -> 
     order: list[str] = []
     ticket = first
     for _ in range(n):
-        s.release(ticket, Outcome.COMPLETED)
+        s.release(ticket, Ending(Outcome.COMPLETED))
         (out,) = s.poll(f)
         assert isinstance(out, Ticket)
         ticket = out

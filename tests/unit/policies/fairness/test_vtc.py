@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
 from policies.registry import build_policy
-from policies.types import Outcome, RequestInfo, Usage
+from policies.types import Ending, Outcome, RequestInfo, Usage
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request
 
 costs = st.lists(st.tuples(st.integers(1, 3000), st.floats(0.0, 1.0)), min_size=40, max_size=40)
@@ -42,7 +42,7 @@ def test_service_gap_between_backlogged_tenants_is_bounded(
         used = actual[ticket.request_id]
         served[ticket.request.tenant] += used
         left[ticket.request.tenant] -= 1
-        s.release(ticket, Outcome.COMPLETED, Usage(used, 0))
+        s.release(ticket, Ending(Outcome.COMPLETED, Usage(used, 0)))
         assert abs(served["a"] - served["b"]) <= 2 * largest
         ticket = _next_ticket(s, f, pending)
 
@@ -69,7 +69,7 @@ def test_heavier_weight_gets_proportionally_more() -> None:
     for _ in range(80):
         ticket = _next_ticket(s, f, pending)
         counts[ticket.request.tenant] += 1
-        s.release(ticket, Outcome.COMPLETED, Usage(101, 0))
+        s.release(ticket, Ending(Outcome.COMPLETED, Usage(101, 0)))
     assert 2.5 <= counts["heavy"] / counts["light"] <= 3.5
 
 
@@ -81,5 +81,5 @@ def test_within_a_tenant_the_earliest_deadline_goes_first() -> None:
     batch = request(clock, workload_class="batch", request_id="batch")
     turn = request(clock, deadline_in=10.0, request_id="turn")
     assert _submit_all(s, f, [batch, turn]) == []
-    s.release(pending.pop(), Outcome.COMPLETED)
+    s.release(pending.pop(), Ending(Outcome.COMPLETED))
     assert _next_ticket(s, f, pending).request_id == "turn"

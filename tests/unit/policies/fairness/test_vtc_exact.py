@@ -8,7 +8,7 @@ from policies.contracts import QueuedEntry
 from policies.engine.scheduler import Ticket
 from policies.fairness.fleet_share import share_of
 from policies.fairness.vtc import Vtc, VtcState
-from policies.types import Decision, DecisionKind, Outcome
+from policies.types import Decision, DecisionKind, Ending, Outcome
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 from tests.unit.policies.helpers import tenant_entry as entry
 
@@ -212,10 +212,10 @@ def test_a_lone_entry_whose_model_had_no_room_dispatches_once_room_returns() -> 
     assert isinstance(first, Ticket) and isinstance(other, Ticket)
     assert isinstance(lone, Decision) and lone.decision is DecisionKind.DELAY
     assert isinstance(later, Decision) and later.decision is DecisionKind.DELAY
-    s.release(other, Outcome.COMPLETED)
+    s.release(other, Ending(Outcome.COMPLETED))
     out = s.poll(f)  # "lone" first (m1 full: handed back), then "later" goes to m2
     assert [t.request_id for t in out if isinstance(t, Ticket)] == ["later"]
-    s.release(first, Outcome.COMPLETED)
+    s.release(first, Ending(Outcome.COMPLETED))
     out = s.poll(f)
     assert [t.request_id for t in out if isinstance(t, Ticket)] == ["lone"]
 

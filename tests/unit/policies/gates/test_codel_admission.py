@@ -15,7 +15,7 @@ from policies.engine.scheduler import Scheduler, Ticket
 from policies.gates.codel_admission import CodelAdmission
 from policies.gates.codel_admission_params import CodelAdmissionParams
 from policies.registry import build_policy
-from policies.types import DecisionKind, Outcome, Reason, RequestInfo, Usage, WorkEstimate
+from policies.types import DecisionKind, Ending, Outcome, Reason, RequestInfo, Usage, WorkEstimate
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request
 
 REQ = RequestInfo("r", "t", "c", "m", WorkEstimate(0, 100), 0.0)
@@ -121,4 +121,4 @@ def test_in_the_scheduler_it_defers_arrivals_and_keeps_the_queue() -> None:
     kinds = [getattr(o, "decision", None) for o in outcomes]
     assert DecisionKind.REJECT in kinds
     assert sched.stats().queued == 3 + kinds.count(DecisionKind.DELAY)
-    sched.release(running, Outcome.COMPLETED, Usage(10, 10))
+    sched.release(running, Ending(Outcome.COMPLETED, Usage(10, 10)))

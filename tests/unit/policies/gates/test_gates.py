@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.types import Decision, DecisionKind, Outcome, Reason, Usage
+from policies.types import Decision, DecisionKind, Ending, Outcome, Reason, Usage
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 
 TPM = 6000  # the operator's quota in this test config, not a capacity
@@ -50,7 +50,7 @@ def test_quota_refunds_unserved_and_corrects_served_usage() -> None:
     assert isinstance(first, Ticket) and isinstance(queued, Decision)
     assert isinstance(s.submit(request(clock, prompt=500, output=0), f), Decision)  # budget gone
     s.cancel(queued.request_id)
-    s.release(first, Outcome.COMPLETED, Usage(2000, 10))  # used far less than estimated
+    s.release(first, Ending(Outcome.COMPLETED, Usage(2000, 10)))  # used far less than estimated
     # 3,990 back (refund + correction), 500 of them promised to the refused one: 3,490 free
     big = s.submit(request(clock, prompt=3400, output=0), f)
     assert isinstance(big, Ticket)
@@ -65,7 +65,7 @@ def test_tenant_concurrency_counts_queued_and_in_flight() -> None:
     assert isinstance(c, Decision) and c.reason is Reason.TENANT_CONCURRENCY
     assert isinstance(s.submit(request(clock, tenant="other"), f), Decision)
     assert isinstance(a, Ticket) and isinstance(b, Decision)
-    s.release(a, Outcome.COMPLETED)
+    s.release(a, Ending(Outcome.COMPLETED))
     assert c.retry_after_s is not None
     clock.advance(c.retry_after_s)  # the freed slot is promised to c: it returns and gets it
     back = s.submit(request(clock, is_retry=True), f)
@@ -100,7 +100,7 @@ def test_deadline_infeasible_when_learned_exec_time_exceeds_it() -> None:
         t = s.submit(request(clock, prompt=1000, output=200), f)
         assert isinstance(t, Ticket)
         clock.advance(4.0)
-        s.release(t, Outcome.COMPLETED, Usage(1000, 200), latency_s=4.0)
+        s.release(t, Ending(Outcome.COMPLETED, Usage(1000, 200), latency_s=4.0))
     tight = s.submit(request(clock, prompt=1000, output=200, deadline_in=2.0), f)
     assert isinstance(tight, Decision) and tight.reason is Reason.DEADLINE_INFEASIBLE
     assert isinstance(s.submit(request(clock, prompt=1000, output=200, deadline_in=6.0), f), Ticket)
@@ -128,7 +128,7 @@ def test_shadow_gate_records_but_never_blocks() -> None:
 
 def _complete(s: Scheduler, out: Ticket | Decision) -> None:
     assert isinstance(out, Ticket)
-    s.release(out, Outcome.COMPLETED)
+    s.release(out, Ending(Outcome.COMPLETED))
 
 
 def computed_quota(**limits: Any) -> dict[str, Any]:
@@ -165,7 +165,7 @@ def test_a_computed_tokens_quota_takes_the_cached_tokens_the_engine_reports_at_r
     f = fleet(clock, backend(prefix_cache_hit_rate=0.9))
     first = s.submit(request(clock, prompt=5000, output=0), f)  # charged 500
     assert isinstance(first, Ticket)
-    s.release(first, Outcome.COMPLETED, Usage(5000, 0, cached_tokens=0))  # it cost 5,000
+    s.release(first, Ending(Outcome.COMPLETED, Usage(5000, 0, cached_tokens=0)))  # it cost 5,000
     out = s.submit(request(clock, prompt=20_000, output=0), f)  # 2,000 > the 1,000 left
     assert isinstance(out, Decision) and out.reason is Reason.TENANT_QUOTA
     assert out.retry_after_s == pytest.approx((2000 - 1000) / (TPM / 60))

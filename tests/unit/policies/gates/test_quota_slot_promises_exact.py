@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from policies.backends import BackendsSnapshot
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.types import Decision, Outcome, Reason, Usage
+from policies.types import Decision, Ending, Outcome, Reason, Usage
 from tests.unit.policies.helpers import ManualClock, promising_quota, refused_after, request
 
 CAP = 2  # the operator's cap on the tenant's requests in the system
@@ -19,7 +19,7 @@ def _full(clock: ManualClock) -> tuple[Scheduler, BackendsSnapshot, list[Ticket]
     clock.advance(4.0)
     for t in running:
         assert isinstance(t, Ticket)
-        s.release(t, Outcome.COMPLETED, Usage(100, 100), latency_s=4.0)
+        s.release(t, Ending(Outcome.COMPLETED, Usage(100, 100), latency_s=4.0))
     held = [s.submit(request(clock), f) for _ in range(CAP)]
     assert all(isinstance(t, Ticket) for t in held)
     return s, f, held  # type: ignore[return-value]
@@ -49,7 +49,7 @@ def test_refused_together_each_told_the_time_its_slot_is_due_to_free() -> None:
 def test_a_freed_slot_is_kept_for_the_client_it_was_promised_to() -> None:
     clock = ManualClock()
     s, f, held = _promise_due(clock)
-    s.release(held[0], Outcome.COMPLETED, Usage(100, 100), latency_s=2.0)
+    s.release(held[0], Ending(Outcome.COMPLETED, Usage(100, 100), latency_s=2.0))
     # busy 6 s, 3 left: 0.5 a second; the free slot is promised, so a newcomer waits for
     # the one still in flight to leave
     assert _slot_refusal(s.submit(request(clock), f)) == 1 / (3 / 6.0)
@@ -77,9 +77,9 @@ def test_the_departure_rate_counts_the_time_the_tenant_still_had_one_in_the_syst
     first, second = (s.submit(request(clock), f) for _ in range(CAP))
     assert isinstance(first, Ticket) and isinstance(second, Ticket)
     clock.advance(2.0)
-    s.release(first, Outcome.COMPLETED, Usage(100, 100), latency_s=2.0)
+    s.release(first, Ending(Outcome.COMPLETED, Usage(100, 100), latency_s=2.0))
     clock.advance(2.0)  # one still in the system: these 2 s are busy time too
-    s.release(second, Outcome.COMPLETED, Usage(100, 100), latency_s=4.0)
+    s.release(second, Ending(Outcome.COMPLETED, Usage(100, 100), latency_s=4.0))
     assert all(isinstance(s.submit(request(clock), f), Ticket) for _ in range(CAP))
     # 2 left in 4 busy seconds: 0.5 a second (not 2 in the 2 s before the first left)
     assert _slot_refusal(s.submit(request(clock), f)) == 2.0
@@ -99,14 +99,14 @@ def test_a_newcomer_admitted_beside_a_due_promise_leaves_the_promise_in_the_book
     clock = ManualClock()
     s, f, held = _promise_due(clock)
     for t in held:
-        s.release(t, Outcome.COMPLETED, Usage(100, 100), latency_s=2.0)
+        s.release(t, Ending(Outcome.COMPLETED, Usage(100, 100), latency_s=2.0))
     # none in the system, one slot promised: a newcomer fits beside it
     newcomer = s.submit(request(clock), f)
     assert isinstance(newcomer, Ticket)
     # the promise is still there (it was the retry's, not the newcomer's): the cap is reached
     assert _slot_refusal(s.submit(request(clock), f)) > 0.0
     assert isinstance(s.submit(request(clock, is_retry=True), f), Ticket)
-    s.release(newcomer, Outcome.COMPLETED, Usage(100, 100), latency_s=0.0)
+    s.release(newcomer, Ending(Outcome.COMPLETED, Usage(100, 100), latency_s=0.0))
     # the retry took its slot out of the book: one in the system (the retry) and one
     # promised (to the newcomer refused above) leave 1 departure to wait for, at 5 in 6
     # busy seconds
@@ -127,7 +127,7 @@ def test_the_time_the_tenant_had_none_in_the_system_is_not_counted() -> None:
     clock = ManualClock()
     s, f, held = _full(clock)
     for t in held:  # 4 left in 4 busy seconds
-        s.release(t, Outcome.COMPLETED, Usage(100, 100), latency_s=0.0)
+        s.release(t, Ending(Outcome.COMPLETED, Usage(100, 100), latency_s=0.0))
     clock.advance(4.0)  # 4 s with none in the system
     assert all(isinstance(s.submit(request(clock), f), Ticket) for _ in range(CAP))
     assert _slot_refusal(s.submit(request(clock), f)) == 1.0  # 4 a 4 s: 1 a second

@@ -15,7 +15,7 @@ from policies.engine.scheduler import Scheduler, Ticket
 from policies.params import NoParams
 from policies.policy_set import PolicySet
 from policies.registry import build_policy
-from policies.types import Outcome
+from policies.types import Ending, Outcome
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request
 
 
@@ -116,7 +116,7 @@ def test_adaptive_backs_off_on_slow_ttft_and_rises_only_without_waiting() -> Non
 
     def limit_after(ttft: float, f: BackendsSnapshot) -> float:
         tickets.extend(t for t in s.poll(f) if isinstance(t, Ticket))  # the latest signals
-        s.release(tickets.pop(0), Outcome.COMPLETED, ttft_s=ttft, latency_s=ttft + 1)
+        s.release(tickets.pop(0), Ending(Outcome.COMPLETED, ttft_s=ttft, latency_s=ttft + 1))
         tickets.extend(t for t in s.poll(f) if isinstance(t, Ticket))
         value = s.stats().limits["b1"]
         assert value is not None

@@ -12,7 +12,8 @@ from policies.runs.book import RunBook
 from policies.runs.run import Reservation, RunEnd
 from policies.runs.run_state import EndedRunState, OpenRunState
 from policies.runs.runs_params import RunsParams
-from policies.types import Decision, DecisionKind, Outcome, Reason, RequestInfo, RunHints, Usage
+from policies.types import Decision, DecisionKind, Outcome, Reason, RequestInfo, RunHints
+from tests.unit.policies.endings import used
 from tests.unit.policies.helpers import ManualClock, backend, fleet, request, scheduler
 from tests.unit.policies.helpers import queued as queued_call
 
@@ -48,7 +49,7 @@ def test_hints_reserve_the_run_and_each_call_draws_on_it() -> None:
     assert isinstance(first, Ticket)
     assert reserved(s, "a") == {"tokens": 1000, "calls": 5, "branches": 3, "source": "hints"}
     assert s.runs.stats().promised_tokens == 800  # 1000 reserved - 200 drawn at dispatch
-    s.release(first, Outcome.COMPLETED, Usage(100, 50))
+    s.release(first, used(100, 50))
     assert s.runs.stats().promised_tokens == 850  # the draw corrected to the 150 used
     second = s.submit(call(clock, "a"), f)
     assert isinstance(second, Ticket)
@@ -70,7 +71,7 @@ def test_a_flow_learns_its_runs_from_those_that_completed() -> None:
     for _ in range(3):
         t = s.submit(call(clock, "done"), f)
         assert isinstance(t, Ticket)
-        s.release(t, Outcome.COMPLETED, Usage(100, 60))
+        s.release(t, used(100, 60))
     assert s.runs.end("t1", "done", cancel=False) == []
     (ended,) = s.runs.take_ends()
     assert (ended.end, ended.calls, ended.spent_tokens) == (RunEnd.COMPLETED, 3, 480)
@@ -96,7 +97,7 @@ def _next_after_a_started_run_and_a_new_run(
     assert isinstance(a1, Ticket)
     clock.advance(1)
     b1 = s.submit(call(clock, "b", calls=4, tokens=1000), f)
-    s.release(a1, Outcome.COMPLETED, Usage(100, 100))
+    s.release(a1, used(100, 100))
     a2 = s.submit(call(clock, "a"), f)
     assert isinstance(b1, Decision) and isinstance(a2, Decision)
     out = s.poll(fleet(clock, backend(max_num_seqs=1)))
@@ -142,7 +143,7 @@ def test_precedence_stays_inside_the_tenant_fair_share() -> None:
     a1 = s.submit(call(clock, "a", calls=4, tokens=1000), f)  # t1 is charged 200
     assert isinstance(a1, Ticket)
     b1 = s.submit(call(clock, "b", tenant="t2", calls=4, tokens=1000), f)
-    s.release(a1, Outcome.COMPLETED, Usage(100, 100))
+    s.release(a1, used(100, 100))
     s.submit(call(clock, "a"), f)
     out = s.poll(f)
     assert isinstance(b1, Decision)
@@ -160,7 +161,7 @@ def test_calls_beyond_the_branch_limit_wait_in_the_run_queue() -> None:
     assert s.stats().queued == 0  # not in the tenant's queue
     assert s.runs.stats().held_calls == 2
     assert s.poll(f) == []
-    s.release(tickets[0], Outcome.COMPLETED, Usage(100, 100))
+    s.release(tickets[0], used(100, 100))
     moved = s.poll(f)
     assert [t.request_id for t in moved if isinstance(t, Ticket)] == [held[0].request_id]
     assert s.runs.stats().held_calls == 1
@@ -184,7 +185,7 @@ def test_cancel_refuses_queued_calls_names_those_in_flight_and_releases_the_run(
     assert s.runs.stats().promised_tokens == 0
     (ended,) = s.runs.take_ends()
     assert (ended.end, ended.cut) == (RunEnd.CANCELLED, (running.request_id,))
-    s.release(running, Outcome.CANCELLED, Usage(100, 7))
+    s.release(running, used(100, 7, Outcome.CANCELLED))
     assert s.runs.stats().wasted_tokens == {"t1": 107}
     late = s.submit(call(clock, "a"), f)
     assert isinstance(late, Decision) and late.reason is Reason.RUN_CANCELLED
@@ -216,7 +217,7 @@ def test_an_idle_run_ends_completed_at_its_last_call() -> None:
     t = s.submit(call(clock, "a"), f)
     assert isinstance(t, Ticket)
     clock.advance(2.0)
-    s.release(t, Outcome.COMPLETED, Usage(100, 100))
+    s.release(t, used(100, 100))
     assert s.next_wakeup() == clock.now + 30.0
     clock.advance(29.0)
     assert s.poll(f) == [] and s.runs.take_ends() == []
@@ -232,7 +233,7 @@ def test_an_idle_run_whose_last_call_failed_is_abandoned_and_its_tokens_wasted()
     s = runs_on(clock, idle_timeout_s=30.0)
     t = s.submit(call(clock, "a"), fleet(clock))
     assert isinstance(t, Ticket)
-    s.release(t, Outcome.FAILED, Usage(100, 20))
+    s.release(t, used(100, 20, Outcome.FAILED))
     clock.advance(30.0)
     s.poll(fleet(clock))
     (ended,) = s.runs.take_ends()
@@ -246,7 +247,7 @@ def test_a_new_run_beyond_the_promise_horizon_is_refused() -> None:
     plain = s.submit(request(clock), f)  # measures the drain: 1000 tokens in 1 s busy
     assert isinstance(plain, Ticket)
     clock.advance(1.0)
-    s.release(plain, Outcome.COMPLETED, Usage(500, 500))
+    s.release(plain, used(500, 500))
     first = s.submit(call(clock, "a", tokens=6000), f)
     assert isinstance(first, Ticket)
     assert s.runs.stats().promised_tokens == 5800
@@ -290,11 +291,11 @@ def test_a_continuation_set_aside_by_headroom_is_neither_lost_nor_dispatched_twi
     for _ in range(3):  # t1 is over its share: its calls stay queued, each once
         assert s.poll(f) == [] and s.stats().queued == 2
     assert isinstance(plain, Ticket)
-    s.release(plain, Outcome.COMPLETED, Usage(100, 100))
+    s.release(plain, used(100, 100))
     first = s.poll(f)
     assert [t.request_id for t in first if isinstance(t, Ticket)] == [a2.request_id]
     assert isinstance(a1, Ticket)
-    s.release(a1, Outcome.COMPLETED, Usage(100, 100))
+    s.release(a1, used(100, 100))
     second = s.poll(f)
     assert [t.request_id for t in second if isinstance(t, Ticket)] == [b1.request_id]
     assert s.stats().queued == 0 and s.poll(f) == []
@@ -313,7 +314,7 @@ def test_precedence_over_many_queued_calls_of_the_same_instant() -> None:
     assert all(isinstance(d, Decision) for d in queued)
     served: list[str] = []
     while isinstance(running, Ticket):
-        s.release(running, Outcome.COMPLETED, Usage(100, 100))
+        s.release(running, used(100, 100))
         s.next_wakeup()  # reads the expiry heap from its front, as the dispatcher does
         out = [t for t in s.poll(f) if isinstance(t, Ticket)]
         served += [t.request_id for t in out]
@@ -332,7 +333,7 @@ def test_calls_queued_for_capacity_count_against_the_branch_limit() -> None:
     assert s.stats().queued == 2 and s.runs.stats().held_calls == 2
     for ticket in fill:
         assert isinstance(ticket, Ticket)
-        s.release(ticket, Outcome.COMPLETED, Usage(100, 100))
+        s.release(ticket, used(100, 100))
     dispatched = [t for t in s.poll(f) if isinstance(t, Ticket)]
     assert sorted(t.request_id for t in dispatched) == sorted(d.request_id for d in out[:2])
     assert s.poll(f) == [] and s.runs.stats().held_calls == 2
@@ -347,7 +348,7 @@ def test_the_ended_runs_remembered_are_the_newest_ended_kept() -> None:
     for i in range(10):
         t = s.submit(call(clock, f"r{i}"), f)
         assert isinstance(t, Ticket)
-        s.release(t, Outcome.COMPLETED, Usage(100, 100))
+        s.release(t, used(100, 100))
         assert s.runs.end("t1", f"r{i}", cancel=False) == []
     ended = [i for i in range(10) if isinstance(s.runs.state("t1", f"r{i}"), EndedRunState)]
     assert ended == [7, 8, 9]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from policies.engine.scheduler import Scheduler, Ticket
-from policies.types import Decision, DecisionKind, Outcome, Reason, RunHints, Usage
+from policies.types import Decision, DecisionKind, Ending, Outcome, Reason, RunHints, Usage
 from tests.unit.policies.helpers import ManualClock, fleet, request, scheduler
 
 
@@ -33,7 +33,7 @@ def quiet_drain(clock: ManualClock, s: Scheduler) -> None:
     plain = s.submit(request(clock), fleet(clock))
     assert isinstance(plain, Ticket)
     clock.advance(1.0)
-    s.release(plain, Outcome.COMPLETED, Usage(500, 500))
+    s.release(plain, Ending(Outcome.COMPLETED, Usage(500, 500)))
 
 
 @pytest.mark.parametrize(("rate", "refused"), [("busy", True), ("saturated", False)])
@@ -62,7 +62,7 @@ def test_the_saturated_rate_is_what_drained_while_calls_queued() -> None:
     b = s.submit(call(clock, "b", 4400), fleet(clock))
     assert isinstance(b, Decision) and b.decision is DecisionKind.DELAY
     clock.advance(2.0)
-    s.release(a, Outcome.COMPLETED, Usage(100, 500))  # 600 tokens in 2 s full: 300/s
+    s.release(a, Ending(Outcome.COMPLETED, Usage(100, 500)))  # 600 tokens in 2 s full: 300/s
     (b_ticket,) = s.poll(fleet(clock))
     assert isinstance(b_ticket, Ticket)
     assert s.runs.stats().promised_tokens == (6000 - 600) + (4400 - 200)

@@ -16,6 +16,7 @@ from simulation.matrix.chat_clients import ChatClient
 from simulation.matrix.live_traffic import LiveClock, LiveRequests
 from simulation.matrix.loop import MatrixSimulation, Request
 from simulation.matrix.traffic import Shape, Tenant, fixed_length
+from simulation.ports import EngineRequest
 
 PROFILE = load_profile("cpu-tiny")
 LENGTH, CAP = 100, 30
@@ -45,9 +46,9 @@ def _run(policy: dict[str, Any], shape: Shape) -> tuple[MatrixSimulation, list[t
     engine = sim.engines["b0"]
     add = engine.add
 
-    def recorded(rid: str, prompt: int, output: int, now: float, **kw: Any) -> None:
-        calls.append((prompt, output))
-        add(rid, prompt, output, now, **kw)
+    def recorded(request: EngineRequest, now: float) -> None:
+        calls.append((request.prompt_tokens, request.output_tokens))
+        add(request, now)
 
     engine.add = recorded  # type: ignore[method-assign]
     sim.run()
