@@ -22,7 +22,7 @@ from policies.fairness.fleet_share import FleetShare, ShareReport
 from policies.native.quick_init import quick_init
 from policies.native.read_only import read_only
 from policies.params import NoParams, Params
-from policies.types import DecisionKind, Degradation, FlowKey, Reason, RequestInfo, Usage
+from policies.types import DecisionKind, Degradation, Ending, FlowKey, Reason, RequestInfo, Usage
 
 S = TypeVar("S")
 
@@ -282,15 +282,10 @@ class Limit(Plugin[S, P]):
     def has_room(self, state: S, backend: BackendView, load: BackendLoad) -> bool: ...
 
     def on_sample(
-        self,
-        state: S,
-        backend: BackendView | None,
-        load: BackendLoad,
-        ttft_s: float | None,
-        latency_s: float | None,
-        dropped: bool,
+        self, state: S, backend: BackendView | None, load: BackendLoad, end: Ending
     ) -> None:
-        """A request on ``backend`` finished; adaptive limits learn here."""
+        """A request on ``backend`` ended as ``end`` says (a FAILED one was dropped);
+        adaptive limits learn here."""
 
     def current(self, state: S, backend: BackendView, load: BackendLoad) -> float | None:
         """The limit now, for stats; None when the backend's signals alone decide."""

@@ -419,14 +419,8 @@ class Scheduler:
         if req.run is not None:
             self.runs.released(req, outcome, usage, now)
         if self._limit_learns:
-            self._policy.limit.on_sample(
-                self._states.limit,
-                self._place.view.get(ticket.backend),
-                load,
-                ending.ttft_s,
-                latency_s,
-                outcome is Outcome.FAILED,
-            )
+            backend = self._place.view.get(ticket.backend)
+            self._policy.limit.on_sample(self._states.limit, backend, load, ending)
         self._drain.tick(now, bool(self._in_flight))
         self._full_drain.tick(now, bool(self._queue))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from policies.backends import BackendView
 from policies.contracts import BackendLoad, Limit
 from policies.limits.adaptive_params import AdaptiveParams
+from policies.types import Ending, Outcome
 
 
 class AdaptiveState:
@@ -36,22 +37,16 @@ class AdaptiveLimit(Limit[AdaptiveState, AdaptiveParams]):
         return self._limit(state, backend)
 
     def on_sample(
-        self,
-        state: AdaptiveState,
-        backend: BackendView | None,
-        load: BackendLoad,
-        ttft_s: float | None,
-        latency_s: float | None,
-        dropped: bool,
+        self, state: AdaptiveState, backend: BackendView | None, load: BackendLoad, end: Ending
     ) -> None:
         if backend is None:
             return
         p, name = self.params, backend.name
         limit = self._limit(state, backend)
-        signal = ttft_s if p.signal == "ttft" else backend.queue_time_p50_s
+        signal = end.ttft_s if p.signal == "ttft" else backend.queue_time_p50_s
         waiting = backend.waiting
         if (
-            dropped
+            end.outcome is Outcome.FAILED
             or (signal is not None and signal > p.target_s)
             or (waiting is not None and waiting > p.max_waiting)
         ):

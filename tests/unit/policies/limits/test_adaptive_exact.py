@@ -14,6 +14,7 @@ from policies.backends import BackendView
 from policies.contracts import BackendLoad
 from policies.limits.adaptive import AdaptiveLimit, AdaptiveState
 from policies.limits.adaptive_params import AdaptiveParams
+from policies.types import Ending, Outcome
 from tests.unit.policies.helpers import backend
 
 TARGET, WAIT_CAP = 2.0, 1.5
@@ -41,7 +42,8 @@ def sample(
     dropped: bool = False,
 ) -> float:
     """One completion on ``view`` with ``in_flight`` still there; the limit after it."""
-    plugin.on_sample(state, view, BackendLoad(in_flight), ttft_s, None, dropped)
+    end = Ending(Outcome.FAILED if dropped else Outcome.COMPLETED, ttft_s=ttft_s)
+    plugin.on_sample(state, view, BackendLoad(in_flight), end)
     return current(plugin, state, view)
 
 
@@ -121,5 +123,5 @@ def test_queue_time_signal_reads_the_backends_p50_not_the_ttft() -> None:
 
 def test_a_sample_without_a_backend_changes_nothing() -> None:
     plugin, state = limit()
-    plugin.on_sample(state, None, BackendLoad(7), 9.0, None, True)
+    plugin.on_sample(state, None, BackendLoad(7), Ending(Outcome.FAILED, ttft_s=9.0))
     assert state.limits == {} and state.slow_start == {}
