@@ -38,14 +38,8 @@ def run_alone(
     tenant: Tenant, profile: Profile, backends: int, duration_s: float, seed: int
 ) -> list[Request]:
     """``tenant``'s requests on the cell's engines, no other tenant and no gateway policy."""
-    sim = MatrixSimulation(
-        tenants=[tenant],
-        policy=NEUTRAL,
-        profile=profile,
-        backends=backends,
-        duration_s=duration_s,
-        seed=seed,
-        probe=False,
+    sim = MatrixSimulation.alone(
+        tenant, NEUTRAL, profile, backends, duration_s=duration_s, seed=seed
     )
     return sim.run().requests
 

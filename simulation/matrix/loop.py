@@ -160,6 +160,28 @@ class MatrixSimulation:
         self.out = CellRun()
         self._start(tenants, probe)
 
+    @classmethod
+    def alone(
+        cls,
+        tenant: Tenant,
+        policy: dict[str, Any],
+        profile: Profile,
+        backends: int,
+        *,
+        duration_s: float,
+        seed: int,
+    ) -> MatrixSimulation:
+        """``tenant`` alone in front of the engines, without the Retry-After probe."""
+        return cls(
+            tenants=[tenant],
+            policy=policy,
+            profile=profile,
+            backends=backends,
+            duration_s=duration_s,
+            seed=seed,
+            probe=False,
+        )
+
     def _start(self, tenants: list[Tenant], probe: bool) -> None:
         for t in tenants:
             rng = random.Random(f"{t.name}-{self._rng.random()}")

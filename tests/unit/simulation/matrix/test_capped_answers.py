@@ -33,15 +33,7 @@ def _run(policy: dict[str, Any], shape: Shape) -> tuple[MatrixSimulation, list[t
     """Four clients of ``shape`` on one backend for 20 s; every call the engine was given
     as (prompt tokens, output tokens)."""
     tenant = Tenant("t", shape, clients=4, think_mean_s=1.0)
-    sim = MatrixSimulation(
-        tenants=[tenant],
-        policy=policy,
-        profile=PROFILE,
-        backends=1,
-        duration_s=20.0,
-        seed=3,
-        probe=False,
-    )
+    sim = MatrixSimulation.alone(tenant, policy, PROFILE, 1, duration_s=20.0, seed=3)
     calls: list[tuple[int, int]] = []
     engine = sim.engines["b0"]
     add = engine.add

@@ -55,15 +55,7 @@ def test_an_outgrown_conversation_drops_its_oldest_turn_but_keeps_the_first_ask(
 def _run(policy: dict[str, Any], hashed: bool) -> tuple[MatrixSimulation, list[RequestInfo]]:
     """Six clients of ``SHAPE`` on two backends; what the scheduler was told of each."""
     tenant = Tenant("conv", replace(SHAPE, hashed=hashed), clients=6, think_mean_s=1.0)
-    sim = MatrixSimulation(
-        tenants=[tenant],
-        policy=policy,
-        profile=PROFILE,
-        backends=2,
-        duration_s=30.0,
-        seed=1,
-        probe=False,
-    )
+    sim = MatrixSimulation.alone(tenant, policy, PROFILE, 2, duration_s=30.0, seed=1)
     recording = _Recording(sim.scheduler)
     sim.scheduler = recording  # type: ignore[assignment]
     sim.run()
