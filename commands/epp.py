@@ -22,7 +22,7 @@ import uvloop
 
 from commands.check_config import print_issues
 from commands.gc_tuning import tune_gc
-from commands.serve import _logging
+from commands.serve import logging_flags, start_logging
 from gateway.app import Gateway, build_gateway, http_app
 from gateway.config.schema import ConfigError, LoadedConfig, load_config
 
@@ -39,8 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", help="override epp.host (the gRPC address)")
     p.add_argument("--port", type=int, help="override epp.port (the gRPC port; 0: any free)")
     p.add_argument("--http-port", type=int, help="override server.port (metrics and admin)")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    p.add_argument("--no-records", action="store_true", help="do not log decision records")
+    logging_flags(p)
     p.add_argument(
         "--loop",
         choices=("uvloop", "asyncio"),
@@ -64,7 +63,7 @@ def picker() -> Any:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     start_picker = picker()
-    _logging(args.log_level, records=not args.no_records)
+    start_logging(args)
     try:
         loaded = load_config(args.config)
         gateway = build_gateway(loaded, config_path=args.config, batch_records=True)

@@ -37,14 +37,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="YAML config file (see config.example.yaml)")
     p.add_argument("--host", help="override server.host")
     p.add_argument("--port", type=int, help="override server.port")
+    logging_flags(p)
+    return p
+
+
+def logging_flags(p: argparse.ArgumentParser) -> None:
+    """The log options of both server commands (``serve``, ``epp``); ``start_logging``."""
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--no-records", action="store_true", help="do not log decision records")
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    _logging(args.log_level, records=not args.no_records)
+    start_logging(args)
     if args.config is None:
         with _embedded_emulators() as loaded:
             return _run(loaded, None, args)
@@ -111,7 +116,9 @@ def _report_core() -> None:
         )
 
 
-def _logging(level: str, *, records: bool) -> None:
+def start_logging(args: argparse.Namespace) -> None:
+    """Logging as ``logging_flags`` asked: the level, and the decision records or not."""
+    level, records = args.log_level, not args.no_records
     # The format is the message alone: the LogRecord need not look up process and thread.
     # Decision records reach the handler once per event-loop turn (RecordSink batches them),
     # so the stream is written and flushed once per turn, not once per request.
