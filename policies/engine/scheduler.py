@@ -558,6 +558,8 @@ class Scheduler:
             seconds = drain_seconds(work, self._drain.rate(now))
             holds = holds and seconds is not None
         after = self.retry_after(seconds)
+        if req.run is not None:
+            self.runs.turned_away(req)
         if self._policy.retry_after.promise:
             tokens = float(req.estimate.computed_total) if holds else 0.0
             self._promised.book(req.tenant, now + after, self._lapse_at(now, after), tokens)

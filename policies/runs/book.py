@@ -8,7 +8,10 @@ Its later calls draw on that reservation; while one fits what is left, it is a
 Calls beyond a run's fan-out ceiling wait in the run's own queue (``held``) until one of
 its calls leaves. A run ends once: explicitly (``end``), at its deadline, or idle for
 ``idle_timeout_s`` (``due``); its reservation is released then and its id remembered, so
-late calls are refused. Every amount is in estimated tokens, like the scheduler's charges.
+late calls are refused, except that of a run that ended idle without the gateway having
+turned a call of it away: only its timer said it was over (an agent whose tool ran long),
+and the late call opens it again (``reopen``). Every amount is in estimated tokens, like
+the scheduler's charges.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ class RunBook:
         self._of_tenant: dict[str, dict[str, Run]] = {}
         self._by_request: dict[str, Run] = {}
         self._ended: OrderedDict[Key, Reason] = OrderedDict()
+        self._reopenable: set[Key] = set()
+        """Of the ended runs remembered, those a late call opens again (``reopen``)."""
         self._continuations: dict[str, dict[str, QueuedEntry]] = {}
         self._due: list[tuple[float, int, Key]] = []
         self._seq = 0
@@ -77,6 +82,26 @@ class RunBook:
     def refusal(self, tenant: str, run_id: str) -> Reason | None:
         """Why a call of an ended run is refused; None when the run has not ended."""
         return self._ended.get((tenant, run_id))
+
+    def reopen(self, tenant: str, run_id: str) -> bool:
+        """Forget a run that ended idle while its calls were being served, so that its late
+        call opens it again (a new reservation, counted as a new run). False, and nothing
+        forgotten, for a run its client or its deadline ended, or one the gateway shed (a
+        call of it refused or expired in the queue since its last dispatch: under
+        overload a late call of such a run is work that cannot finish, and its 409 is what
+        sheds it; docs/runs.md, "The end of a run")."""
+        key = (tenant, run_id)
+        if key not in self._reopenable:
+            return False
+        self._reopenable.discard(key)
+        del self._ended[key]
+        return True
+
+    def turned_away(self, tenant: str, run_id: str) -> None:
+        """A call of the run was refused: an idle end of it is final."""
+        run = self.runs.get((tenant, run_id))
+        if run is not None:
+            run.turned_away = True
 
     # -- admission -----------------------------------------------------------------------
 
@@ -162,6 +187,7 @@ class RunBook:
         run.queued.discard(rid)
         self._drop_continuation(run.tenant, rid)
         run.in_flight.add(rid)
+        run.turned_away = False
         run.peak = max(run.peak, len(run.in_flight))
         run.calls += 1
         self._draw(run, req.estimate.computed_total)
@@ -174,6 +200,7 @@ class RunBook:
         if run is None:
             return None
         run.queued.discard(request_id)
+        run.turned_away = True
         self._drop_continuation(run.tenant, request_id)
         if request_id in run.held:
             run.held.remove(request_id)
@@ -267,11 +294,20 @@ class RunBook:
         return self.end(params, run, RunEnd.COMPLETED, now)
 
     def end(
-        self, params: RunsParams, run: Run, end: RunEnd, now: float, reason: Reason | None = None
+        self,
+        params: RunsParams,
+        run: Run,
+        end: RunEnd,
+        now: float,
+        reason: Reason | None = None,
+        *,
+        idle: bool = False,
     ) -> RunEnded:
         """End ``run`` (once): its reservation is released and its id remembered. Its
         queued and held calls are the caller's to refuse (``run.queued``, ``run.held``
-        still name them); those in flight are named in ``cut``."""
+        still name them); those in flight are named in ``cut``. ``idle``: it ended because
+        nothing of it happened for ``idle_timeout_s``; a late call opens it again unless
+        the gateway had turned a call of it away (``reopen``)."""
         del self.runs[run.key]
         of_tenant = self._of_tenant[run.tenant]
         del of_tenant[run.run_id]
@@ -282,8 +318,12 @@ class RunBook:
         reason = reason or _TOMBSTONE_REASON.get(end, Reason.RUN_ENDED)
         self._ended[run.key] = reason
         self._ended.move_to_end(run.key)
+        if idle and not run.turned_away:
+            self._reopenable.add(run.key)
+        else:
+            self._reopenable.discard(run.key)
         while len(self._ended) > params.ended_kept:
-            self._ended.popitem(last=False)
+            self._reopenable.discard(self._ended.popitem(last=False)[0])
         tenant = run.tenant
         self.ended[(tenant, end)] = self.ended.get((tenant, end), 0) + 1
         for rid in run.queued:
@@ -402,9 +442,10 @@ def _flow(req: RequestInfo) -> RunFlow:
 
 def _ending(run: Run, now: float) -> tuple[RunEnd, Reason]:
     """How a run that is due ends: at its deadline with work pending, abandoned; idle
-    after a call that completed, completed; otherwise abandoned."""
+    after a call that completed, completed, unless the gateway turned a call of it away
+    since (it was shed mid-way); otherwise abandoned."""
     if run.deadline is not None and run.deadline <= now and run.pending:
         return RunEnd.ABANDONED, Reason.RUN_DEADLINE_EXPIRED
-    if run.last_outcome is Outcome.COMPLETED and not run.pending:
+    if run.last_outcome is Outcome.COMPLETED and not run.pending and not run.turned_away:
         return RunEnd.COMPLETED, Reason.RUN_ENDED
     return RunEnd.ABANDONED, Reason.RUN_ENDED

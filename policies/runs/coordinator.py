@@ -105,6 +105,12 @@ class RunCoordinator:
 
     # -- where a call of a run passes the scheduler ---------------------------------------
 
+    def turned_away(self, req: RequestInfo) -> None:
+        """A call of ``req``'s run was refused (by the gates, the ladder, the queue's
+        bound): an idle end of the run is final."""
+        if req.run is not None:
+            self._book.turned_away(req.tenant, req.run.run_id)
+
     def holds(self, request_id: str) -> bool:
         """Whether ``request_id`` waits in its run's own queue."""
         return self._held.get(request_id) is not None
@@ -112,14 +118,15 @@ class RunCoordinator:
     def check(self, req: RequestInfo, now: float) -> Run | Reservation | Decision | None:
         """The call's open run; for a run's first call, what it would reserve (admission);
         a REJECT for a call of an ended run, past its deadline, or over the promise. None:
-        not a call of a run, or runs are off."""
+        not a call of a run, or runs are off. A run that ended idle while served opens
+        again (``RunBook.reopen``)."""
         hints = req.run
         params = self._host.runs_params()
         if hints is None or not params.enabled:
             return None
         book, host = self._book, self._host
         refused = book.refusal(req.tenant, hints.run_id)
-        if refused is not None:
+        if refused is not None and not book.reopen(req.tenant, hints.run_id):
             return host.refuse(req, refused, None, now, ())
         run = book.find(req.tenant, hints.run_id)
         deadline = hints.deadline if run is None else run.deadline
@@ -202,7 +209,7 @@ class RunCoordinator:
         out: list[Decision] = []
         if self._book:
             for run, end, reason in self._book.due(self._host.runs_params(), now):
-                out += self._end(run, end, reason, now)
+                out += self._end(run, end, reason, now, idle=reason is Reason.RUN_ENDED)
         return out
 
     def expire_held(self, now: float) -> Iterator[Decision]:
@@ -235,10 +242,12 @@ class RunCoordinator:
         self.left(req.request_id, now)
         return self._host.refuse(req, reason, None, now, entry.shadowed)
 
-    def _end(self, run: Run, end: RunEnd, reason: Reason, now: float) -> list[Decision]:
+    def _end(
+        self, run: Run, end: RunEnd, reason: Reason, now: float, *, idle: bool = False
+    ) -> list[Decision]:
         """End ``run``; its queued and held calls are refused at once (REJECT ``reason``)."""
         book, host = self._book, self._host
-        book.end(host.runs_params(), run, end, now, reason)
+        book.end(host.runs_params(), run, end, now, reason, idle=idle)
         queued, held = book.forget_calls(run)
         out: list[Decision] = []
         for rid in queued:

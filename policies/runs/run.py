@@ -87,6 +87,7 @@ class Run:
         "spent",
         "started_at",
         "tenant",
+        "turned_away",
     )
 
     def __init__(
@@ -124,6 +125,9 @@ class Run:
         self.last_active = started_at
         self.last_outcome: Outcome | None = None
         self.closing = False
+        self.turned_away = False
+        """A call of it was refused, or left the gateway queue unserved, since its last
+        dispatch: the gateway shed it, and an idle end then is final (``RunBook.reopen``)."""
         self.ended: RunEnd | None = None
 
     @property
