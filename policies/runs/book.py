@@ -442,10 +442,10 @@ def _flow(req: RequestInfo) -> RunFlow:
 
 def _ending(run: Run, now: float) -> tuple[RunEnd, Reason]:
     """How a run that is due ends: at its deadline with work pending, abandoned; idle
-    after a call that completed, completed, unless the gateway turned a call of it away
-    since (it was shed mid-way); otherwise abandoned."""
+    after a call that completed, completed (also when the gateway shed it since: its flow
+    learns from it as from any run that stopped calling); otherwise abandoned."""
     if run.deadline is not None and run.deadline <= now and run.pending:
         return RunEnd.ABANDONED, Reason.RUN_DEADLINE_EXPIRED
-    if run.last_outcome is Outcome.COMPLETED and not run.pending and not run.turned_away:
+    if run.last_outcome is Outcome.COMPLETED and not run.pending:
         return RunEnd.COMPLETED, Reason.RUN_ENDED
     return RunEnd.ABANDONED, Reason.RUN_ENDED

@@ -127,7 +127,7 @@ class Run:
         self.closing = False
         self.turned_away = False
         """A call of it was refused, or left the gateway queue unserved, since its last
-        dispatch: the gateway shed it, and an idle end then is final (``RunBook.reopen``)."""
+        dispatch: the gateway shed it, and an idle end is then final (``RunBook.reopen``)."""
         self.ended: RunEnd | None = None
 
     @property

@@ -119,3 +119,8 @@ async def test_an_idle_run_ends_completed_with_nothing_else_happening() -> None:
         ended = h.ctx.metrics.exposition().decode()
         assert 'sluicegate_runs_ended_total{end="completed",tenant="acme"} 1.0' in ended
         assert 'sluicegate_run_latency_seconds_count{tenant="acme"} 1.0' in ended
+        # its agent was only slower than the timeout (a long tool call): it goes on
+        late = await h.client.post(CHAT, headers=_run("brief"), json=chat_body())
+        assert late.status_code == 200
+        state = (await h.client.get("/v1/runs/brief", headers=auth())).json()
+        assert state["status"] == "open"

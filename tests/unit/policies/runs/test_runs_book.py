@@ -228,6 +228,91 @@ def test_an_idle_run_ends_completed_at_its_last_call() -> None:
     assert s.runs.stats().promised_tokens == 0 and s.runs.stats().wasted_tokens == {}
 
 
+def test_a_late_call_opens_again_a_run_that_ended_idle_but_not_one_its_client_ended() -> None:
+    """An agent whose tool ran longer than the idle timeout is not refused; a run its
+    client completed or cancelled is over (409)."""
+    clock = ManualClock()
+    s = runs_on(clock, idle_timeout_s=30.0)
+    f = fleet(clock, backend(max_num_seqs=8))
+    for run_id in ("idle", "done", "gone"):
+        t = s.submit(call(clock, run_id), f)
+        assert isinstance(t, Ticket)
+        s.release(t, used(100, 100))
+    assert s.runs.end("t1", "done", cancel=False) == []
+    assert s.runs.end("t1", "gone") == []
+    clock.advance(30.0)
+    s.poll(f)
+    ends = {e.run_id: e.end for e in s.runs.take_ends()}
+    assert ends == {"idle": RunEnd.COMPLETED, "done": RunEnd.COMPLETED, "gone": RunEnd.CANCELLED}
+    late = s.submit(call(clock, "idle"), f)
+    assert isinstance(late, Ticket)
+    assert isinstance(s.runs.state("t1", "idle"), OpenRunState)
+    assert s.runs.stats().open_runs == 1 and s.runs.stats().started == {"t1": 4}
+    for run_id, reason in (("done", Reason.RUN_ENDED), ("gone", Reason.RUN_CANCELLED)):
+        refused = s.submit(call(clock, run_id), f)
+        assert isinstance(refused, Decision) and refused.reason is reason
+
+
+def test_a_run_the_gateway_shed_stays_ended_after_its_idle_timeout() -> None:
+    """Its call expired in the queue and its client was not back within the idle timeout:
+    under overload that is a run that cannot finish, and its late call is refused (409)."""
+    clock = ManualClock()
+    s = runs_on(clock, idle_timeout_s=30.0)
+    f = fleet(clock, backend(max_num_seqs=1))
+    first = s.submit(call(clock, "a"), f)
+    assert isinstance(first, Ticket)
+    s.release(first, used(100, 100))
+    blocker = s.submit(request(clock, tenant="t2"), f)
+    waiting = s.submit(call(clock, "a"), f)
+    assert isinstance(blocker, Ticket) and isinstance(waiting, Decision)
+    clock.advance(30.0)  # the queue bound (max_wait_s 30) and the idle timeout both pass
+    expired = [d for d in s.poll(f) if isinstance(d, Decision)]
+    assert [(d.request_id, d.reason) for d in expired] == [(waiting.request_id, Reason.OVERLOADED)]
+    clock.advance(30.0)
+    s.poll(f)
+    (ended,) = s.runs.take_ends()
+    assert (ended.run_id, ended.end) == ("a", RunEnd.COMPLETED)  # its last call completed
+    s.release(blocker, used(100, 100))
+    late = s.submit(call(clock, "a"), f)
+    assert isinstance(late, Decision) and late.reason is Reason.RUN_ENDED
+    assert s.runs.stats().open_runs == 0
+
+
+def test_a_call_refused_at_submit_also_makes_the_idle_end_final_until_one_is_served() -> None:
+    """A refusal of a call of an open run (here the gateway queue's token bound) marks the
+    run shed; a later call that is served clears it, and the run's idle end is then the
+    client's pause (its late call opens it again)."""
+    clock = ManualClock()
+    s = scheduler(
+        clock,
+        {"runs": {"enabled": True, "idle_timeout_s": 30.0}, "queue": {"max_queued_tokens": 100}},
+    )
+    f = fleet(clock, backend(max_num_seqs=1))
+    first = s.submit(call(clock, "shed"), f)
+    assert isinstance(first, Ticket)
+    refused = s.submit(call(clock, "shed"), f)  # 200 tokens over the bound of 100
+    assert isinstance(refused, Decision) and refused.reason is Reason.QUEUE_FULL
+    s.release(first, used(100, 100))
+    clock.advance(30.0)
+    s.poll(f)
+    assert [e.run_id for e in s.runs.take_ends()] == ["shed"]
+    late = s.submit(call(clock, "shed"), f)
+    assert isinstance(late, Decision) and late.reason is Reason.RUN_ENDED
+
+    first = s.submit(call(clock, "served"), f)
+    assert isinstance(first, Ticket)
+    refused = s.submit(call(clock, "served"), f)
+    assert isinstance(refused, Decision) and refused.reason is Reason.QUEUE_FULL
+    s.release(first, used(100, 100))
+    retried = s.submit(call(clock, "served"), f)  # its retry is served
+    assert isinstance(retried, Ticket)
+    s.release(retried, used(100, 100))
+    clock.advance(30.0)
+    s.poll(f)
+    assert [e.run_id for e in s.runs.take_ends()] == ["served"]
+    assert isinstance(s.submit(call(clock, "served"), f), Ticket)
+
+
 def test_an_idle_run_whose_last_call_failed_is_abandoned_and_its_tokens_wasted() -> None:
     clock = ManualClock()
     s = runs_on(clock, idle_timeout_s=30.0)
