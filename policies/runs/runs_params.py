@@ -1,6 +1,6 @@
 """Parameters of the run book (``policy.runs``), apart from it for mypyc (see
-``policies/params.py``). Off by default: without ``enabled: true`` a call's run headers
-change nothing."""
+``policies/params.py``). On by default: a call without run headers meets none of it;
+``enabled: false`` makes run headers change nothing."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from policies.params import Params
 
 
 class RunsParams(Params):
-    enabled: bool = False
+    enabled: bool = True
     """Admit agent runs: reservations, precedence of started runs, fan-out ceilings."""
     precedence: Literal["always", "behind_pace"] = "behind_pace"
     """When a started run's calls go ahead of their tenant's other queued calls.

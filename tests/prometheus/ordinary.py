@@ -1,7 +1,8 @@
 """An ordinary day, watched by a real Prometheus: one tenant's chat calls and streams, some
 of them refused by its quota (``max_concurrent``), and nothing else.
 
-No agent runs and no async handoff (both off, as by default), no deadlines, no client
+No agent runs and no async handoff (both switched off: the run book is on by default,
+the handoff off), no deadlines, no client
 retries, no refused request, no backend failure. A second tenant is configured and sends
 nothing. The traffic comes in waves, each one seen by a Prometheus scrape before the next
 is sent (``rate()`` counts the increments between scrapes, not within one).
@@ -50,6 +51,7 @@ def ordinary_config(port: int, backends: list[str]) -> dict[str, Any]:
         "scrape": {"enabled": True, "interval_s": 0.2},
         "policy": {
             "name": "ordinary",
+            "runs": {"enabled": False},  # a feature switched off: its row must say so
             "gates": [
                 {
                     "name": "quota",

@@ -36,7 +36,7 @@ def _ends(found: Series, name: str, label: str) -> set[tuple[str, str]]:
 async def test_with_both_off_their_counters_are_absent_and_the_gauge_says_off(
     fleet: FakeFleet,
 ) -> None:
-    async with in_process(make_config(), fleet) as h:
+    async with in_process(make_config(policy={"runs": {"enabled": False}}), fleet) as h:
         found = series(h.ctx.metrics)
     assert _features(found) == {name: 0.0 for name, _ in FEATURES}
     for name in (*RUN_SERIES, *ASYNC_SERIES, "sluicegate_runs_ended_total"):

@@ -10,7 +10,11 @@ from simulation.ports import VirtualClock
 from simulation.run_core import CuttableBackend, RunSimulation
 from simulation.run_metrics import RunSummary, summarise_run_records
 
-CALL_LEVEL: dict[str, Any] = {"name": "call-level", "ladder": {"steps": []}}
+CALL_LEVEL: dict[str, Any] = {
+    "name": "call-level",
+    "ladder": {"steps": []},
+    "runs": {"enabled": False},
+}
 RUN_LEVEL: dict[str, Any] = {**CALL_LEVEL, "name": "run-level", "runs": {"enabled": True}}
 """The same policy with runs on and no promise horizon: only the precedence of started
 runs (and their hints) differs."""

@@ -22,6 +22,10 @@ def runs_on(clock: ManualClock, **params: Any) -> Scheduler:
     return scheduler(clock, {"runs": {"enabled": True, **params}})
 
 
+def runs_off(clock: ManualClock) -> Scheduler:
+    return scheduler(clock, {"runs": {"enabled": False}})
+
+
 def call(clock: ManualClock, run_id: str, tenant: str = "t1", **hints: Any) -> RequestInfo:
     """A call of 100 prompt + 100 output estimated tokens (200 in all)."""
     deadline_in = hints.pop("deadline_in", None)
@@ -129,7 +133,7 @@ def test_a_started_runs_next_call_or_the_older_first_call_of_a_new_run_goes_firs
     first: str,
 ) -> None:
     clock = ManualClock()
-    s = scheduler(clock) if runs is None else runs_on(clock, **runs)
+    s = runs_off(clock) if runs is None else runs_on(clock, **runs)
     a2, b1, dispatched = _next_after_a_started_run_and_a_new_run(
         s, clock, a_calls, a_tokens, a_deadline_in
     )
@@ -347,7 +351,7 @@ def test_a_new_run_beyond_the_promise_horizon_is_refused() -> None:
 
 def test_runs_off_ignores_run_hints() -> None:
     clock = ManualClock()
-    s = scheduler(clock)
+    s = runs_off(clock)
     f = fleet(clock, backend(max_num_seqs=8))
     out = [s.submit(call(clock, "a", branches=1), f) for _ in range(3)]
     assert all(isinstance(o, Ticket) for o in out)
