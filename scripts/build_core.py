@@ -75,6 +75,6 @@ def _run(cmd: list[str], env: dict[str, str]) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(f"usage: {sys.argv[0]} DIR")
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+        sys.exit(f"usage: {sys.argv[0]} DIR  (prints DIR/site, the directory for PYTHONPATH)")
     print(build(Path(sys.argv[1]).resolve()))

@@ -8,7 +8,7 @@ Add an engine by adding a table here; nothing else names a metric.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,5 +135,3 @@ SGLANG = EngineMetrics(
 
 ENGINES: dict[str, EngineMetrics] = {e.engine: e for e in (VLLM_0_32, SGLANG)}
 """Engine tables by name (the ``engine`` field of a scrape target)."""
-
-FAMILY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(EngineMetrics) if f.name != "engine")
