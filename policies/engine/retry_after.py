@@ -42,15 +42,17 @@ def retry_after(seconds: float | None, params: RetryAfterParams, fraction: float
     wide: [base, base + width] when it fits under max_s, else ending at max_s (and not
     below min_s). Jitter 0 gives the value itself below the maximum; past it, the window
     is at least ``min_s`` wide, so clients refused beyond ``max_s`` (promises the bound
-    cannot keep) never all come back in the same instant. An unknown wait (no drain
-    measured: at start, or while nothing completes) has no value to keep: its window is
-    also at least ``min_s`` wide, whatever the jitter, so that the clients refused while
-    the engines stall do not all return together."""
+    cannot keep) never all come back in the same instant. A wait that is unknown (no drain
+    measured: at start, or while nothing completes) or shorter than ``min_s`` has no value
+    to keep either (the floor is the policy's, not a measurement): its window is also at
+    least ``min_s`` wide, whatever the jitter, so that the clients refused together (while
+    the engines stall, or queued together and expiring together) do not all return
+    together."""
     clamped = seconds is not None and seconds > params.max_s
     base = params.min_s if seconds is None else min(max(seconds, params.min_s), params.max_s)
     width = params.jitter * base
-    if seconds is None:
-        width = max(width, params.min_s)  # nothing measured: no value to keep, spread anyway
+    if seconds is None or seconds < params.min_s:
+        width = max(width, params.min_s)  # no value to keep above the floor: spread anyway
     if base + width <= params.max_s and not clamped:
         return base + width * fraction
     if clamped and width < params.min_s:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import random
 import statistics
+from pathlib import Path
 
 import pytest
+import yaml
 
 from gateway.request.errors import retry_after_headers
 from policies.engine.retry_after import JitterSequence, retry_after
@@ -64,12 +66,14 @@ def test_a_thousand_short_deadlines_expiring_at_the_front_are_all_different() ->
     _assert_spread_below_the_clamp(_millis(list(expired)), 60.0, 0.2)
 
 
-def _measure_a_slow_drain(s: Scheduler, clock: ManualClock, f: object) -> None:
-    """One request served over 10 s for 100 tokens: 10 tokens/s, and the slot stays taken."""
+def _measure_a_slow_drain(s: Scheduler, clock: ManualClock, f: object, tokens: int = 100) -> None:
+    """One request served over 10 s for ``tokens`` (10 tokens/s by default), and the slot
+    stays taken."""
     first = s.submit(request(clock), f)  # type: ignore[arg-type]
     assert isinstance(first, Ticket)
     clock.advance(10.0)
-    s.release(first, Ending(Outcome.COMPLETED, Usage(50, 50), latency_s=10.0))
+    half = tokens // 2
+    s.release(first, Ending(Outcome.COMPLETED, Usage(half, tokens - half), latency_s=10.0))
     holder = s.submit(request(clock), f)  # type: ignore[arg-type]
     assert isinstance(holder, Ticket)
 
@@ -93,7 +97,7 @@ def test_never_above_the_maximum_never_below_the_computed_value_where_it_fits(
     values = [retry_after(seconds, params, fractions.next()) for _ in range(200)]
     base = params.min_s if seconds is None else min(max(seconds, params.min_s), params.max_s)
     assert all(params.min_s <= v < params.max_s or v == base == params.max_s for v in values)
-    if seconds is None:  # unknown: a window min_s wide above the floor
+    if seconds is None or seconds < params.min_s:  # unknown or under it: min_s above the floor
         assert params.min_s <= min(values) and max(values) <= 2 * params.min_s
     elif base * (1 + params.jitter) <= params.max_s:
         assert min(values) >= base  # jitter only lengthens while there is room
@@ -124,3 +128,36 @@ def test_the_window_stays_above_the_floor() -> None:
     params = RetryAfterParams(min_s=1.0, max_s=1.1, jitter=0.5)
     values = [retry_after(5.0, params, k / 100) for k in range(100)]
     assert min(values) >= 1.0 and max(values) < 1.1
+
+
+PRESETS = sorted((Path(__file__).parents[4] / "presets").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("served", [100, 1_000_000], ids=["past-the-clamp", "below-it"])
+@pytest.mark.parametrize("path", [None, *PRESETS], ids=lambda p: "default" if p is None else p.stem)
+def test_a_hundred_queued_requests_expiring_together_are_told_different_values(
+    path: Path | None, served: int
+) -> None:
+    """The matrix's probe withdraws what it queues, so it never sees this: a burst queued at
+    one instant, behind a slot that is never freed, waits out the queue bound (5 s here, so
+    the drain measured before stays in its window) together. Each refusal is told the
+    queue's drain at that moment: past ``max_s`` at 100 tokens served in 15 s, under the
+    floor ``min_s`` at a million. Under every shipped policy (some set jitter 0), no two
+    may send their clients back in the same millisecond."""
+    clock = ManualClock()
+    raw = {} if path is None else yaml.safe_load(path.read_text())["policy"]
+    queue = {**raw.get("queue", {}), "max_wait_s": 5.0}
+    s = scheduler(clock, {**raw, "gates": [], "ladder": {"steps": []}, "queue": queue})
+    f = fleet(clock, backend(max_num_seqs=1))
+    _measure_a_slow_drain(s, clock, f, served)
+    burst = [s.submit(request(clock), f) for _ in range(100)]
+    assert all(isinstance(d, Decision) and d.queue_position is not None for d in burst)
+    clock.advance(5.0)
+    expired = [d for d in s.poll(f) if isinstance(d, Decision)]
+    assert len(expired) == 100 and all(d.reason is Reason.OVERLOADED for d in expired)
+    millis = _millis(list(expired))
+    assert len(set(millis)) == 100, "two refusals of one instant got the same value"
+    if served > 100:  # the drain is under the floor: the floor's window
+        assert min(millis) >= 500 and max(millis) <= 1_000
+    else:  # minutes of drain: at the clamp, spread below it
+        assert min(millis) >= 10_000

@@ -41,11 +41,14 @@ def test_retry_after_stretches_the_wait_by_the_jitter_drawn() -> None:
 
 
 def test_retry_after_is_clamped_to_its_bounds_before_the_jitter() -> None:
-    assert retry_after(0.5, PARAMS, HALFWAY) == pytest.approx(2.2)
-    # unknown: a window min_s wide above the floor, [2, 4], whatever the jitter
+    # under the floor or unknown: a window min_s wide above it, [2, 4], whatever the jitter
+    assert retry_after(0.5, PARAMS, HALFWAY) == pytest.approx(3.0)
     assert retry_after(None, PARAMS, HALFWAY) == pytest.approx(3.0)
     flat = RetryAfterParams(min_s=2.0, max_s=30.0, jitter=0.0)
     assert retry_after(None, flat, HALFWAY) == pytest.approx(3.0)
+    assert retry_after(1.9, flat, HALFWAY) == pytest.approx(3.0)
+    # at the floor exactly, the value is kept: [2, 2 + 0.2 x 2]
+    assert retry_after(2.0, PARAMS, HALFWAY) == pytest.approx(2.2)
     # the window no longer fits under max_s: it ends there, [30 - 5.8, 30]
     assert retry_after(29.0, PARAMS, HALFWAY) == pytest.approx(27.1)
     assert retry_after(500.0, PARAMS, HALFWAY) == pytest.approx(27.0)  # [24, 30]
