@@ -186,7 +186,8 @@ async def test_a_passing_run_deadline_cuts_its_streams_and_frees_the_engine(
 
 async def test_without_runs_the_headers_change_nothing(start_emulator: StartEmulator) -> None:
     emu = start_emulator(speed=20.0)
-    raw = gateway_config([emu.url], {"ladder": {"steps": []}}, scrape=SCRAPE)
+    off = {"ladder": {"steps": []}, "runs": {"enabled": False}}
+    raw = gateway_config([emu.url], off, scrape=SCRAPE)
     async with serve_gateway(raw) as gw:
         client = gw.client(headers=_run("plain", branches=1))
         answers = await asyncio.gather(
