@@ -37,6 +37,12 @@ tokens: the last one is always computed), so those tokens cost no prefill. The p
 recently freed first. ``prefix_cache_queries`` / ``prefix_cache_hits`` count the tokens looked
 up and found at each admission, not at preempted requests' re-admission, as vLLM counts them.
 
+A step's cost follows what changes in it, not the batch's size: the running sequences that
+decode in step (``_Decoders``) gain their token together, counted once per step; each one's
+own counts are read when it needs a new block, finishes or leaves. A step that cannot
+schedule every running sequence whole (the token budget, the free blocks) takes them one at
+a time. ``tests/unit/emulator/test_decoders.py`` checks both step for step.
+
 Timestamps follow vLLM's request stats: ``arrival`` (add), ``scheduled_at`` (first scheduled,
 not re-set by preemption), ``first_token_at`` and ``finished_at`` (end of the emitting step).
 Admission mirrors vLLM's front end: ``max_num_queued_reqs`` caps waiting + running and
@@ -50,7 +56,8 @@ import math
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import filterfalse, repeat
+from operator import attrgetter
 
 from emulator.block_pool import BlockPool
 from emulator.engine_values import (
@@ -94,6 +101,12 @@ class _Seq:
     scheduled_at: float | None = None
     first_token_at: float | None = None
     last_token_at: float | None = None
+    order: int = 0
+    """When it was (last) admitted to the running batch: the running list is in this order."""
+    decoding: bool = False
+    """A member of the engine's ``_Decoders``: ``computed``, ``generated`` and
+    ``last_token_at`` are as of ``synced`` (``_Decoders.sync`` brings them up to date)."""
+    synced: int = 0
 
     @property
     def num_tokens(self) -> int:
@@ -139,6 +152,92 @@ class _DecodePlan:
             yield start, end, grow
 
 
+class _Decoders:
+    """The running sequences that decode in step: each emitted its last token at
+    ``emitted_at`` and gains one token per step that schedules it. A step that schedules
+    them all counts it once (``tick``); a member's own counts are brought up to date only
+    when read (``sync``): when it needs a new block, finishes or leaves.
+
+    What stays fixed while a member ticks: ``computed - ticks`` (so the members that need a
+    new block at a step are those of one block offset) and ``generated - ticks`` (so those
+    that finish at a step are known ahead)."""
+
+    __slots__ = ("by_offset", "context_base", "emitted_at", "finishing", "size", "ticks")
+
+    def __init__(self, block_size: int) -> None:
+        self.ticks = 0
+        self.emitted_at = 0.0
+        self.size = 0
+        self.context_base = 0
+        """Sum of the members' ``computed - ticks``."""
+        self.by_offset: list[dict[_Seq, None]] = [{} for _ in range(block_size)]
+        self.finishing: dict[int, dict[_Seq, None]] = {}
+        """Members by the ``ticks`` at whose step they emit their last token."""
+
+    def clear(self) -> None:
+        """No members (each one's counts synced and its flag cleared by the caller)."""
+        self.size = self.context_base = 0
+        for bucket in self.by_offset:
+            bucket.clear()
+        self.finishing.clear()
+
+    def context(self) -> int:
+        """The members' computed tokens now."""
+        return self.context_base + self.size * self.ticks
+
+    def sync(self, s: _Seq) -> None:
+        behind = self.ticks - s.synced
+        if behind:
+            s.computed += behind
+            s.generated += behind
+            s.last_token_at = self.emitted_at
+            s.synced = self.ticks
+
+    def join(self, s: _Seq) -> None:
+        """``s`` (it emitted at ``emitted_at``, decodes next) becomes a member."""
+        ticks = self.ticks
+        s.decoding, s.synced = True, ticks
+        self.size += 1
+        self.context_base += s.computed - ticks
+        self.by_offset[(s.computed - ticks) % len(self.by_offset)][s] = None
+        last = s.output_tokens - s.generated + ticks
+        self.finishing.setdefault(last, {})[s] = None
+
+    def leave(self, s: _Seq) -> None:
+        """``s`` stops being a member, its counts up to date."""
+        self.sync(s)
+        ticks = self.ticks
+        s.decoding = False
+        self.size -= 1
+        self.context_base -= s.computed - ticks
+        del self.by_offset[(s.computed - ticks) % len(self.by_offset)][s]
+        last = s.output_tokens - s.generated + ticks
+        bucket = self.finishing[last]
+        del bucket[s]
+        if not bucket:
+            del self.finishing[last]
+
+    def growing(self) -> dict[_Seq, None]:
+        """The members whose next token needs a new block (their computed tokens fill
+        whole blocks)."""
+        return self.by_offset[-self.ticks % len(self.by_offset)]
+
+    def tick(self, end: float) -> list[_Seq]:
+        """A step scheduled every member and ended at ``end``; returns the members it
+        finished, synced and no longer members."""
+        self.ticks += 1
+        self.emitted_at = end
+        done = list(self.finishing.get(self.ticks, ()))
+        for s in done:
+            self.leave(s)
+        return done
+
+
+_order = attrgetter("order")
+_decoding = attrgetter("decoding")
+_req_id = attrgetter("req_id")
+
+
 class Engine:
     """One vLLM engine core. Not thread-safe: one caller drives it."""
 
@@ -154,6 +253,9 @@ class Engine:
         self.prefix_cache_hits = 0
         """Of those, tokens served from the cache."""
         self._step_queries = self._step_hits = 0
+        self._decoders = _Decoders(config.block_size)
+        self._admitted = 0
+        """Admissions to the running batch so far (each one's ``_Seq.order``)."""
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -185,6 +287,15 @@ class Engine:
 
     def __contains__(self, req_id: object) -> bool:
         return req_id in self._by_id
+
+    def generated_tokens(self, req_id: str) -> int | None:
+        """Output tokens ``req_id`` has had so far (None: unknown or finished)."""
+        seq = self._by_id.get(req_id)
+        if seq is None:
+            return None
+        if seq.decoding:
+            self._decoders.sync(seq)
+        return seq.generated
 
     # -- requests ----------------------------------------------------------------------------
     def add(
@@ -235,6 +346,8 @@ class Engine:
         seq = self._by_id.pop(req_id, None)
         if seq is None:
             return False
+        if seq.decoding:
+            self._decoders.leave(seq)
         if seq in self._running:
             self._running.remove(seq)
         else:
@@ -245,6 +358,65 @@ class Engine:
     # -- the step ----------------------------------------------------------------------------
     def step(self, now: float) -> StepResult:
         """Schedule one batch at ``now``, run it, and return what it produced."""
+        result = self._step_in_full(now)
+        if result is None:
+            self._disband()
+            result = self._step_each(now)
+            self._enlist(self._running, result.ended_at)
+        return result
+
+    def _step_in_full(self, now: float) -> StepResult | None:
+        """``step`` when it schedules every running sequence whole (their tokens fit the
+        budget) and their new blocks are free (no preemption), the ``_Decoders`` counted
+        once: None when it would not. Every other sequence, and every block, is handled as
+        ``_step_each`` handles it, in the same order."""
+        running, decoders, cfg = self._running, self._decoders, self.config
+        others = list(filterfalse(_decoding, running))
+        demand = decoders.size + sum(s.prompt_tokens + s.generated - s.computed for s in others)
+        if demand > cfg.max_num_batched_tokens:
+            return None
+        growing = decoders.growing()
+        block = cfg.block_size
+        blocks = len(growing)
+        for s in others:
+            blocks += max(0, -(-(s.prompt_tokens + s.generated) // block) - len(s.blocks))
+        if blocks > self._pool.num_free:
+            return None
+        self._step_queries = self._step_hits = 0
+        batch: list[tuple[_Seq, int]] = []
+        allocate = self._pool.allocate
+        for s in sorted([*growing, *others], key=_order) if growing else others:
+            if s.decoding:  # its blocks are full, its prompt's cached: one more block
+                s.blocks += allocate(1)
+                continue
+            n = s.prompt_tokens + s.generated - s.computed
+            tokens = s.computed + n
+            if -(-tokens // block) > len(s.blocks):
+                self._allocate(s, tokens)
+            elif s.cached_blocks < len(s.block_hashes):
+                self._cache_full_blocks(s, tokens)
+            batch.append((s, n))
+        self._schedule_waiting(batch, cfg.max_num_batched_tokens - demand, now)
+        if not batch and not decoders.size:
+            return StepResult(
+                started_at=now,
+                duration_s=0.0,
+                prefix_cache_queries=self._step_queries,
+                prefix_cache_hits=self._step_hits,
+            )
+        scheduled = decode = decoders.size
+        context = decoders.context()
+        for s, n in batch:
+            scheduled += n
+            context += s.computed
+            if n == 1 and s.generated > 0 and s.prompt_tokens + s.generated - s.computed == 1:
+                decode += 1
+        prefill_tokens = scheduled - decode
+        duration = cfg.step_time.duration(prefill_tokens, decode, context)
+        return self._advance_in_full(batch, now, duration, prefill_tokens, decode)
+
+    def _step_each(self, now: float) -> StepResult:
+        """``step``, one running sequence at a time (no ``_Decoders`` member)."""
         budget = self.config.max_num_batched_tokens
         batch: list[tuple[_Seq, int]] = []
         preempted: list[str] = []
@@ -270,6 +442,108 @@ class Engine:
         duration = self.config.step_time.duration(prefill_tokens, decode, context)
         return self._advance(batch, now, duration, prefill_tokens, decode, preempted)
 
+    def _advance_in_full(
+        self,
+        batch: list[tuple[_Seq, int]],
+        now: float,
+        duration: float,
+        prefill_tokens: int,
+        decode_seqs: int,
+    ) -> StepResult:
+        """``_advance`` of a step that scheduled every running sequence: ``batch`` holds
+        those that are not ``_Decoders`` members, which all gain one token."""
+        end = now + duration
+        decoders = self._decoders
+        ttft: dict[str, float] = {}
+        own_itl: dict[_Seq, float] = {}
+        chunked: set[_Seq] = set()
+        done: list[_Seq] = []
+        new_prompt_tokens = new_cached_tokens = 0
+        for seq, n in batch:
+            seq.computed += n
+            if seq.computed < seq.prompt_tokens + seq.generated:
+                chunked.add(seq)  # a prefill chunk: no token yet
+                continue
+            seq.generated += 1
+            if seq.first_token_at is None:
+                seq.first_token_at = end
+                ttft[seq.req_id] = end - seq.arrival
+                new_prompt_tokens += seq.prompt_tokens
+                new_cached_tokens += seq.cached_tokens or 0
+            elif seq.last_token_at is not None:
+                own_itl[seq] = end - seq.last_token_at
+            seq.last_token_at = end
+            if seq.generated >= seq.output_tokens:
+                done.append(seq)
+        running = self._running  # the batch's order, the members between ``batch``'s
+        emitted = dict.fromkeys(map(_req_id, running), 1)
+        for seq in chunked:
+            del emitted[seq.req_id]
+        itl = end - decoders.emitted_at
+        itls: list[float] = []
+        at = 0
+        for seq, _ in batch:
+            i = running.index(seq, at)
+            itls += repeat(itl, i - at)
+            if seq in own_itl:
+                itls.append(own_itl[seq])
+            at = i + 1
+        itls += repeat(itl, len(running) - at)
+        last = decoders.tick(end)
+        if last:
+            done = sorted([*done, *last], key=_order)
+        finished = tuple([self._finish(s, end) for s in done])
+        self._enlist([s for s, _ in batch], end)
+        return StepResult(
+            started_at=now,
+            duration_s=duration,
+            prefill_tokens=prefill_tokens,
+            decode_seqs=decode_seqs,
+            tokens_emitted=emitted,
+            ttft_s=ttft,
+            new_prompt_tokens=new_prompt_tokens,
+            new_cached_tokens=new_cached_tokens,
+            prefix_cache_queries=self._step_queries,
+            prefix_cache_hits=self._step_hits,
+            inter_token_latencies_s=tuple(itls),
+            finished=finished,
+        )
+
+    def _enlist(self, seqs: list[_Seq], end: float) -> None:
+        """Those of ``seqs`` that emitted at ``end`` and decode next join the ``_Decoders``
+        (all of whose members emitted then)."""
+        decoders, block = self._decoders, self.config.block_size
+        if not decoders.size:
+            decoders.emitted_at = end
+        for s in seqs:
+            if (
+                not s.decoding
+                and s.last_token_at == end
+                and s.prompt_tokens + s.generated - s.computed == 1
+                and s.generated < s.output_tokens
+                and s.cached_blocks == len(s.block_hashes)
+                and len(s.blocks) == -(-s.computed // block)
+            ):
+                decoders.join(s)
+
+    def _disband(self) -> None:
+        """Every ``_Decoders`` member leaves, its counts up to date."""
+        decoders = self._decoders
+        if decoders.size:
+            members = [s for s in self._running if s.decoding]
+            for s in members:
+                decoders.sync(s)
+                s.decoding = False
+            decoders.clear()
+
+    def _sync_all(self) -> None:
+        """Every running sequence's counts up to date (the members stay members)."""
+        decoders = self._decoders
+        if decoders.size:
+            for s in self._running:
+                if s.decoding:
+                    decoders.sync(s)
+
     def decode_ahead(self, now: float, until: float) -> DecodeRun | None:
         """Plain decode steps back to back from ``now``, each starting before ``until``:
         what ``step`` would do, called at each one's end, while nobody can see the steps in
@@ -285,6 +559,7 @@ class Engine:
         plan = self._decode_plan(now)
         if plan is None:
             return None
+        self._disband()
         batch, end = plan.batch, now
         itl_sums: list[float] = []
         for start, end, grow in plan.steps(until):
@@ -292,13 +567,14 @@ class Engine:
             for s in grow:
                 self._allocate(s, s.computed + k + 1)
             itl_sums.append(sum(repeat(end - start, batch)))
-        if not itl_sums:
-            return None
         k = len(itl_sums)
         for s in self._running:
             s.computed += k
             s.generated += k
             s.last_token_at = end
+        self._enlist(self._running, end)
+        if not k:
+            return None
         return DecodeRun(ended_at=end, batch=batch, itl_sums=tuple(itl_sums))
 
     def decode_reach(self, now: float) -> float:
@@ -319,6 +595,9 @@ class Engine:
             return None
         if self._waiting and batch < cfg.max_num_seqs:
             return None
+        if self._decoders.size and self._decoders.emitted_at != now:
+            return None  # (the members emitted then)
+        self._sync_all()
         block = cfg.block_size
         by_offset: list[list[_Seq]] = [[] for _ in range(block)]
         steps_left = context = 0
@@ -370,6 +649,7 @@ class Engine:
             self._admit(seq, hit_tokens)
             self._waiting.popleft()
             self._running.append(seq)
+            seq.order, self._admitted = self._admitted, self._admitted + 1
             if seq.scheduled_at is None:
                 seq.scheduled_at = now
             batch.append((seq, n))

@@ -9,6 +9,7 @@ so signal-driven policies see what they would see live.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from emulator.engine import Engine, FinishedRequest
 from emulator.profile import Profile
 from policies.backends import BackendsSnapshot, BackendView
 from policies.step_latency import StepLatency
-from simulation.metrics import percentile
+from simulation.metrics import nearest_rank
 from simulation.ports import EngineRequest, EngineStep
 
 SIGNAL_WINDOW_S = 30.0
@@ -41,7 +42,7 @@ class EmulatedBackend:
         self.profile = profile
         self.engine = Engine(profile.engine)
         self._name, self._models = name, frozenset({model})
-        self._recent: deque[_Done] = deque()
+        self._recent = _FinishedWindow()
         self._preemptions: deque[float] = deque()
         self._signals: dict[str, float | None] = {}
         self._signals_at = float("-inf")
@@ -80,7 +81,7 @@ class EmulatedBackend:
             self._itl.sum += sum(result.inter_token_latencies_s)
             self._itl.count += len(result.inter_token_latencies_s)
         for done in result.finished:
-            self._recent.append(_done(done))
+            self._recent.add(done)
         self._preemptions.extend(end for _ in result.preempted)
         if result.finished or result.preempted:
             self._signals_at = float("-inf")
@@ -157,21 +158,19 @@ class EmulatedBackend:
 
     def _latency_signals(self, now: float) -> dict[str, float | None]:
         cutoff = now - SIGNAL_WINDOW_S
-        while self._recent and self._recent[0][0] < cutoff:
-            self._recent.popleft()
+        done = self._recent
+        done.drop_before(cutoff)
         while self._preemptions and self._preemptions[0] < cutoff:
             self._preemptions.popleft()
-        done = self._recent
         if not done:
             return {"preemptions_per_s": len(self._preemptions) / SIGNAL_WINDOW_S}
-        queue = sorted(d[1] for d in done)
         return {
-            "queue_time_p50_s": percentile(queue, 50.0),
-            "queue_time_p90_s": percentile(queue, 90.0),
-            "ttft_p90_s": percentile([d[2] for d in done], 90.0),
-            "e2e_p90_s": percentile([d[3] for d in done], 90.0),
-            "generation_tokens_per_s": sum(d[4] for d in done) / SIGNAL_WINDOW_S,
-            "prompt_tokens_per_s": sum(d[5] for d in done) / SIGNAL_WINDOW_S,
+            "queue_time_p50_s": nearest_rank(done.queue_s, 50.0),
+            "queue_time_p90_s": nearest_rank(done.queue_s, 90.0),
+            "ttft_p90_s": nearest_rank(done.ttft_s, 90.0),
+            "e2e_p90_s": nearest_rank(done.e2e_s, 90.0),
+            "generation_tokens_per_s": done.output_tokens / SIGNAL_WINDOW_S,
+            "prompt_tokens_per_s": done.prompt_tokens / SIGNAL_WINDOW_S,
             "preemptions_per_s": len(self._preemptions) / SIGNAL_WINDOW_S,
         }
 
@@ -194,13 +193,44 @@ class KeptViews:
         return BackendsSnapshot(at=now, backends=views)
 
 
-_Done = tuple[float, float, float, float, int, int]
-"""A finished request as the signals read it: finished at, queue time, TTFT, e2e, output
-and prompt tokens (worked out once, not at every refresh of the window)."""
+class _FinishedWindow:
+    """The requests finished since a cutoff, as the signals read them: each latency kept
+    sorted and the token counts summed as requests come and go (not at every refresh)."""
+
+    __slots__ = ("_done", "e2e_s", "output_tokens", "prompt_tokens", "queue_s", "ttft_s")
+
+    def __init__(self) -> None:
+        self._done: deque[FinishedRequest] = deque()
+        self.queue_s: list[float] = []
+        self.ttft_s: list[float] = []
+        self.e2e_s: list[float] = []
+        self.output_tokens = self.prompt_tokens = 0
+
+    def __len__(self) -> int:
+        return len(self._done)
+
+    def add(self, f: FinishedRequest) -> None:
+        self._done.append(f)
+        insort(self.queue_s, f.queue_time_s)
+        insort(self.ttft_s, f.ttft_s)
+        insort(self.e2e_s, f.e2e_s)
+        self.output_tokens += f.output_tokens
+        self.prompt_tokens += f.prompt_tokens
+
+    def drop_before(self, cutoff: float) -> None:
+        """Forget the requests that finished before ``cutoff`` (in the order they came)."""
+        done = self._done
+        while done and done[0].finished_at < cutoff:
+            f = done.popleft()
+            _remove(self.queue_s, f.queue_time_s)
+            _remove(self.ttft_s, f.ttft_s)
+            _remove(self.e2e_s, f.e2e_s)
+            self.output_tokens -= f.output_tokens
+            self.prompt_tokens -= f.prompt_tokens
 
 
-def _done(f: FinishedRequest) -> _Done:
-    return (f.finished_at, f.queue_time_s, f.ttft_s, f.e2e_s, f.output_tokens, f.prompt_tokens)
+def _remove(ordered: list[float], value: float) -> None:
+    del ordered[bisect_left(ordered, value)]
 
 
 def service_rate_bound_tps(profile: Profile) -> float:

@@ -63,9 +63,12 @@ def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (``q`` in [0, 100]); 0.0 for no values."""
     if not values:
         return 0.0
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
-    return ordered[rank - 1]
+    return nearest_rank(sorted(values), q)
+
+
+def nearest_rank(ordered: list[float], q: float) -> float:
+    """``percentile`` of values already sorted (at least one)."""
+    return ordered[max(1, math.ceil(q / 100.0 * len(ordered))) - 1]
 
 
 Window = tuple[list[TurnRecord], float, float]

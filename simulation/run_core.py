@@ -89,8 +89,8 @@ class CuttableBackend(EmulatedBackend):
     def generated(self, request_id: str, finished: int) -> int:
         """Output tokens generated so far; ``finished`` when the call already left the
         engine (it finished in the step under way)."""
-        seq = self.engine._by_id.get(request_id)
-        return finished if seq is None else seq.generated
+        generated = self.engine.generated_tokens(request_id)
+        return finished if generated is None else generated
 
 
 class RunSimulation:

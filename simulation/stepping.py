@@ -26,6 +26,11 @@ class Stepping:
         self._step: EngineStep | None = None
         """The step under way (None: idle)."""
 
+    @property
+    def busy(self) -> bool:
+        """A step is under way: ``start`` starts nothing until it ``ended``."""
+        return self._step is not None
+
     def start(self, now: float, until: float | None = None) -> EngineStep | None:
         """The engine's next step when it is idle and has work; it is busy until ``ended``.
         ``until``: the loop's next event; plain decode steps before it may run as one."""

@@ -389,8 +389,10 @@ class MatrixSimulation:
 
     def _kick(self, name: str) -> None:
         """Start ``name``'s next step if it is idle and has work."""
-        until = horizon(self._events, self._stepping.values())
-        step = self._stepping[name].start(self.clock.now, until)
+        stepping = self._stepping[name]
+        if stepping.busy:
+            return
+        step = stepping.start(self.clock.now, horizon(self._events, self._stepping.values()))
         if step is not None:
             self._push(step.ends_at, "step", (name, step), seen=step.changed)
 

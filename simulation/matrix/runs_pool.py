@@ -138,6 +138,8 @@ class PooledRunSimulation(RunSimulation):
     def _kick_engine(self) -> None:
         now = self._clock.now
         for i, name in enumerate(self._names):
+            if self._steps[name].busy:
+                continue
             until = horizon(self._events, self._steps.values())
             if not self._probed:  # it is taken at the first event from its time on
                 until = min(until, self._probe_at)

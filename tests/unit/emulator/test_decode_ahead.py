@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from emulator.engine import Engine
+from emulator.engine import Engine, _Seq
 from emulator.profile import EngineConfig, StepTimeModel
 from tests.unit.emulator.test_engine import make_config as engine_config
 
@@ -27,8 +27,14 @@ def make_config(**overrides: object) -> EngineConfig:
     return engine_config(**{**SMALL, "step_time": STEP, **overrides})
 
 
+def running(engine: Engine) -> list[_Seq]:
+    """The running sequences, each one's counts up to date."""
+    engine._sync_all()
+    return list(engine._running)
+
+
 def state(engine: Engine) -> list[tuple[object, ...]]:
-    seqs = list(engine._running) + list(engine._waiting)
+    seqs = running(engine) + list(engine._waiting)
     return [
         (s.req_id, s.computed, s.generated, list(s.blocks), s.last_token_at, s.preemptions)
         for s in seqs
@@ -59,7 +65,7 @@ def decoding_engine(seed: int, **overrides: object) -> tuple[Engine, float]:
     for i in range(rng.randint(1, engine.config.max_num_seqs)):
         engine.add(f"r{i}", rng.randint(1, 30), rng.randint(20, 90), now=0.0)
     now = 0.0
-    while any(s.last_token_at != now for s in engine._running) or not engine._running:
+    while any(s.last_token_at != now for s in running(engine)) or not engine._running:
         now = engine.step(now).ended_at
     return engine, now
 

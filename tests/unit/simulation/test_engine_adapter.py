@@ -29,6 +29,7 @@ def test_the_step_time_is_the_profile_s_with_the_batch_it_holds() -> None:
     now = _run(backend, 2.0)
     view = backend.view(now)
     model, running = p.engine.step_time, backend.engine.num_running
+    backend.engine._sync_all()  # each running sequence's counts up to date
     context = sum(s.computed for s in backend.engine._running)
     assert running == 8
     # the last second's decode steps, their contexts a second's worth of tokens shorter
