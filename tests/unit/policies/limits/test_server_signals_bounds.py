@@ -42,6 +42,16 @@ def test_slow_start_doubles_at_least_one_running() -> None:
     assert LOOSE.room_bound(backend("b")) == math.inf  # nothing measured, nothing typed in
 
 
+def test_slow_start_opens_to_what_the_engine_is_known_to_hold() -> None:
+    """Past twice its running count, slow start opens to the engine's measured capacity
+    where it states its slots, and to the most it was seen running where it does not: each
+    is the known number of its own kind of backend, not the other's."""
+    stated = backend("b", max_num_seqs=8, running=1.0, capacity_estimate=6.0, running_peak=3.0)
+    assert LOOSE.room_bound(stated) == 6.0  # the capacity measured, under the 8 slots
+    unstated = backend("b", running=1.0, capacity_estimate=6.0, running_peak=3.0)
+    assert LOOSE.room_bound(unstated) == 3.0  # the peak seen running
+
+
 def test_a_fuse_alone_bounds_a_backend_that_states_no_slots() -> None:
     assert STRICT.room_bound(backend("b", running=5.0)) == 24.0
 
