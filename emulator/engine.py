@@ -152,6 +152,23 @@ class _DecodePlan:
             yield start, end, grow
 
 
+class _Firsts:
+    """The sequences whose first token a step emits: each one's time to first token, and the
+    prompt tokens of their completed prefills (vLLM counts them so), the cached ones apart."""
+
+    __slots__ = ("cached_tokens", "prompt_tokens", "ttft")
+
+    def __init__(self) -> None:
+        self.ttft: dict[str, float] = {}
+        self.prompt_tokens = self.cached_tokens = 0
+
+    def add(self, seq: _Seq, end: float) -> None:
+        seq.first_token_at = end
+        self.ttft[seq.req_id] = end - seq.arrival
+        self.prompt_tokens += seq.prompt_tokens
+        self.cached_tokens += seq.cached_tokens or 0
+
+
 class _Decoders:
     """The running sequences that decode in step: each emitted its last token at
     ``emitted_at`` and gains one token per step that schedules it. A step that schedules
@@ -398,21 +415,8 @@ class Engine:
             batch.append((s, n))
         self._schedule_waiting(batch, cfg.max_num_batched_tokens - demand, now)
         if not batch and not decoders.size:
-            return StepResult(
-                started_at=now,
-                duration_s=0.0,
-                prefix_cache_queries=self._step_queries,
-                prefix_cache_hits=self._step_hits,
-            )
-        scheduled = decode = decoders.size
-        context = decoders.context()
-        for s, n in batch:
-            scheduled += n
-            context += s.computed
-            if n == 1 and s.generated > 0 and s.prompt_tokens + s.generated - s.computed == 1:
-                decode += 1
-        prefill_tokens = scheduled - decode
-        duration = cfg.step_time.duration(prefill_tokens, decode, context)
+            return self._result(now)
+        prefill_tokens, decode, duration = self._priced(batch, decoders.size, decoders.context())
         return self._advance_in_full(batch, now, duration, prefill_tokens, decode)
 
     def _step_each(self, now: float) -> StepResult:
@@ -425,22 +429,58 @@ class Engine:
         if not preempted:
             self._schedule_waiting(batch, budget, now)
         if not batch:
-            return StepResult(
-                started_at=now,
-                duration_s=0.0,
-                preempted=tuple(preempted),
-                prefix_cache_queries=self._step_queries,
-                prefix_cache_hits=self._step_hits,
-            )
-        scheduled = decode = context = 0  # one pass: the step runs per running sequence
+            return self._result(now, preempted=preempted)
+        prefill_tokens, decode, duration = self._priced(batch, 0, 0)
+        return self._advance(batch, now, duration, prefill_tokens, decode, preempted)
+
+    def _priced(
+        self, batch: list[tuple[_Seq, int]], decode: int, context: int
+    ) -> tuple[int, int, float]:
+        """The step's prefill tokens, decoding sequences and duration: ``batch`` on top of
+        ``decode`` sequences, with ``context`` tokens between them, counted already."""
+        scheduled = decode
         for s, n in batch:
             scheduled += n
             context += s.computed
             if n == 1 and s.generated > 0 and s.prompt_tokens + s.generated - s.computed == 1:
                 decode += 1
         prefill_tokens = scheduled - decode
-        duration = self.config.step_time.duration(prefill_tokens, decode, context)
-        return self._advance(batch, now, duration, prefill_tokens, decode, preempted)
+        return (
+            prefill_tokens,
+            decode,
+            self.config.step_time.duration(prefill_tokens, decode, context),
+        )
+
+    def _result(
+        self,
+        now: float,
+        duration: float = 0.0,
+        prefill_tokens: int = 0,
+        decode_seqs: int = 0,
+        emitted: dict[str, int] | None = None,
+        firsts: _Firsts | None = None,
+        itls: list[float] | None = None,
+        finished: tuple[FinishedRequest, ...] = (),
+        preempted: list[str] | None = None,
+    ) -> StepResult:
+        """The step at ``now`` as its ``StepResult``, with this step's prefix-cache lookups;
+        a step that scheduled nothing gives only ``now`` (and what it preempted)."""
+        firsts = firsts or _Firsts()
+        return StepResult(
+            started_at=now,
+            duration_s=duration,
+            prefill_tokens=prefill_tokens,
+            decode_seqs=decode_seqs,
+            tokens_emitted=emitted or {},
+            ttft_s=firsts.ttft,
+            new_prompt_tokens=firsts.prompt_tokens,
+            new_cached_tokens=firsts.cached_tokens,
+            prefix_cache_queries=self._step_queries,
+            prefix_cache_hits=self._step_hits,
+            inter_token_latencies_s=tuple(itls or ()),
+            finished=finished,
+            preempted=tuple(preempted or ()),
+        )
 
     def _advance_in_full(
         self,
@@ -454,11 +494,10 @@ class Engine:
         those that are not ``_Decoders`` members, which all gain one token."""
         end = now + duration
         decoders = self._decoders
-        ttft: dict[str, float] = {}
+        firsts = _Firsts()
         own_itl: dict[_Seq, float] = {}
         chunked: set[_Seq] = set()
         done: list[_Seq] = []
-        new_prompt_tokens = new_cached_tokens = 0
         for seq, n in batch:
             seq.computed += n
             if seq.computed < seq.prompt_tokens + seq.generated:
@@ -466,10 +505,7 @@ class Engine:
                 continue
             seq.generated += 1
             if seq.first_token_at is None:
-                seq.first_token_at = end
-                ttft[seq.req_id] = end - seq.arrival
-                new_prompt_tokens += seq.prompt_tokens
-                new_cached_tokens += seq.cached_tokens or 0
+                firsts.add(seq, end)
             elif seq.last_token_at is not None:
                 own_itl[seq] = end - seq.last_token_at
             seq.last_token_at = end
@@ -494,19 +530,8 @@ class Engine:
             done = sorted([*done, *last], key=_order)
         finished = tuple([self._finish(s, end) for s in done])
         self._enlist([s for s, _ in batch], end)
-        return StepResult(
-            started_at=now,
-            duration_s=duration,
-            prefill_tokens=prefill_tokens,
-            decode_seqs=decode_seqs,
-            tokens_emitted=emitted,
-            ttft_s=ttft,
-            new_prompt_tokens=new_prompt_tokens,
-            new_cached_tokens=new_cached_tokens,
-            prefix_cache_queries=self._step_queries,
-            prefix_cache_hits=self._step_hits,
-            inter_token_latencies_s=tuple(itls),
-            finished=finished,
+        return self._result(
+            now, duration, prefill_tokens, decode_seqs, emitted, firsts, itls, finished
         )
 
     def _enlist(self, seqs: list[_Seq], end: float) -> None:
@@ -666,10 +691,9 @@ class Engine:
     ) -> StepResult:
         end = now + duration
         emitted: dict[str, int] = {}
-        ttft: dict[str, float] = {}
+        firsts = _Firsts()
         itl: list[float] = []
         finished: list[FinishedRequest] = []
-        new_prompt_tokens = new_cached_tokens = 0
         for seq, n in batch:
             seq.computed += n
             if seq.computed < seq.prompt_tokens + seq.generated:
@@ -677,29 +701,22 @@ class Engine:
             seq.generated += 1
             emitted[seq.req_id] = 1
             if seq.first_token_at is None:
-                seq.first_token_at = end
-                ttft[seq.req_id] = end - seq.arrival
-                new_prompt_tokens += seq.prompt_tokens
-                new_cached_tokens += seq.cached_tokens or 0
+                firsts.add(seq, end)
             elif seq.last_token_at is not None:
                 itl.append(end - seq.last_token_at)
             seq.last_token_at = end
             if seq.generated >= seq.output_tokens:
                 finished.append(self._finish(seq, end))
-        return StepResult(
-            started_at=now,
-            duration_s=duration,
-            prefill_tokens=prefill_tokens,
-            decode_seqs=decode_seqs,
-            tokens_emitted=emitted,
-            ttft_s=ttft,
-            new_prompt_tokens=new_prompt_tokens,
-            new_cached_tokens=new_cached_tokens,
-            prefix_cache_queries=self._step_queries,
-            prefix_cache_hits=self._step_hits,
-            inter_token_latencies_s=tuple(itl),
-            finished=tuple(finished),
-            preempted=tuple(preempted),
+        return self._result(
+            now,
+            duration,
+            prefill_tokens,
+            decode_seqs,
+            emitted,
+            firsts,
+            itl,
+            tuple(finished),
+            preempted,
         )
 
     # -- blocks ----------------------------------------------------------------------------
