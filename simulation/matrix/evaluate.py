@@ -12,7 +12,7 @@ from simulation.matrix.cells import Cell
 from simulation.matrix.guard import CellRow, TenantRow, fair_shares
 from simulation.matrix.measure import Measured, capacity_of, run_cell
 from simulation.matrix.workloads import WORKLOADS, Capacity
-from simulation.run_cli import resolve_policy, shipped_preset_names
+from simulation.run_cli import PRESET_DIRS, resolve_policy, shipped_preset_names
 
 DEFAULT = "default"
 ALONE_POLICY: dict[str, Any] = {"name": DEFAULT}
@@ -30,9 +30,16 @@ def shipped_policies() -> Policies:
 def chosen_policies(names: set[str] | None) -> Policies:
     """The default, then the shipped presets ``names`` names (all of them for None), then
     each other name as a YAML file's path: a candidate judged beside them. Raises
-    ``ValueError`` for a name that is neither, or two policies of one name."""
+    ``ValueError`` for a name that is neither, two policies of one name, or no names where
+    no shipped preset is found (the default judged against nothing)."""
     shipped = shipped_policies()
     if names is None:
+        if len(shipped) == 1:
+            looked = " or ".join(str(d) for d in PRESET_DIRS)
+            raise ValueError(
+                f"no shipped presets in {looked}: run from a checkout, or name the policies' "
+                "YAML files with --policies"
+            )
         return shipped
     known = {n for n, _ in shipped}
     policies = [(n, p) for n, p in shipped if n in names or n == DEFAULT]

@@ -22,6 +22,22 @@ def test_no_names_is_every_shipped_policy() -> None:
     assert chosen_policies(None) == shipped_policies()
 
 
+def test_no_names_without_shipped_presets_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installed package run outside a checkout finds no presets: judging the default
+    against nothing is refused, not printed as a matrix of one policy."""
+    empty = tmp_path / "presets"
+    empty.mkdir()
+    monkeypatch.setattr("simulation.run_cli.PRESET_DIRS", (empty,))
+    monkeypatch.setattr("simulation.matrix.evaluate.PRESET_DIRS", (empty,))
+    with pytest.raises(ValueError, match="no shipped presets"):
+        chosen_policies(None)
+    path = tmp_path / "candidate.yaml"
+    path.write_text("policy:\n  name: wider\n")
+    assert [n for n, _ in chosen_policies({str(path)})] == ["default", "wider"]
+
+
 def test_a_candidate_named_like_a_preset_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "clash.yaml"
     path.write_text("policy:\n  name: codel\n")
