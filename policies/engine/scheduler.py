@@ -136,7 +136,11 @@ class Scheduler:
         shadowed: tuple[str, ...] = ()
         if self._states.ladder:  # some step is on (none on: the request passes unchanged)
             lad = apply_ladder(
-                req, self._states.ladder, self._policy.ladder, place.view.served_models()
+                req,
+                self._states.ladder,
+                self._policy.ladder,
+                place.view.served_models(),
+                req.run is not None and self.runs.behind_pace(req, now),
             )
             if lad.reject is not None:
                 return self.refuse(req, lad.reject, None, now, shadowed=lad.shadowed)

@@ -55,13 +55,19 @@ class LadderResult:
 
 
 def apply_ladder(
-    req: RequestInfo, active: set[str], params: LadderParams, served: frozenset[str]
+    req: RequestInfo,
+    active: set[str],
+    params: LadderParams,
+    served: frozenset[str],
+    run_behind: bool = False,
 ) -> LadderResult:
-    """Apply the active steps in order; ``served`` are the models some backend serves."""
+    """Apply the active steps in order; ``served`` are the models some backend serves;
+    ``run_behind``: ``req`` is a call of a run behind its pace (``LadderStep.skip_runs``)."""
     degradation = Degradation()
     shadowed: tuple[str, ...] = ()
+    in_run = req.run is not None
     for step in params.steps:
-        if step.name not in active or not step.applies_to(req.workload_class, req.run is not None):
+        if step.name not in active or not step.applies_to(req.workload_class, in_run, run_behind):
             continue
         changed = _step(req, step, served)
         if changed is None:

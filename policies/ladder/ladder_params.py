@@ -22,9 +22,11 @@ class LadderStep(Params):
     models: dict[str, str] = Field(default_factory=dict)
     """For route_model: requested model -> smaller alias."""
     shadow: bool = False
-    skip_runs: bool = False
+    skip_runs: bool | Literal["behind_pace"] = False
     """Calls of agent runs (``X-Agent-Run-Id``) pass this step untouched: a call of a run
-    cut short costs its run a continuation call (docs/runs.md)."""
+    cut short costs its run a continuation call (docs/runs.md). ``behind_pace``: only while
+    its run is behind the pace its deadline asks, or not started yet; a run ahead of its
+    pace has the time for the continuation, and is cut like any call."""
 
     @model_validator(mode="after")
     def _action_fields(self) -> LadderStep:
@@ -34,10 +36,12 @@ class LadderStep(Params):
             raise ValueError("route_model needs models")
         return self
 
-    def applies_to(self, workload_class: str, in_run: bool = False) -> bool:
+    def applies_to(
+        self, workload_class: str, in_run: bool = False, run_behind: bool = False
+    ) -> bool:
         """Whether the step applies to a request of ``workload_class`` (``in_run``: a call
-        of an agent run)."""
-        if in_run and self.skip_runs:
+        of an agent run; ``run_behind``: its run is behind its pace, or not started)."""
+        if in_run and (self.skip_runs is True or (self.skip_runs == "behind_pace" and run_behind)):
             return False
         return not self.classes or workload_class in self.classes
 

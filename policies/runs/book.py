@@ -272,12 +272,22 @@ class RunBook:
         for run in self._of_tenant.get(tenant, {}).values():
             if run.opening in run.queued:
                 continue  # not started
-            if run.deadline is None or run.deadline <= run.started_at:
+            pace = _pace(run, now)
+            if pace is None:
                 return True
-            gone = (now - run.started_at) / (run.deadline - run.started_at)
-            drawn += run.drawn
-            asked += gone * run.reservation.tokens
+            drawn += pace[0]
+            asked += pace[1]
         return drawn < asked
+
+    def run_behind_pace(self, tenant: str, run_id: str, now: float) -> bool:
+        """Whether the run has drawn less of its reservation than the share of its time to
+        the deadline gone asks; True for a run not open or not started (its first call),
+        and for one without a deadline (nothing says it may wait)."""
+        run = self.runs.get((tenant, run_id))
+        if run is None or run.opening in run.queued:
+            return True
+        pace = _pace(run, now)
+        return pace is None or pace[0] < pace[1]
 
     def has_precedence(self, request_id: str, tenant: str) -> bool:
         waiting = self._continuations.get(tenant)
@@ -449,3 +459,13 @@ def _ending(run: Run, now: float) -> tuple[RunEnd, Reason]:
     if run.last_outcome is Outcome.COMPLETED and not run.pending:
         return RunEnd.COMPLETED, Reason.RUN_ENDED
     return RunEnd.ABANDONED, Reason.RUN_ENDED
+
+
+def _pace(run: Run, now: float) -> tuple[float, float] | None:
+    """A started run's tokens drawn, and those its pace asks by ``now`` (its reservation
+    times the share of its time to the deadline gone); None without a deadline ahead of
+    its start."""
+    if run.deadline is None or run.deadline <= run.started_at:
+        return None
+    gone = (now - run.started_at) / (run.deadline - run.started_at)
+    return run.drawn, gone * run.reservation.tokens

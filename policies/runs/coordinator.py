@@ -111,6 +111,13 @@ class RunCoordinator:
         if req.run is not None:
             self._book.turned_away(req.tenant, req.run.run_id)
 
+    def behind_pace(self, req: RequestInfo, now: float) -> bool:
+        """Whether ``req``'s run is behind the pace its deadline asks, or not known to be
+        ahead of it (``RunBook.run_behind_pace``); False for a call of no run."""
+        if req.run is None:
+            return False
+        return self._book.run_behind_pace(req.tenant, req.run.run_id, now)
+
     def holds(self, request_id: str) -> bool:
         """Whether ``request_id`` waits in its run's own queue."""
         return self._held.get(request_id) is not None

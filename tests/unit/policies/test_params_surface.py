@@ -181,6 +181,19 @@ def test_a_ladder_step_that_skips_runs_passes_over_their_calls_only() -> None:
     assert step.applies_to("interactive") and not step.applies_to("interactive", in_run=True)
     every = LadderStep(name="s", at=0.5, action="reject")
     assert every.applies_to("interactive", in_run=True)
+    assert every.applies_to("interactive", in_run=True, run_behind=True)
+    assert not step.applies_to("interactive", in_run=True, run_behind=False)
+
+
+def test_a_ladder_step_that_spares_runs_behind_pace_passes_over_those_calls_only() -> None:
+    step = LadderStep.model_validate(
+        {"name": "s", "at": 0.5, "action": "reject", "skip_runs": "behind_pace"}
+    )
+    assert not step.applies_to("chat", in_run=True, run_behind=True)
+    assert step.applies_to("chat", in_run=True, run_behind=False)
+    assert step.applies_to("chat", run_behind=True)  # no run: the flag is not its
+    with pytest.raises(ValueError):
+        LadderStep.model_validate({"name": "s", "at": 0.5, "action": "reject", "skip_runs": "x"})
 
 
 def test_the_examples_handed_to_the_conformance_suite() -> None:

@@ -3,6 +3,7 @@ started runs, fan-out ceilings, and the release of a run on each of its ends."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -444,30 +445,89 @@ def test_the_ended_runs_remembered_are_the_newest_ended_kept() -> None:
     assert all(s.runs.state("t1", f"r{i}") is None for i in range(7))
 
 
+def open_run(
+    book: RunBook, clock: ManualClock, run_id: str, tokens: int, deadline_in: float | None = 100.0
+) -> RequestInfo:
+    """A run of 1,000 reserved tokens opened in ``book``, its first call ``tokens`` long."""
+    half = tokens // 2
+    deadline = None if deadline_in is None else clock.now + deadline_in
+    req = request(clock, prompt=half, output=half, run=RunHints(run_id, deadline=deadline))
+    book.open(req, Reservation(1000, 4, None, "hints"), clock.now)
+    return req
+
+
+def x_started_y_queued() -> tuple[RunBook, ManualClock, RequestInfo]:
+    """Runs ``x`` (its first call of 100 tokens dispatched) and ``y`` (its first call of 20
+    queued), each reserving 1,000 tokens with 100 s to its deadline; 9 s later."""
+    book, clock = RunBook(), ManualClock()
+    book.dispatched(open_run(book, clock, "x", 100), clock.now)
+    y = open_run(book, clock, "y", 20)
+    book.enqueued(book.runs[("t1", "y")], queued_call(y, 1, clock.now, clock.now + 30))
+    clock.advance(9.0)
+    return book, clock, y
+
+
 def test_the_pace_is_summed_over_the_tenant_started_runs() -> None:
     """Both runs reserve 1,000 tokens with 100 s to their deadline. ``x`` draws 100, ``y``
     20: at 9 s ``x`` alone keeps its pace (100 >= 90) but the two together do not (120 <
     180). A run whose first call waits in the queue, another tenant's runs, and a started
     run without a deadline (always behind: nothing says it may wait)."""
-    book = RunBook()
-    clock = ManualClock()
-
-    def opened(run_id: str, tokens: int, deadline_in: float | None = 100.0) -> RequestInfo:
-        half = tokens // 2
-        deadline = None if deadline_in is None else clock.now + deadline_in
-        req = request(clock, prompt=half, output=half, run=RunHints(run_id, deadline=deadline))
-        book.open(req, Reservation(1000, 4, None, "hints"), clock.now)
-        return req
-
-    book.dispatched(opened("x", 100), clock.now)
-    y = opened("y", 20)
-    book.enqueued(book.runs[("t1", "y")], queued_call(y, 1, clock.now, clock.now + 30))
-    clock.advance(9.0)
+    book, clock, y = x_started_y_queued()
     assert not book.behind_pace("t1", clock.now)  # y has not started: x alone, 100 >= 90
     book.dispatched(y, clock.now)
     assert book.behind_pace("t1", clock.now)  # 120 < 90 + 90
     assert not book.behind_pace("t2", clock.now)  # no runs of its own
     book.end(RunsParams(), book.runs[("t1", "y")], RunEnd.COMPLETED, clock.now)
     assert not book.behind_pace("t1", clock.now)  # y's end takes it out of the sum
-    book.dispatched(opened("z", 100, deadline_in=None), clock.now)
+    book.dispatched(open_run(book, clock, "z", 100, deadline_in=None), clock.now)
     assert book.behind_pace("t1", clock.now)
+
+
+def test_each_run_keeps_its_own_pace() -> None:
+    """The same runs as above, each on its own: at 9 s ``x`` (100 drawn of the 90 its pace
+    asks) is ahead, ``y`` (20) behind; a run whose first call waits, a run not open, and a
+    started run without a deadline are behind (nothing says they may wait)."""
+    book, clock, y = x_started_y_queued()
+    assert not book.run_behind_pace("t1", "x", clock.now)
+    assert book.run_behind_pace("t1", "y", clock.now)  # not started
+    book.dispatched(y, clock.now)
+    assert book.run_behind_pace("t1", "y", clock.now)  # 20 < 90
+    assert not book.run_behind_pace("t1", "x", clock.now)  # y's pace is not x's
+    clock.advance(2.0)
+    assert book.run_behind_pace("t1", "x", clock.now)  # 100 < 110
+    assert book.run_behind_pace("t1", "nope", clock.now) and book.run_behind_pace("t2", "x", 0)
+    book.dispatched(open_run(book, clock, "z", 2000, deadline_in=None), clock.now)
+    assert book.run_behind_pace("t1", "z", clock.now)
+
+
+def test_a_cap_that_spares_runs_behind_pace_cuts_a_run_ahead_of_it() -> None:
+    """At saturation the default's output cap is on. With ``skip_runs: behind_pace`` a run's
+    first call, and a later call while the run is behind its pace, pass whole; a later call
+    of a run ahead of its pace is cut like any call."""
+    clock = ManualClock()
+    cap = {"name": "cap", "at": 0.5, "action": "cap_max_tokens", "max_tokens": 64}
+    s = scheduler(
+        clock,
+        {"runs": {"enabled": True}, "ladder": {"steps": [{**cap, "skip_runs": "behind_pace"}]}},
+    )
+    full = fleet(clock, backend(waiting=10.0, kv_cache_usage=0.9))
+
+    def submit(run_id: str) -> Ticket:
+        req = call(clock, run_id, deadline_in=100.0, tokens=1000, calls=4)
+        out = s.submit(replace(req, max_tokens=500), full)
+        assert isinstance(out, Ticket)
+        return out
+
+    first = submit("a")
+    assert first.request.max_tokens == 500  # not started: spared
+    s.release(first, used(100, 500))  # 600 drawn of 1000 at 0 s: ahead of its pace
+    clock.advance(10.0)
+    ahead = submit("a")
+    assert ahead.request.max_tokens == 64 and ahead.decision.degradation.steps == ("cap",)
+    s.release(ahead, used(100, 64))  # 764 drawn
+    clock.advance(80.0)  # the pace asks 900
+    behind = submit("a")
+    assert behind.request.max_tokens == 500
+    s.release(behind, used(100, 500))
+    plain = s.submit(replace(request(clock), max_tokens=500), full)
+    assert isinstance(plain, Ticket) and plain.request.max_tokens == 64
