@@ -220,7 +220,7 @@ async def test_a_replica_not_back_within_the_ttl_is_counted_dead(
     replica: MakeReplica,
     redis_client: aioredis.Redis,
 ) -> None:
-    cfg = config(redis_server, command_timeout_ms=100, lease_ttl_s=1.0, sync_interval_ms=100)
+    cfg = config(redis_server, command_timeout_ms=1000, lease_ttl_s=1.0, sync_interval_ms=100)
     a = replica(cfg, "a")
     gone = replica(cfg, "gone")
     await gone.beat()
