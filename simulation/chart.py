@@ -24,6 +24,17 @@ class ChartUnavailable(RuntimeError):
     """matplotlib is not installed."""
 
 
+INSTALL_HINT = "pip install 'sluicegate[sim]' (matplotlib) to draw charts"
+
+
+def chart_available() -> bool:
+    """Whether matplotlib can be imported: a command whose chart is its point asks first,
+    not after its runs."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def draw(rows: list[Row], path: Path, *, knee_n: float | None, title: str) -> None:
     """Write a PNG: wait curves on the left axis, goodput (dotted) on the right one."""
     with _figure(path) as ax:
@@ -78,7 +89,7 @@ def _figure(path: Path) -> Iterator[Axes]:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ChartUnavailable("pip install -e '.[sim]' to draw charts") from exc
+        raise ChartUnavailable(INSTALL_HINT) from exc
 
     fig, ax = plt.subplots(figsize=(10, 6), facecolor=BACKGROUND)
     ax.set_facecolor(BACKGROUND)

@@ -14,6 +14,7 @@ import argparse
 import sys
 import time
 
+from simulation.chart import INSTALL_HINT, chart_available
 from simulation.flags import choice_flag
 from simulation.matrix.cells import CI_SLICE, Cell, full_matrix
 from simulation.matrix.evaluate import chosen_policies, evaluate
@@ -67,6 +68,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not cells:
         print("sluicegate evaluate: no cell matches", file=sys.stderr)
+        return 2
+    if not args.no_chart and not chart_available():
+        print(
+            f"sluicegate evaluate: no heat map without matplotlib: {INSTALL_HINT}, or pass "
+            "--no-chart",
+            file=sys.stderr,
+        )
         return 2
     started = time.monotonic()
     print(f"{len(cells)} cells x {len(policies)} policies on {args.workers} workers", flush=True)

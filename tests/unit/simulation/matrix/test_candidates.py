@@ -4,6 +4,7 @@ file's path, judged beside the default."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,3 +49,27 @@ def test_a_candidate_named_like_a_preset_is_refused(tmp_path: Path) -> None:
 def test_a_name_that_is_no_preset_nor_file_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown policy"):
         chosen_policies({"no-such-policy"})
+
+
+def test_without_matplotlib_evaluate_stops_before_its_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The heat map is the matrix's point: without matplotlib the command says so at once
+    (exit 2), not after an hour of runs; ``--no-chart`` runs without it."""
+    from simulation.matrix import cli
+
+    ran: list[int] = []
+
+    def evaluate(cells: list[Any], *_: Any, **__: Any) -> list[Any]:
+        ran.append(len(cells))
+        return []
+
+    monkeypatch.setattr(cli, "chart_available", lambda: False)
+    monkeypatch.setattr(cli, "evaluate", evaluate)
+    monkeypatch.setattr(cli, "summary", lambda rows: [])
+    monkeypatch.setattr(cli, "write_csv", lambda rows, path: None)
+    args = ["--workloads", "chat", "--profiles", "cpu-tiny", "--loads", "1", "--backends", "1"]
+    assert cli.main([*args, "--out", str(tmp_path / "chart")]) == 2
+    assert "matplotlib" in capsys.readouterr().err and ran == []
+    assert cli.main([*args, "--no-chart", "--out", str(tmp_path / "plain")]) == 0
+    assert ran == [1]
