@@ -140,7 +140,7 @@ class Scheduler:
                 self._states.ladder,
                 self._policy.ladder,
                 place.view.served_models(),
-                req.run is not None and self.runs.behind_pace(req, now),
+                self.runs.behind_pace(req, now),
             )
             if lad.reject is not None:
                 return self.refuse(req, lad.reject, None, now, shadowed=lad.shadowed)
